@@ -1,0 +1,38 @@
+# The two README commands: `make demo` and `make test`.  Both create .venv on a fresh
+# machine and install the package with what it needs from PyPI.
+VENV   ?= .venv
+PYTHON ?= python3
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+OUT    ?= demo_output
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test bench lint clean urdf
+
+venv: $(STAMP)
+
+$(STAMP): setup.py package.xml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -qq --upgrade pip
+	$(PY) -m pip install -qq -e '.[test,ros,dev]'
+	touch $(STAMP)
+
+demo: venv
+	$(VENV)/bin/multibody models
+	$(VENV)/bin/multibody requirements arm7 demo --payload-mass 5 --payload-com 0 0 0.05 --out $(OUT)
+
+test: venv
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) bench/run.py --out bench/results.json
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+urdf: venv
+	$(PY) tools/make_robots.py
+
+clean:
+	rm -rf $(VENV) $(OUT) build *.egg-info .pytest_cache

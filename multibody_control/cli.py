@@ -1,0 +1,169 @@
+"""The ``multibody`` command.
+
+Every subcommand has ``--help``.  Bad input ends with exit code 2 and a
+one-line message on stderr (never a traceback); ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from multibody_dynamics.errors import MultibodyError
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse's own convention)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _robot_arg(p):
+    p.add_argument("robot", help="shipped robot name (see `multibody models`) or path to a model YAML")
+
+
+def cmd_models(args) -> int:
+    from multibody_dynamics.model import load_model, shipped_robots
+
+    rows = []
+    for name in shipped_robots():
+        m = load_model(name)
+        closures = ", ".join(f"{c.name} ({c.type}, {c.rows} rows)" for c in m.closures) or "-"
+        rows.append((name, str(m.nq), str(m.nv), str(m.nu), closures,
+                     ", ".join(m.passive_joint_names) or "-", m.description))
+    head = ("robot", "nq", "nv", "nu", "closures", "passive joints", "description")
+    widths = [max(len(r[k]) for r in rows + [head]) for k in range(len(head) - 1)]
+    for r in [head] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    return 0
+
+
+def cmd_check(args) -> int:
+    from multibody_dynamics.model import load_model
+
+    model = load_model(args.robot)
+    print(model.summary())
+    print("ok: model loaded and validated")
+    return 0
+
+
+def demo_motion(model, duration: float = 2.0, rate: float = 200.0):
+    """Built-in rest-to-rest motion (quintic, ``duration`` s, 0.25 s of rest at each end)."""
+    from .trajectories import rest_to_rest
+
+    t = np.arange(0.0, duration + 0.5 + 0.5 / rate, 1.0 / rate)
+    q0 = model.q_rest.copy()
+    pm = model.pin_model
+    step = np.zeros(model.nv)
+    for jid in range(1, pm.njoints):
+        j = pm.joints[jid]
+        if j.nv != 1 or j.nq != 1:
+            continue
+        prismatic = "P" in j.shortname()
+        lo, hi = pm.lowerPositionLimit[j.idx_q], pm.upperPositionLimit[j.idx_q]
+        span = min(hi - lo, 0.6 if prismatic else 2.0) if np.isfinite(hi - lo) else 1.0
+        step[j.idx_v] = 0.4 * span * (1 if j.idx_v % 2 == 0 else -1)
+    return rest_to_rest(t, q0, q0 + step, 0.25, 0.25 + duration, order=5)
+
+
+def _payload(args, model):
+    from multibody_dynamics.rigid import Payload
+
+    given = any(x is not None for x in (args.payload_mass, args.payload_com, args.payload_force,
+                                        args.payload_torque))
+    if not given:
+        return None
+    return Payload(
+        mass=args.payload_mass or 0.0,
+        com=tuple(args.payload_com or (0, 0, 0)),
+        force=tuple(args.payload_force or (0, 0, 0)),
+        force_point=tuple(args.payload_force_point) if args.payload_force_point else None,
+        torque=tuple(args.payload_torque or (0, 0, 0)),
+    )
+
+
+def cmd_requirements(args) -> int:
+    from multibody_dynamics.model import load_model
+    from multibody_dynamics.requirements import requirements_analysis
+
+    from .trajectories import read_trajectory_csv
+
+    model = load_model(args.robot)
+    if args.trajectory == "demo":
+        traj = demo_motion(model)
+    else:
+        traj = read_trajectory_csv(args.trajectory, model.coordinate_names)
+    payload = _payload(args, model)
+    result = requirements_analysis(model, traj.t, traj.q, traj.v, traj.a, payload,
+                                   progress=not args.quiet)
+    print(f"{model.name}: {traj.t.size} samples, {traj.t[0]:.3g} s to {traj.t[-1]:.3g} s"
+          + (f", payload {payload.mass:g} kg" if payload else ""))
+    print(result.format_peaks())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = result.to_csv(out / f"{model.name}_requirements.csv")
+    png_path = result.plot(out / f"{model.name}_requirements.png",
+                           title=f"{model.name}: joint reaction loads")
+    print(f"wrote {csv_path}\nwrote {png_path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="multibody", description="Dynamics and control of closed-loop, "
+                     "underactuated and flexible robots.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("models", help="list the shipped robots")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("check", help="load and validate a model, print its summary")
+    _robot_arg(p)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser(
+        "requirements",
+        help="joint reaction loads (3 forces + 3 torques per joint) along a motion",
+        description="Requirements analysis (NASA CR-165977 App. B): prints the peak table, "
+        "writes <robot>_requirements.csv (columns t, <joint>.fx ... <joint>.tz) and a PNG plot.",
+    )
+    _robot_arg(p)
+    p.add_argument("trajectory", help="CSV with columns t, q.<joint>... (v.<joint>, a.<joint> "
+                   "optional) or 'demo' for a built-in rest-to-rest motion")
+    p.add_argument("--payload-mass", type=float, metavar="KG", help="held payload mass [kg]")
+    p.add_argument("--payload-com", type=float, nargs=3, metavar=("X", "Y", "Z"),
+                   help="payload centre of mass in the end-effector frame [m]")
+    p.add_argument("--payload-force", type=float, nargs=3, metavar=("FX", "FY", "FZ"),
+                   help="external force on the payload, world axes [N]")
+    p.add_argument("--payload-force-point", type=float, nargs=3, metavar=("X", "Y", "Z"),
+                   help="where the force acts, end-effector frame [m] (default: the payload CoM)")
+    p.add_argument("--payload-torque", type=float, nargs=3, metavar=("TX", "TY", "TZ"),
+                   help="external torque on the payload, world axes [N m]")
+    p.add_argument("--out", default="requirements_output", help="output directory (default: %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_requirements)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (MultibodyError, FileNotFoundError, ValueError) as exc:
+        if args.debug:
+            raise
+        msg = " ".join(str(exc).split())
+        print(f"multibody {args.command}: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("multibody: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The model YAML (``config/robots/<robot>.yaml``): what a URDF cannot say.
+
+Schema (every key but ``name`` optional; units in brackets)::
+
+    name: passive_arm                  # str, the robot's name
+    description: "..."                 # str, one line shown by `multibody models`
+    source: "Seifried (2014) ..."      # str, where the parameters come from
+    urdf: ../../urdf/passive_arm.urdf  # path relative to this file [default urdf/<name>.urdf
+                                       #   of the package share]
+    gravity: [0.0, 0.0, -9.81]         # 3 numbers [m/s^2], world frame
+    end_effector: tip                  # frame name used for task-space outputs
+    passive_joints:                    # unactuated joints, with an optional parallel
+      beta: {stiffness: 50.0,          #   spring [N m/rad or N/m] (>= 0)
+             damping: 0.25,            #   damper [N m s/rad or N s/m] (>= 0)
+             rest: 0.0}                #   spring rest position [rad or m]
+    actuation:                         # optional; default: one input per actuated joint
+      inputs: [F, T1, T2]              # names of the inputs u
+      matrix: [[1, 0, 0], ...]         # B (nv x nu), tau = B u; default: selection matrix
+    closures:                          # loop closures / contacts of the spanning tree
+      - name: loop                     # str, unique
+        type: revolute                 # one of CLOSURE_ROWS below
+        frame_a: coupler_tip           # frame on one body
+        frame_b: rocker_tip            # frame on another body (or the world)
+        axis: [0, 0, 1]                # joint/line axis in frame_b (types that need one)
+        normal: [0, 0, 1]              # plane normal in frame_b (planar types)
+
+Validation errors name the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ..errors import ModelError
+
+#: Closure types and how many constraint rows each imposes.  The planar types
+#: act in the plane with normal ``normal`` (default z of frame_b).
+CLOSURE_ROWS = {
+    "weld": 6,  # relative placement fixed
+    "revolute": 5,  # coincident points, rotation only about axis
+    "prismatic": 5,  # no rotation, translation only along axis
+    "spherical": 3,  # coincident points
+    "point_on_plane": 1,  # point of frame_a stays on the plane through frame_b, normal `normal`
+    "planar_weld": 3,  # in-plane position and angle fixed
+    "planar_revolute": 2,  # in-plane positions coincide
+    "planar_prismatic": 2,  # in-plane: no rotation, translation only along axis
+    "point_on_line": 1,  # in-plane: point stays on the line through frame_b along axis
+}
+_NEEDS_AXIS = {"revolute", "prismatic", "planar_prismatic", "point_on_line"}
+_NEEDS_NORMAL = {"point_on_plane", "planar_weld", "planar_revolute", "planar_prismatic", "point_on_line"}
+
+_TOP_KEYS = {
+    "name", "description", "source", "urdf", "gravity", "end_effector",
+    "passive_joints", "actuation", "closures",
+}
+_PASSIVE_KEYS = {"stiffness", "damping", "rest"}
+_CLOSURE_KEYS = {"name", "type", "frame_a", "frame_b", "axis", "normal"}
+
+
+@dataclass(frozen=True)
+class PassiveJointSpec:
+    """An unactuated joint with a parallel spring and damper (both may be zero)."""
+
+    stiffness: float = 0.0  # N m/rad (revolute) or N/m (prismatic)
+    damping: float = 0.0  # N m s/rad or N s/m
+    rest: float = 0.0  # rad or m
+
+
+@dataclass(frozen=True)
+class ClosureSpec:
+    """A loop closure or contact between two frames; its kinematics live in constraints.py."""
+
+    name: str
+    type: str
+    frame_a: str
+    frame_b: str
+    axis: tuple[float, float, float] | None = None
+    normal: tuple[float, float, float] | None = None
+
+    @property
+    def rows(self) -> int:
+        return CLOSURE_ROWS[self.type]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The validated content of a model YAML (names only; checked against the URDF later)."""
+
+    name: str
+    path: Path | None
+    urdf: Path
+    description: str = ""
+    source: str = ""
+    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
+    end_effector: str | None = None
+    passive_joints: dict[str, PassiveJointSpec] = field(default_factory=dict)
+    input_names: tuple[str, ...] | None = None
+    actuation_matrix: np.ndarray | None = None
+    closures: tuple[ClosureSpec, ...] = ()
+
+
+class _Where:
+    """Builds error messages 'FILE: KEY: problem; expected ...'."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def error(self, key, msg):
+        return ModelError(f"{self.path}: {key}: {msg}" if key else f"{self.path}: {msg}")
+
+    def number(self, value, key, *, minimum=None):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            raise self.error(key, f"expected a finite number, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"expected a number >= {minimum}, got {value!r}")
+        return float(value)
+
+    def vector3(self, value, key):
+        if not isinstance(value, (list, tuple)) or len(value) != 3:
+            raise self.error(key, f"expected a list of 3 numbers, got {value!r}")
+        return tuple(self.number(x, f"{key}[{i}]") for i, x in enumerate(value))
+
+    def unit3(self, value, key):
+        vec = np.array(self.vector3(value, key))
+        norm = np.linalg.norm(vec)
+        if norm < 1e-12:
+            raise self.error(key, "expected a non-zero direction vector, got [0, 0, 0]")
+        return tuple((vec / norm).tolist())
+
+    def string(self, value, key):
+        if not isinstance(value, str) or not value:
+            raise self.error(key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def mapping(self, value, key, allowed):
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a mapping, got {type(value).__name__}")
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            where = f"{key}." if key else ""
+            raise self.error(
+                f"{where}{unknown[0]}", f"unknown key; expected one of {', '.join(sorted(allowed))}"
+            )
+        return value
+
+
+def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:
+    """Read and validate the model YAML at ``path`` (structure and types only)."""
+    path = Path(path)
+    w = _Where(path)
+    if not path.is_file():
+        raise ModelError(f"{path}: model file not found")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ModelError(f"{path}: malformed YAML ({exc})") from None
+    if raw is None:
+        raise ModelError(f"{path}: empty file; expected a mapping with at least 'name'")
+    w.mapping(raw, "", _TOP_KEYS)
+    if "name" not in raw:
+        raise w.error("name", "missing; expected the robot's name")
+    name = w.string(raw["name"], "name")
+
+    if "urdf" in raw:
+        urdf = (path.parent / w.string(raw["urdf"], "urdf")).resolve()
+    else:
+        urdf = default_urdf_dir / f"{name}.urdf"
+
+    gravity = w.vector3(raw["gravity"], "gravity") if "gravity" in raw else (0.0, 0.0, -9.81)
+
+    passive = {}
+    for jname, spec in (raw.get("passive_joints") or {}).items():
+        key = f"passive_joints.{jname}"
+        spec = w.mapping(spec if spec is not None else {}, key, _PASSIVE_KEYS)
+        passive[str(jname)] = PassiveJointSpec(
+            stiffness=w.number(spec.get("stiffness", 0.0), f"{key}.stiffness", minimum=0.0),
+            damping=w.number(spec.get("damping", 0.0), f"{key}.damping", minimum=0.0),
+            rest=w.number(spec.get("rest", 0.0), f"{key}.rest"),
+        )
+
+    inputs, matrix = None, None
+    if raw.get("actuation") is not None:
+        act = w.mapping(raw["actuation"], "actuation", {"inputs", "matrix"})
+        if "inputs" in act:
+            names = act["inputs"]
+            if not isinstance(names, list) or not names:
+                raise w.error("actuation.inputs", f"expected a non-empty list of names, got {names!r}")
+            inputs = tuple(w.string(n, f"actuation.inputs[{i}]") for i, n in enumerate(names))
+            if len(set(inputs)) != len(inputs):
+                raise w.error("actuation.inputs", f"input names must be unique, got {list(inputs)}")
+        if "matrix" in act:
+            try:
+                matrix = np.array(act["matrix"], dtype=float)
+            except (TypeError, ValueError):
+                raise w.error("actuation.matrix", "expected a list of rows of numbers") from None
+            if matrix.ndim != 2 or not np.all(np.isfinite(matrix)):
+                raise w.error("actuation.matrix", f"expected a 2-D matrix of finite numbers, got "
+                                                  f"shape {matrix.shape}")
+
+    closures = []
+    raw_closures = raw.get("closures") or []
+    if not isinstance(raw_closures, list):
+        raise w.error("closures", "expected a list of closures")
+    seen = set()
+    for i, c in enumerate(raw_closures):
+        key = f"closures[{i}]"
+        c = w.mapping(c, key, _CLOSURE_KEYS)
+        for req in ("type", "frame_a", "frame_b"):
+            if req not in c:
+                raise w.error(f"{key}.{req}", "missing")
+        ctype = w.string(c["type"], f"{key}.type")
+        if ctype not in CLOSURE_ROWS:
+            raise w.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one of "
+                                         f"{', '.join(CLOSURE_ROWS)}")
+        cname = w.string(c.get("name", f"closure{i}"), f"{key}.name")
+        if cname in seen:
+            raise w.error(f"{key}.name", f"duplicate closure name {cname!r}")
+        seen.add(cname)
+        if ctype in _NEEDS_AXIS and "axis" not in c:
+            raise w.error(f"{key}.axis", f"missing; closure type {ctype!r} needs an axis (3 numbers)")
+        axis = w.unit3(c["axis"], f"{key}.axis") if "axis" in c else None
+        normal = w.unit3(c.get("normal", [0, 0, 1]), f"{key}.normal") if ctype in _NEEDS_NORMAL else None
+        if axis is not None and normal is not None and abs(np.dot(axis, normal)) > 1e-9:
+            raise w.error(f"{key}.axis", "must be perpendicular to the plane normal of a planar closure")
+        closures.append(ClosureSpec(cname, ctype, w.string(c["frame_a"], f"{key}.frame_a"),
+                                    w.string(c["frame_b"], f"{key}.frame_b"), axis, normal))
+
+    return ModelConfig(
+        name=name,
+        path=path,
+        urdf=urdf,
+        description=str(raw.get("description", "")).strip(),
+        source=str(raw.get("source", "")).strip(),
+        gravity=gravity,
+        end_effector=w.string(raw["end_effector"], "end_effector") if "end_effector" in raw else None,
+        passive_joints=passive,
+        input_names=inputs,
+        actuation_matrix=matrix,
+        closures=tuple(closures),
+    )

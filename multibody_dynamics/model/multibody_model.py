@@ -1,0 +1,306 @@
+"""MultibodyModel: URDF spanning tree + model YAML -> pinocchio model and the extra data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from ..errors import FrameNotFound, ModelError
+from .config import ClosureSpec, ModelConfig, PassiveJointSpec, read_config
+from .resources import robots_dir, share_dir, shipped_robots
+from .urdf_checks import check_urdf
+
+
+@dataclass(frozen=True, eq=False)
+class MultibodyModel:
+    """A robot: pinocchio's kinematic tree plus closures, actuation, springs and gravity.
+
+    Build it with :func:`load_model`.  The object is immutable and shared; each
+    caller creates its own pinocchio ``Data`` with :meth:`create_data`.
+
+    Attributes
+    ----------
+    name : str
+    pin_model : pinocchio.Model
+        The spanning tree with gravity set from the model YAML.
+    joint_names : tuple of str
+        Moving joints in pinocchio order (the order of ``q`` and ``v``).
+    coordinate_names : tuple of str, length nv
+        One name per velocity coordinate (the joint name for 1-DoF joints,
+        ``<joint>.<k>`` otherwise).
+    passive : ndarray of bool, (nv,)
+        True for unactuated coordinates.
+    stiffness, damping : ndarray, (nv,)
+        Parallel spring [N m/rad | N/m] and damper [N m s/rad | N s/m] per coordinate.
+    q_rest : ndarray, (nq,)
+        Spring rest configuration (the neutral configuration where no spring acts).
+    B : ndarray, (nv, nu)
+        Actuation map: generalized force ``tau = B @ u``.
+    input_names : tuple of str, length nu
+    closures : tuple of ClosureSpec
+    gravity : ndarray, (3,)
+        [m/s^2] in the world frame.
+    end_effector : str or None
+        Frame used for task-space outputs.
+    """
+
+    name: str
+    description: str
+    source: str
+    config_path: Path | None
+    urdf_path: Path
+    pin_model: pin.Model
+    joint_names: tuple[str, ...]
+    coordinate_names: tuple[str, ...]
+    passive: np.ndarray
+    stiffness: np.ndarray
+    damping: np.ndarray
+    q_rest: np.ndarray
+    B: np.ndarray
+    input_names: tuple[str, ...]
+    closures: tuple[ClosureSpec, ...]
+    gravity: np.ndarray
+    end_effector: str | None
+
+    @property
+    def nq(self) -> int:
+        return self.pin_model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.pin_model.nv
+
+    @property
+    def nu(self) -> int:
+        return self.B.shape[1]
+
+    @property
+    def has_springs(self) -> bool:
+        return bool(np.any(self.stiffness) or np.any(self.damping))
+
+    @property
+    def passive_joint_names(self) -> tuple[str, ...]:
+        return tuple(n for n, p in zip(self.coordinate_names, self.passive) if p)
+
+    def create_data(self) -> pin.Data:
+        return self.pin_model.createData()
+
+    def neutral(self) -> np.ndarray:
+        """The neutral configuration q (nq,) (zero angles, unit quaternions)."""
+        return pin.neutral(self.pin_model)
+
+    def frame_id(self, name: str) -> int:
+        """Index of the frame ``name``; raises :class:`FrameNotFound` listing valid names."""
+        if not self.pin_model.existFrame(name):
+            valid = ", ".join(sorted({f.name for f in self.pin_model.frames}))
+            raise FrameNotFound(f"{self.name}: no frame named {name!r}; valid frames: {valid}")
+        return self.pin_model.getFrameId(name)
+
+    def joint_index(self, name: str) -> int:
+        """Velocity index of the 1-DoF joint (or coordinate) ``name``."""
+        try:
+            return self.coordinate_names.index(name)
+        except ValueError:
+            valid = ", ".join(self.coordinate_names)
+            raise FrameNotFound(f"{self.name}: no joint named {name!r}; valid joints: {valid}") from None
+
+    def total_mass(self) -> float:
+        """Mass carried by the moving joints [kg] (bodies welded to the world excluded)."""
+        return float(sum(inertia.mass for inertia in self.pin_model.inertias[1:]))
+
+    def summary(self) -> str:
+        """A few lines describing the model, as printed by ``multibody check``."""
+        lines = [
+            f"robot        {self.name}" + (f"  ({self.description})" if self.description else ""),
+            f"files        {self.config_path or '-'}",
+            f"             {self.urdf_path}",
+            f"dof          nq={self.nq} nv={self.nv} inputs={self.nu} "
+            f"({', '.join(self.input_names)})",
+            f"joints       {', '.join(self.coordinate_names)}",
+            f"passive      {', '.join(self.passive_joint_names) or '-'}",
+        ]
+        for i in np.flatnonzero(self.stiffness + self.damping):
+            lines.append(
+                f"  spring     {self.coordinate_names[i]}: k={self.stiffness[i]:g} d={self.damping[i]:g}"
+            )
+        lines.append(f"closures     {len(self.closures) or '-'}")
+        for c in self.closures:
+            lines.append(f"  {c.name:10s} {c.type} {c.frame_a} <-> {c.frame_b} ({c.rows} rows)")
+        lines += [
+            f"gravity      {np.round(self.gravity, 4).tolist()} m/s^2",
+            f"moving mass  {self.total_mass():.4g} kg",
+            f"end effector {self.end_effector or '-'}",
+        ]
+        if self.source:
+            lines.append(f"source       {self.source}")
+        return "\n".join(lines)
+
+
+def resolve_model_path(robot: str | Path) -> Path:
+    """Model YAML for a shipped robot name or a path to a YAML file."""
+    p = Path(robot)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    candidate = robots_dir() / f"{robot}.yaml"
+    if not candidate.is_file():
+        raise ModelError(
+            f"unknown robot {str(robot)!r}: not a shipped robot ({', '.join(shipped_robots())}) "
+            "and not a path to a model YAML file"
+        )
+    return candidate
+
+
+def load_model(robot: str | Path) -> MultibodyModel:
+    """Load and validate a robot by shipped name (``"arm7"``) or model-YAML path.
+
+    Raises
+    ------
+    ModelError
+        With the file, the key and what was expected, for every inconsistency
+        between the YAML and the URDF.
+    """
+    path = resolve_model_path(robot)
+    cfg = read_config(path, share_dir() / "urdf")
+    return build_model(cfg)
+
+
+def _coordinate_names(model: pin.Model) -> tuple[list[str], list[str]]:
+    joints, coords = [], []
+    for jid in range(1, model.njoints):
+        jname = model.names[jid]
+        nv = model.joints[jid].nv
+        joints.append(jname)
+        coords.extend([jname] if nv == 1 else [f"{jname}.{k}" for k in range(nv)])
+    return joints, coords
+
+
+def build_model(cfg: ModelConfig) -> MultibodyModel:
+    """Build a :class:`MultibodyModel` from a validated :class:`ModelConfig`."""
+    where = cfg.path or cfg.name
+    check_urdf(cfg.urdf)
+    try:
+        model = pin.buildModelFromUrdf(str(cfg.urdf))
+    except Exception as exc:  # pinocchio raises plain RuntimeError/ValueError from C++
+        raise ModelError(f"{cfg.urdf}: pinocchio could not build the model ({exc})") from None
+    model.gravity = pin.Motion(np.array(cfg.gravity), np.zeros(3))
+    joint_names, coords = _coordinate_names(model)
+    if model.nv == 0:
+        raise ModelError(f"{cfg.urdf}: the URDF has no moving joint")
+
+    def frame_of(name, key):
+        if not model.existFrame(name):
+            valid = ", ".join(sorted({f.name for f in model.frames if f.name != "universe"}))
+            raise ModelError(f"{where}: {key}: unknown frame {name!r}; expected one of: {valid}")
+        return model.frames[model.getFrameId(name)]
+
+    passive = np.zeros(model.nv, dtype=bool)
+    stiffness = np.zeros(model.nv)
+    damping = np.zeros(model.nv)
+    q_rest = pin.neutral(model)
+    for jname, spec in cfg.passive_joints.items():
+        key = f"passive_joints.{jname}"
+        if not model.existJointName(jname):
+            raise ModelError(f"{where}: {key}: unknown joint {jname!r}; expected one of: "
+                             f"{', '.join(joint_names)}")
+        joint = model.joints[model.getJointId(jname)]
+        if joint.nv != 1:
+            raise ModelError(f"{where}: {key}: passive joints must have one degree of freedom, "
+                             f"{jname!r} has {joint.nv}")
+        _apply_spring(spec, joint, passive, stiffness, damping, q_rest)
+
+    B, inputs = _actuation(cfg, where, coords, passive)
+
+    closures = []
+    for i, c in enumerate(cfg.closures):
+        fa = frame_of(c.frame_a, f"closures[{i}].frame_a")
+        fb = frame_of(c.frame_b, f"closures[{i}].frame_b")
+        if fa.parentJoint == fb.parentJoint:
+            body = model.names[fa.parentJoint]
+            raise ModelError(
+                f"{where}: closures[{i}]: frames {c.frame_a!r} and {c.frame_b!r} are on the same "
+                f"body (joint {body!r}); a closure must join two different bodies"
+            )
+        closures.append(c)
+
+    if cfg.end_effector is not None:
+        frame_of(cfg.end_effector, "end_effector")
+
+    _check_mass_matrix(model, where, coords)
+
+    for arr in (passive, stiffness, damping, q_rest, B):
+        arr.setflags(write=False)
+    gravity = np.array(cfg.gravity)
+    gravity.setflags(write=False)
+    return MultibodyModel(
+        name=cfg.name,
+        description=cfg.description,
+        source=cfg.source,
+        config_path=cfg.path,
+        urdf_path=cfg.urdf,
+        pin_model=model,
+        joint_names=tuple(joint_names),
+        coordinate_names=tuple(coords),
+        passive=passive,
+        stiffness=stiffness,
+        damping=damping,
+        q_rest=q_rest,
+        B=B,
+        input_names=inputs,
+        closures=tuple(closures),
+        gravity=gravity,
+        end_effector=cfg.end_effector,
+    )
+
+
+def _apply_spring(spec: PassiveJointSpec, joint, passive, stiffness, damping, q_rest):
+    iv, iq = joint.idx_v, joint.idx_q
+    passive[iv] = True
+    stiffness[iv] = spec.stiffness
+    damping[iv] = spec.damping
+    if joint.nq == 1:
+        q_rest[iq] = spec.rest
+    else:  # continuous joint stored as (cos, sin)
+        q_rest[iq:iq + 2] = (np.cos(spec.rest), np.sin(spec.rest))
+
+
+def _actuation(cfg: ModelConfig, where, coords, passive):
+    actuated = np.flatnonzero(~passive)
+    if cfg.actuation_matrix is None:
+        B = np.zeros((len(coords), actuated.size))
+        B[actuated, np.arange(actuated.size)] = 1.0
+    else:
+        B = cfg.actuation_matrix.copy()
+        if B.shape[0] != len(coords):
+            raise ModelError(f"{where}: actuation.matrix: expected {len(coords)} rows (one per "
+                             f"velocity coordinate: {', '.join(coords)}), got shape {B.shape}")
+        if np.any(B[passive] != 0.0):
+            raise ModelError(f"{where}: actuation.matrix: rows of passive joints must be zero "
+                             f"({', '.join(np.asarray(coords)[passive])})")
+    nu = B.shape[1]
+    if cfg.input_names is not None:
+        if len(cfg.input_names) != nu:
+            raise ModelError(f"{where}: actuation.inputs: expected {nu} names (one per column of "
+                             f"the actuation matrix), got {len(cfg.input_names)}")
+        inputs = cfg.input_names
+    elif cfg.actuation_matrix is None:
+        inputs = tuple(coords[i] for i in actuated)
+    else:
+        inputs = tuple(f"u{k}" for k in range(nu))
+    return B, inputs
+
+
+def _check_mass_matrix(model: pin.Model, where, coords):
+    data = model.createData()
+    M = pin.crba(model, data, pin.neutral(model))
+    try:
+        np.linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        eigval, eigvec = np.linalg.eigh(M)
+        idle = [coords[i] for i in np.flatnonzero(np.abs(eigvec[:, 0]) > 0.3)]
+        raise ModelError(
+            f"{where}: the mass matrix is singular at the neutral configuration (smallest "
+            f"eigenvalue {eigval[0]:.3g}); joint(s) {', '.join(idle)} move no mass or inertia"
+        ) from None

@@ -1,0 +1,48 @@
+"""Argument checks shared by the public API.
+
+The checks are cheap on the fast path (an ``ndarray`` of float64 with the right
+shape passes after three attribute comparisons) because the dynamics calls sit
+in 1 kHz control loops; anything else is converted once or rejected with a
+message that names the argument and the expected shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import DimensionError, InputError
+
+_F8 = np.dtype(float)
+
+
+def as_vector(x, n: int, name: str) -> np.ndarray:
+    """Return ``x`` as a float64 array of shape ``(n,)`` or raise :class:`DimensionError`."""
+    if x.__class__ is np.ndarray and x.dtype is _F8 and x.shape == (n,):
+        return x
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise DimensionError(f"{name}: expected {n} numbers, got {x!r} ({exc})") from None
+    if arr.shape != (n,):
+        raise DimensionError(f"{name}: expected shape ({n},), got {arr.shape}")
+    return arr
+
+
+def as_matrix(x, shape: tuple[int | None, int | None], name: str) -> np.ndarray:
+    """Return ``x`` as a 2-D float64 array; ``None`` in ``shape`` accepts any size on that axis."""
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise DimensionError(f"{name}: expected a numeric matrix ({exc})") from None
+    want = tuple("N" if s is None else s for s in shape)
+    if arr.ndim != 2 or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+        raise DimensionError(f"{name}: expected shape {want}, got {arr.shape}")
+    return arr
+
+
+def require_finite(x: np.ndarray, name: str) -> np.ndarray:
+    """Raise :class:`InputError` naming ``name`` if ``x`` holds NaN or inf."""
+    if not np.all(np.isfinite(x)):
+        bad = np.flatnonzero(~np.isfinite(np.ravel(x)))
+        raise InputError(f"{name}: non-finite value(s) at flat index {bad[:5].tolist()}")
+    return x

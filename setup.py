@@ -1,0 +1,61 @@
+"""multibody_suite: one setup.py for `colcon build` (ament_python) and for `pip install`.
+
+Under colcon (AMENT_PREFIX_PATH set) the Python dependencies come from rosdep
+(package.xml), so install_requires lists only setuptools: Humble's console
+scripts refuse to start when an install_requires entry is not a pip
+distribution.  Without ROS, pip installs the numeric stack from PyPI
+(pinocchio as the ``pin`` wheel).
+"""
+
+import os
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "multibody_suite"
+CORE = ["numpy>=1.24", "scipy>=1.10", "pyyaml>=6", "pin>=3.0", "matplotlib>=3.6", "tqdm>=4.60"]
+ROS = [  # real ROS 2 from PyPI (rclpy + messages + Fast DDS), used where no ROS install exists
+    "ros-rclpy", "ros-std-msgs", "ros-sensor-msgs", "ros-trajectory-msgs", "ros-rosgraph-msgs",
+    "ros-builtin-interfaces", "ros-action-msgs", "ros-geometry-msgs", "ros-rmw-fastrtps-cpp",
+]
+under_ament = bool(os.environ.get("AMENT_PREFIX_PATH"))
+
+
+def tree(folder):
+    """data_files entries installing ``folder`` (recursively) under share/<package>/."""
+    entries = {}
+    for path in glob(f"{folder}/**/*", recursive=True):
+        if os.path.isfile(path):
+            entries.setdefault(os.path.join("share", PACKAGE, os.path.dirname(path)), []).append(path)
+    return sorted(entries.items())
+
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*", "bench", "tools"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        *tree("launch"),
+        *tree("config"),
+        *tree("urdf"),
+    ],
+    python_requires=">=3.10",
+    install_requires=["setuptools"] if under_ament else ["setuptools", *CORE],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5"],
+        "ros": ROS,
+        "dev": ["ruff"],
+    },
+    zip_safe=True,
+    maintainer="multibody_suite maintainers",
+    maintainer_email="dev@multibody-suite.invalid",
+    description="Dynamics and control of closed-loop, underactuated and flexible robots (ROS 2)",
+    license="BSD-3-Clause",
+    entry_points={
+        "console_scripts": [
+            "multibody = multibody_control.cli:main",
+        ],
+    },
+)
