@@ -139,22 +139,33 @@ class RigidDynamics:
 
         tau = M a + h - tau_s (Recursive Newton-Euler, pinocchio ``rnea``).
         """
-        q, v, a = self._q(q), self._v(v, "v"), self._v(a, "a")
-        tau = pin.rnea(self._pm, self._data, q, v, a)
+        # Fast path: pinocchio checks sizes and types itself; on its terse error the
+        # arguments are checked here again for a message naming the argument.
+        try:
+            tau = pin.rnea(self._pm, self._data, q, v, a)
+        except (TypeError, ValueError):
+            q, v, a = self._q(q), self._v(v, "v"), self._v(a, "a")
+            tau = pin.rnea(self._pm, self._data, q, v, a)
         if self._springs:
             tau -= self.spring_forces(q, v)
         return tau
 
     def forward_dynamics(self, q, v, tau) -> np.ndarray:
         """Acceleration a (nv,) under actuation ``tau`` (Articulated-Body Algorithm, ``aba``)."""
-        q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
         if self._springs:
-            tau = tau + self.spring_forces(q, v)
-        return pin.aba(self._pm, self._data, q, v, tau)
+            q, v = self._q(q), self._v(v, "v")
+            tau = self._v(tau, "tau") + self.spring_forces(q, v)
+        try:
+            return pin.aba(self._pm, self._data, q, v, tau)
+        except (TypeError, ValueError):
+            return pin.aba(self._pm, self._data, self._q(q), self._v(v, "v"), self._v(tau, "tau"))
 
     def mass_matrix(self, q) -> np.ndarray:
         """Joint-space mass matrix M(q), (nv, nv), symmetric (``crba``)."""
-        return pin.crba(self._pm, self._data, self._q(q))
+        try:
+            return pin.crba(self._pm, self._data, q)
+        except (TypeError, ValueError):
+            return pin.crba(self._pm, self._data, self._q(q))
 
     def nonlinear_effects(self, q, v) -> np.ndarray:
         """h(q, v) = Coriolis, centrifugal and gravity forces (nv,), without springs."""
