@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pinocchio as pin
 
-from .errors import DimensionError
+from .errors import DimensionError, InputError
 from .model import MultibodyModel
 from .validation import as_vector
 
@@ -58,7 +58,7 @@ class Payload:
 
     def __post_init__(self):
         if not np.isfinite(self.mass) or self.mass < 0:
-            raise DimensionError(f"payload mass: expected a finite number >= 0 kg, got {self.mass}")
+            raise InputError(f"payload mass: expected a finite number >= 0 kg, got {self.mass}")
         for name in ("com", "force", "torque") + (("force_point",) if self.force_point is not None else ()):
             object.__setattr__(self, name, tuple(as_vector(getattr(self, name), 3, f"payload {name}")))
         inertia = np.asarray(self.inertia, float)
@@ -108,6 +108,9 @@ class RigidDynamics:
         self._K, self._D, self._qr = model.stiffness, model.damping, model.q_rest
         self._kidx = np.flatnonzero(model.stiffness)
         self._didx = np.flatnonzero(model.damping)
+        self._payload = None  # (payload, model copy, data, frame id, joint id) of the last payload
+        # nq == nv means every joint is revolute/prismatic-like: q - q_rest is the difference
+        self._euclidean = model.nq == model.nv
 
     @property
     def data(self) -> pin.Data:
@@ -130,7 +133,7 @@ class RigidDynamics:
         q, v = self._q(q), self._v(v, "v")
         tau = np.zeros(self._nv)
         if self._springs:
-            dq = pin.difference(self._pm, self._qr, q)
+            dq = q - self._qr if self._euclidean else pin.difference(self._pm, self._qr, q)
             tau -= self._K * dq + self._D * v
         return tau
 
@@ -139,11 +142,14 @@ class RigidDynamics:
 
         tau = M a + h - tau_s (Recursive Newton-Euler, pinocchio ``rnea``).
         """
-        # Fast path: pinocchio checks sizes and types itself; on its terse error the
-        # arguments are checked here again for a message naming the argument.
+        # Fast path: pinocchio checks sizes and types itself; on its terse error (or a
+        # non-1-D array, which pinocchio would accept) the arguments are checked here again
+        # for a message naming the argument.  A list has no .ndim: AttributeError, same path.
         try:
+            if q.ndim != 1 or v.ndim != 1 or a.ndim != 1:  # pinocchio would take (n, 1)
+                raise TypeError
             tau = pin.rnea(self._pm, self._data, q, v, a)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, AttributeError):
             q, v, a = self._q(q), self._v(v, "v"), self._v(a, "a")
             tau = pin.rnea(self._pm, self._data, q, v, a)
         if self._springs:
@@ -156,15 +162,19 @@ class RigidDynamics:
             q, v = self._q(q), self._v(v, "v")
             tau = self._v(tau, "tau") + self.spring_forces(q, v)
         try:
+            if q.ndim != 1 or v.ndim != 1 or tau.ndim != 1:  # pinocchio would take (n, 1)
+                raise TypeError
             return pin.aba(self._pm, self._data, q, v, tau)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, AttributeError):
             return pin.aba(self._pm, self._data, self._q(q), self._v(v, "v"), self._v(tau, "tau"))
 
     def mass_matrix(self, q) -> np.ndarray:
         """Joint-space mass matrix M(q), (nv, nv), symmetric (``crba``)."""
         try:
+            if q.ndim != 1:  # pinocchio would take (n, 1)
+                raise TypeError
             return pin.crba(self._pm, self._data, q)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, AttributeError):
             return pin.crba(self._pm, self._data, self._q(q))
 
     def nonlinear_effects(self, q, v) -> np.ndarray:
@@ -210,18 +220,21 @@ class RigidDynamics:
         wrenches : ndarray, (njoints, 6)
             Per moving joint, the force [N] and torque [N m] (about the joint origin)
             that the parent body applies on the child through the joint, in the
-            joint frame: ``[fx, fy, fz, tx, ty, tz]``.  Its projection on the joint
-            axis is the actuator load; the other components are structural.
+            joint frame (the child frame at the joint, pinocchio's convention):
+            ``[fx, fy, fz, tx, ty, tz]``.  Its projection on the joint axis is the
+            load the joint transmits along its motion (actuator plus any parallel
+            spring/damper: tau + tau_s); the other components are structural.
         tau : ndarray, (nv,)
-            Actuation (the axis components, springs subtracted as in
-            :meth:`inverse_dynamics`).
+            Actuation alone (springs subtracted, as in :meth:`inverse_dynamics`).
         """
         q, v, a = self._q(q), self._v(v, "v"), self._v(a, "a")
         if payload is None:
             pm, data, fext = self._pm, self._data, None
         else:
-            pm, fid, jid = with_payload(self.model, payload)
-            data = pm.createData()
+            if self._payload is None or self._payload[0] is not payload:
+                pm, fid, jid = with_payload(self.model, payload)  # once per payload object
+                self._payload = (payload, pm, pm.createData(), fid, jid)
+            _, pm, data, fid, jid = self._payload
             fext = payload_forces(pm, data, q, payload, fid, jid)
         tau = pin.rnea(pm, data, q, v, a) if fext is None else pin.rnea(pm, data, q, v, a, fext)
         wrenches = np.array([data.f[j].vector for j in range(1, pm.njoints)])
