@@ -1,0 +1,362 @@
+"""Inverse models: feedforward u_d(t) that makes the output follow a desired trajectory.
+
+One entry point, :func:`invert`, returns an :class:`InversionResult` for
+
+* ``"classical"``: forward integration of the internal dynamics eta = (q_u, v_u) with the
+  servo-constraints solved on position level (coordinate transformation, Seifried
+  Def. 3.6 / Sect. 4.2.6); fully actuated systems have no internal dynamics and reduce to
+  inverse kinematics + inverse dynamics;
+* ``"ode"``: the servo-constraint ODE form (5.21)-(5.22) in (q, v), constraints enforced
+  on acceleration level only;
+* ``"index1"``: the index-1 form (5.20), (q, v_u) integrated, v_a from the velocity-level
+  servo-constraints;
+* ``"index2_euler"``: backward Euler on the index-2 DAE (5.15)-(5.17) with a fixed step
+  (the baseline the book shows to damp the internal dynamics);
+* ``"stable"``: stable inversion (Def. 3.7) -- a two-point boundary value problem for
+  eta on an extended interval [t0 - t_pre, tf + t_post] with the start on the unstable
+  and the end on the stable eigenspace of the linearized zero dynamics: B^s (eta(ta) -
+  eta0) = 0 and B^u (eta(tb) - etaf) = 0 (labels of the printed (3.76) swapped, see NOTES.md),
+  solved with ``scipy.integrate.solve_bvp`` (the analogue of Matlab's bvp5c).
+
+Failures (diverging internal dynamics, singular decoupling matrix, non-convergent BVP, an
+interval too short for the pre-actuation) end in ``success=False`` with a message naming
+the cause; the samples computed up to then are kept.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.integrate import solve_bvp, solve_ivp
+
+from multibody_dynamics.errors import InputError, MultibodyError, SolverError
+from multibody_dynamics.model import MultibodyModel
+
+from ..outputs import Output
+from ..tasks import Task
+from .desired import DesiredOutput
+from .servo import ServoConstraints
+
+METHODS = ("classical", "ode", "index1", "index2_euler", "stable")
+
+
+@dataclass(frozen=True)
+class InversionResult:
+    """Feedforward and the motion it produces, sample-first.
+
+    Attributes
+    ----------
+    t : (N,) [s]; q : (N, nq); v, a : (N, nv); u : (N, nu) feedforward input
+    y_desired, y : (N, m) desired output and the output of q
+    eta : (N, 2 n_u) internal states (passive coordinates and velocities)
+    output_error : float, max |y - y_desired| over the samples
+    t0, tf : the task's motion interval; t_pre, t_post : pre-/post-actuation lengths [s]
+    eigenvalues : zero-dynamics eigenvalues at the start (1/s)
+    success : bool; message : str; method : str
+    nfev : int (evaluations of the inverse dynamics); wall_time : float [s]
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    u: np.ndarray
+    y_desired: np.ndarray
+    y: np.ndarray
+    eta: np.ndarray
+    output_error: float
+    t0: float
+    tf: float
+    t_pre: float
+    t_post: float
+    eigenvalues: np.ndarray
+    success: bool
+    message: str
+    method: str
+    nfev: int
+    wall_time: float
+    input_names: tuple[str, ...] = field(default=())
+    output_names: tuple[str, ...] = field(default=())
+
+    def u_at(self, t):
+        """Feedforward at arbitrary times by piecewise-cubic interpolation of the samples."""
+        from scipy.interpolate import CubicSpline
+
+        return CubicSpline(self.t, self.u, axis=0)(np.clip(t, self.t[0], self.t[-1]))
+
+
+def _eigen_rows(Q, stable: bool) -> np.ndarray:
+    """Real rows B spanning the left eigenvectors of Q for the stable (or unstable) eigenvalues."""
+    lam, V = np.linalg.eig(Q)
+    W = np.linalg.inv(V)  # rows: left eigenvectors
+    rows = []
+    for k in np.flatnonzero((lam.real < 0) == stable):
+        if lam[k].imag > 0:  # a conjugate pair: its real and imaginary parts, once
+            rows += [W[k].real, W[k].imag]
+        elif lam[k].imag == 0:
+            rows.append(W[k].real)
+    return np.array(rows).reshape(-1, Q.shape[0])
+
+
+def _decay_time(lam, tol):
+    """Time for the slowest mode among ``lam`` to decay by ``tol`` (0 when there is none)."""
+    rates = np.abs(np.real(lam))
+    return float(np.log(1.0 / tol) / rates.min()) if rates.size else 0.0
+
+
+class _Recorder:
+    def __init__(self, servo, ytraj):
+        self.servo, self.ytraj = servo, ytraj
+
+    def sample(self, t, eta):
+        rows = [self.servo.reconstruct(tk, ek, self.ytraj) for tk, ek in zip(t, eta)]
+        return [np.array([r[k] for r in rows]) for k in range(4)]
+
+
+def invert(model: MultibodyModel, output: Output, task: Task, method: str = "stable", *,
+           dt: float = 1e-3, t_start: float | None = None, t_end: float | None = None,
+           rtol: float = 1e-9, atol: float = 1e-11, decay_tol: float = 1e-6,
+           max_nodes: int = 100000, bvp_tol: float = 1e-6, eta_limit: float = 10.0,
+           euler_dt: float | None = None, guess=None, ik_guess=None,
+           verbose: int = 0) -> InversionResult:
+    """Feedforward for ``output`` to follow ``task`` (see the module docstring for methods).
+
+    Parameters
+    ----------
+    dt : float
+        Output sample spacing and maximum integration step [s].
+    t_start, t_end : float, optional
+        Interval of the result [s]. Default: the task's t0 - t_pre .. tf + t_post for
+        ``"stable"`` (t_pre, t_post from the zero-dynamics eigenvalues and ``decay_tol``),
+        min(0, t0) .. tf + 0.5 s otherwise.  A ``t_start`` later than needed for the
+        pre-actuation is reported as a failure naming the required time.
+    rtol, atol : integrator tolerances (forward methods)
+    decay_tol : float
+        Pre-/post-actuation lasts until the slowest unstable/stable zero-dynamics mode has
+        decayed by this factor.
+    max_nodes, bvp_tol : ``solve_bvp`` settings (stable inversion)
+    eta_limit : float
+        |internal state| above this [rad, rad/s] counts as divergence (forward methods).
+    euler_dt : float, optional
+        Step of ``"index2_euler"`` (default ``dt``).
+    guess : (N, 2 n_u) or None
+        Initial guess of eta on the BVP mesh (default zero deflection), e.g. the
+        linearly-combined solution when solving for the exact output.
+    ik_guess : (nq,), optional
+        Start of the inverse kinematics of the desired output (selects the branch).
+    """
+    if method not in METHODS:
+        raise InputError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+    if not dt > 0:
+        raise InputError(f"dt: expected a positive sample spacing in s, got {dt}")
+    start = time.perf_counter()
+    servo = ServoConstraints(model, output)
+    desired = DesiredOutput(model, output, task, guess=ik_guess)
+    ytraj = desired
+    t0, tf = task.law.t0, task.law.tf
+    n = servo.nu_int
+    y0, yf = ytraj(t0)[0], ytraj(tf)[0]
+    eta0, etaf = servo.equilibrium(y0), servo.equilibrium(yf)
+    if n:
+        Q0, _ = servo.zero_dynamics_jacobian(y0, eta0)
+        Qf, _ = servo.zero_dynamics_jacobian(yf, etaf)
+        lam0, lamf = np.linalg.eigvals(Q0), np.linalg.eigvals(Qf)
+    else:
+        Q0 = Qf = np.zeros((0, 0))
+        lam0 = lamf = np.zeros(0)
+    if np.any(np.abs(np.real(np.concatenate([lam0, lamf]))) < 1e-9):
+        raise SolverError("zero dynamics not hyperbolic (eigenvalue on the imaginary axis): "
+                          f"{np.round(lam0, 4).tolist()}; stable inversion is not defined")
+    unstable = lam0[np.real(lam0) > 0]
+    t_pre = _decay_time(unstable, decay_tol) if method == "stable" else 0.0
+    t_post = _decay_time(lamf[np.real(lamf) < 0], decay_tol) if method == "stable" else 0.5
+    if method == "stable":
+        t_post = min(t_post, 5.0)  # lightly damped stable modes: cap, they are not amplified
+        ta = t0 - t_pre if t_start is None else t_start
+        if ta > t0 - t_pre + 1e-12:
+            return _failed(model, output, method, start, t0, tf, t_pre, t_post, lam0,
+                           f"pre-actuation needs {t_pre:.3g} s before t0 = {t0:g} s (slowest "
+                           f"unstable zero-dynamics mode {np.min(unstable.real):.3g} 1/s decays "
+                           f"by {decay_tol:g}), but the interval starts at {ta:g} s; start at "
+                           f"{t0 - t_pre:.4g} s or earlier")
+    else:
+        ta = min(0.0, t0) if t_start is None else t_start
+    tb = (tf + t_post) if t_end is None else t_end
+    if not tb > ta:
+        raise InputError(f"t_end = {tb} s must be after t_start = {ta} s")
+    t_out = np.arange(ta, tb + 0.5 * dt, dt)
+    t_out[-1] = min(t_out[-1], tb)
+    # exact samples of y_d on a grid holding t0 and tf, interpolated (quintic Hermite) in between
+    grid = np.unique(np.concatenate([np.arange(ta, tb + dt, min(dt, 1e-3)), [t0, tf]]))
+    ytraj = desired.tabulate(grid[(grid >= ta - 1e-12)])
+    recorder = _Recorder(servo, ytraj)
+
+    try:
+        if method == "stable":
+            eta, status, msg = _stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf, max_nodes,
+                                       bvp_tol, guess, verbose)
+            q, v, a, u = recorder.sample(t_out, eta)
+        elif method == "classical":
+            eta, status, msg = _forward(lambda t, x: servo.internal_rhs(t, x, ytraj), eta0,
+                                        t_out, rtol, atol, dt, eta_limit, slice(0, 2 * n))
+            t_out = t_out[: len(eta)]
+            q, v, a, u = recorder.sample(t_out, eta)
+        elif method == "ode":
+            x0 = np.concatenate(servo.reconstruct(ta, eta0, ytraj)[:2])
+            nq = model.nq
+
+            def rhs(t, x):
+                return np.concatenate([x[nq:], servo.accelerations(x[:nq], x[nq:], ytraj(t)[2])])
+
+            x, status, msg = _forward(rhs, x0, t_out, rtol, atol, dt, eta_limit,
+                                      np.r_[servo.iu, nq + servo.iu])
+            t_out = t_out[: len(x)]
+            q, v = x[:, :nq], x[:, nq:]
+            a = np.array([servo.accelerations(qk, vk, ytraj(tk)[2]) for tk, qk, vk in zip(t_out, q, v)])
+            u = np.array([servo.inputs(qk, vk, ak) for qk, vk, ak in zip(q, v, a)])
+            eta = np.column_stack([q[:, servo.iu], v[:, servo.iu]])
+        elif method == "index1":
+            q0 = servo.reconstruct(ta, eta0, ytraj)[0]
+            nq = model.nq
+
+            def full_v(t, x):
+                return servo.solve_velocities(x[:nq], ytraj(t)[1], x[nq:])
+
+            def rhs(t, x):
+                v = full_v(t, x)
+                acc = servo.accelerations(x[:nq], v, ytraj(t)[2])
+                return np.concatenate([v, acc[servo.iu]])
+
+            x, status, msg = _forward(rhs, np.concatenate([q0, eta0[n:]]), t_out, rtol, atol,
+                                      dt, eta_limit, np.r_[servo.iu, nq + np.arange(n)])
+            t_out = t_out[: len(x)]
+            q = x[:, :nq]
+            v = np.array([full_v(tk, xk) for tk, xk in zip(t_out, x)])
+            a = np.array([servo.accelerations(qk, vk, ytraj(tk)[2]) for tk, qk, vk in zip(t_out, q, v)])
+            u = np.array([servo.inputs(qk, vk, ak) for qk, vk, ak in zip(q, v, a)])
+            eta = np.column_stack([q[:, servo.iu], v[:, servo.iu]])
+        else:
+            t_out, q, v, a, u, status, msg = _index2_euler(servo, ytraj, ta, tb, euler_dt or dt,
+                                                           eta0, eta_limit)
+            eta = np.column_stack([q[:, servo.iu], v[:, servo.iu]])
+    except MultibodyError as exc:
+        return _failed(model, output, method, start, t0, tf, t_pre, t_post, lam0, str(exc))
+
+    y_des = np.array([ytraj(tk)[0] for tk in t_out])
+    y = np.array([output.value(qk) for qk in q])
+    err = float(np.max(np.abs(y - y_des))) if len(y) else np.inf
+    if status and not np.all(np.isfinite(u)):
+        status, msg = False, "the feedforward contains NaN/inf"
+    return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, t0, tf, t_pre, t_post, lam0,
+                           bool(status), msg, method, servo.counters["dynamics"],
+                           time.perf_counter() - start, model.input_names, output.names)
+
+
+def _failed(model, output, method, start, t0, tf, t_pre, t_post, lam0, message):
+    e2 = np.zeros((0, model.nv))
+    return InversionResult(np.zeros(0), np.zeros((0, model.nq)), e2, e2, np.zeros((0, model.nu)),
+                           np.zeros((0, output.m)), np.zeros((0, output.m)),
+                           np.zeros((0, 2 * int(model.passive.sum()))), np.inf, t0, tf, t_pre,
+                           t_post, lam0, False, message, method, 0, time.perf_counter() - start,
+                           model.input_names, output.names)
+
+
+def _forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch):
+    """Integrate with DOP853; stop when the watched internal states exceed ``limit``."""
+    def blowup(t, x):
+        return limit - np.max(np.abs(x[watch])) if np.size(watch) else 1.0
+
+    blowup.terminal = True
+    sol = solve_ivp(rhs, (t_out[0], t_out[-1]), x0, method="DOP853", t_eval=t_out, rtol=rtol,
+                    atol=atol, max_step=max_step, events=blowup)
+    x = sol.y.T
+    if sol.status == 1:
+        return x, False, (f"internal dynamics diverge: |eta| reached {limit:g} at t = "
+                          f"{sol.t_events[0][0]:.4g} s; the system is non-minimum phase for "
+                          "this output, use method 'stable' (stable inversion)")
+    if sol.status != 0:
+        return x, False, f"integration failed: {sol.message}"
+    return x, True, "completed"
+
+
+def _stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf, max_nodes, tol, guess, verbose):
+    n = servo.nu_int
+    if n == 0:
+        return np.zeros((len(t_out), 0)), True, "fully actuated: no internal dynamics"
+    Bs, Bu = _eigen_rows(Q0, stable=True), _eigen_rows(Qf, stable=False)
+
+    def fun(t, x):
+        y, yd, ydd = ytraj(t)  # one vectorized evaluation for all nodes
+        return np.column_stack([servo.internal_rhs_at(yk, ydk, yddk, xk)
+                                for yk, ydk, yddk, xk in zip(y, yd, ydd, x.T)])
+
+    def bc(xa, xb):
+        return np.concatenate([Bs @ (xa - eta0), Bu @ (xb - etaf)])
+
+    mesh = np.linspace(t_out[0], t_out[-1], min(len(t_out), 2001))
+    if guess is None:
+        x_guess = np.tile(eta0[:, None], (1, mesh.size))
+    else:
+        guess = np.asarray(guess, float)
+        if guess.shape != (len(t_out), 2 * n):
+            raise InputError(f"guess: expected shape ({len(t_out)}, {2 * n}), got {guess.shape}")
+        x_guess = np.array([np.interp(mesh, t_out, g) for g in guess.T])
+    sol = solve_bvp(fun, bc, mesh, x_guess, tol=tol, max_nodes=max_nodes, verbose=verbose)
+    eta = sol.sol(t_out).T
+    if not sol.success:
+        return eta, False, (f"boundary value problem did not converge ({sol.message}; "
+                            f"{sol.niter} iterations, max residual {np.max(sol.rms_residuals):.3g}); "
+                            "give a better initial guess (e.g. the linearly combined output's "
+                            "solution) or loosen bvp_tol")
+    return eta, True, f"converged in {sol.niter} iterations on {sol.x.size} nodes"
+
+
+def _index2_euler(servo, ytraj, ta, tb, h, eta0, limit):
+    """Backward Euler on q' = v, D^T M v' = D^T (tau_s - h), 0 = h(q) - y_d (Seifried 5.15-5.19)."""
+    model = servo.model
+    nv = model.nv
+    D = servo.D
+    steps = int(round((tb - ta) / h))
+    t = ta + h * np.arange(steps + 1)
+    q = np.empty((steps + 1, nv))
+    v = np.zeros((steps + 1, nv))
+    a = np.zeros((steps + 1, nv))
+    u = np.zeros((steps + 1, model.nu))
+    q[0] = servo.reconstruct(ta, eta0, ytraj)[0]
+    a[0] = servo.accelerations(q[0], v[0], ytraj(ta)[2])
+    u[0] = servo.inputs(q[0], v[0], a[0])
+    dyn, out = servo.dyn, servo.output
+
+    def residual(qn, q_prev, v_prev, y_next):
+        vn = (qn - q_prev) / h
+        servo.counters["dynamics"] += 1
+        M = dyn.mass_matrix(qn)
+        dyn_res = D.T @ (M @ (vn - v_prev) / h - dyn.spring_forces(qn, vn)
+                         + dyn.nonlinear_effects(qn, vn))
+        return np.concatenate([dyn_res, out.value(qn) - y_next])
+
+    for k in range(steps):
+        args = (q[k], v[k], ytraj(t[k + 1])[0])
+        qn = q[k] + h * v[k]
+        for _ in range(20):
+            r = residual(qn, *args)
+            if np.max(np.abs(r)) < 1e-11:
+                break
+            J = np.empty((nv, nv))
+            for j in range(nv):  # forward differences: the Jacobian only steers Newton
+                e = np.zeros(nv)
+                e[j] = 1e-7
+                J[:, j] = (residual(qn + e, *args) - r) / 1e-7
+            qn = qn - np.linalg.solve(J, r)
+        else:
+            return (t[: k + 1], q[: k + 1], v[: k + 1], a[: k + 1], u[: k + 1], False,
+                    f"backward Euler: Newton did not converge at t = {t[k + 1]:.4g} s")
+        q[k + 1], v[k + 1] = qn, (qn - q[k]) / h
+        a[k + 1] = (v[k + 1] - v[k]) / h
+        u[k + 1] = servo.inputs(q[k + 1], v[k + 1], a[k + 1])
+        if np.max(np.abs(q[k + 1, servo.iu])) > limit:
+            return (t[: k + 2], q[: k + 2], v[: k + 2], a[: k + 2], u[: k + 2], False,
+                    f"internal dynamics diverge at t = {t[k + 1]:.4g} s")
+    return t, q, v, a, u, True, f"completed {steps} backward Euler steps of {h:g} s"

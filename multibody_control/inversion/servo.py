@@ -1,0 +1,173 @@
+"""Servo-constraint formulation of the inverse model (Seifried 2014 Ch. 5).
+
+The output is prescribed, c = h(q) - y_d(t) = 0 (5.3).  With D an orthogonal
+complement of the actuation map (D^T B = 0, eq. 5.18) the input is eliminated and the
+accelerations follow from the ODE form (5.21)-(5.22), whose matrix is nonsingular by
+construction when the decoupling matrix is::
+
+    [ D^T M ]       [ D^T (tau_s - h) ]
+    [   H   ] a  =  [ y_d'' - h_bar   ]           (5.22, our signs: M a + h = B u + tau_s)
+
+and the input from the equations of motion: u = B^+ (M a + h - tau_s)  (5.14).
+
+The internal states are the passive coordinates and their velocities,
+eta = (q_u, v_u) (Sect. 5.2.3, vector relative degree {2, ..., 2}); the actuated
+coordinates follow from the servo-constraints h(q_a, q_u) = y_d (solved in closed
+form for linear outputs, by Newton iterations otherwise).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+
+from multibody_dynamics.errors import InputError, SolverError
+from multibody_dynamics.model import MultibodyModel
+from multibody_dynamics.rigid import RigidDynamics
+
+from ..outputs import Output, bent_guess
+
+
+class ServoConstraints:
+    """Inverse-model equations of a model with an output.
+
+    Parameters
+    ----------
+    model : MultibodyModel
+        nq == nv, no loop closures.
+    output : Output
+        As many rows as the model has inputs.
+    newton_tol : float
+        Servo-constraint residual [output units] accepted when solving for q_a.
+    """
+
+    def __init__(self, model: MultibodyModel, output: Output, newton_tol: float = 1e-12):
+        if model.closures:
+            raise InputError(f"{model.name}: servo-constraint inversion of models with loop "
+                             "closures is not available; use a model without closures")
+        if model.nq != model.nv:
+            raise InputError(f"{model.name}: inversion needs nq == nv (got {model.nq}, {model.nv})")
+        if output.m != model.nu:
+            raise InputError(f"output has {output.m} rows ({', '.join(output.names)}) but "
+                             f"{model.name} has {model.nu} inputs ({', '.join(model.input_names)}); "
+                             "the inverse model needs a square system")
+        self.model, self.output = model, output
+        self.dyn = RigidDynamics(model)
+        self.B = model.B
+        self.Bpinv = np.linalg.pinv(model.B)
+        self.D = sla.null_space(model.B.T)  # (nv, nv - nu), D^T B = 0
+        self.iu = np.flatnonzero(model.passive)
+        self.ia = np.flatnonzero(~model.passive)
+        if self.D.shape[1] != self.iu.size:
+            raise InputError(f"{model.name}: the actuation map leaves {self.D.shape[1]} "
+                             f"unactuated directions but {self.iu.size} joints are passive")
+        self.nu_int = self.iu.size  # number of internal (passive) coordinates
+        self.newton_tol = newton_tol
+        self._qa_guess = None
+        self.counters = {"dynamics": 0, "newton": 0}
+
+    # ------------------------------------------------------------------ pieces
+    def assemble(self, qa, qu):
+        q = np.empty(self.model.nq)
+        q[self.ia], q[self.iu] = qa, qu
+        return q
+
+    def solve_positions(self, y, qu, guess=None):
+        """q with h(q) = y for given passive coordinates (Newton for nonlinear outputs)."""
+        out = self.output
+        if out.linear:
+            S = out._S
+            qa = np.linalg.solve(S[:, self.ia], y - S[:, self.iu] @ qu)
+            return self.assemble(qa, qu)
+        qa = self._qa_guess if guess is None else np.asarray(guess, float)
+        q0 = self.assemble(bent_guess(self.model)[self.ia] if qa is None else qa, qu)
+        self.counters["newton"] += 1
+        q = out.solve(q0, self.ia, y, tol=self.newton_tol)
+        self._qa_guess = q[self.ia]
+        return q
+
+    def solve_velocities(self, q, yd, vu):
+        H = self.output.jacobian(q)
+        va = np.linalg.solve(H[:, self.ia], yd - H[:, self.iu] @ vu)
+        v = np.empty(self.model.nv)
+        v[self.ia], v[self.iu] = va, vu
+        return v
+
+    def accelerations(self, q, v, ydd):
+        """a from the ODE form (5.22); raises SolverError if the decoupling matrix is singular."""
+        self.counters["dynamics"] += 1
+        M = self.dyn.mass_matrix(q)
+        rhs_dyn = self.dyn.spring_forces(q, v) - self.dyn.nonlinear_effects(q, v)
+        H = self.output.jacobian(q)
+        A = np.vstack([self.D.T @ M, H])
+        b = np.concatenate([self.D.T @ rhs_dyn, ydd - self.output.bias(q, v)])
+        try:
+            return np.linalg.solve(A, b)
+        except np.linalg.LinAlgError:
+            raise SolverError(
+                f"decoupling matrix H M^-1 B singular at q = {np.round(q, 4).tolist()}: the "
+                f"output {self.output.names} does not have relative degree 2 in every row here"
+            ) from None
+
+    def inputs(self, q, v, a):
+        """u = B^+ (M a + h - tau_s), Seifried eq. 5.14."""
+        return self.Bpinv @ self.dyn.inverse_dynamics(q, v, a)
+
+    # ------------------------------------------------------------------ internal dynamics
+    def internal_rhs(self, t, eta, ytraj):
+        """eta' for eta = (q_u, v_u) at time t (coordinate-transformation form, exact output)."""
+        return self.internal_rhs_at(*ytraj(t), eta)
+
+    def internal_rhs_at(self, y, yd, ydd, eta):
+        """eta' given the desired output and its derivatives at one instant."""
+        n = self.nu_int
+        q = self.solve_positions(y, eta[:n])
+        v = self.solve_velocities(q, yd, eta[n:])
+        a = self.accelerations(q, v, ydd)
+        return np.concatenate([v[self.iu], a[self.iu]])
+
+    def reconstruct(self, t, eta, ytraj):
+        """Full q, v, a, u at time t from the internal state."""
+        y, yd, ydd = ytraj(t)
+        n = self.nu_int
+        q = self.solve_positions(y, eta[:n])
+        v = self.solve_velocities(q, yd, eta[n:])
+        a = self.accelerations(q, v, ydd)
+        return q, v, a, self.inputs(q, v, a)
+
+    def equilibrium(self, y, guess=None):
+        """Internal state at rest with constant output y (passive rows in static balance)."""
+        from scipy.optimize import root
+
+        n = self.nu_int
+        zeros = np.zeros(self.model.nv)
+
+        def static(qu):
+            q = self.solve_positions(y, qu)
+            return self.D.T @ (self.dyn.spring_forces(q, zeros) - self.dyn.gravity_forces(q))
+
+        x0 = self.model.q_rest[self.iu] if guess is None else guess
+        if n == 0:
+            return np.zeros(0)
+        sol = root(static, x0, tol=1e-13)
+        if not sol.success or np.max(np.abs(static(sol.x))) > 1e-8:
+            raise SolverError(f"no equilibrium of the passive joints found at output {y}: "
+                              f"{sol.message}")
+        return np.concatenate([sol.x, np.zeros(n)])
+
+    def zero_dynamics_jacobian(self, y, eta0=None, step=1e-6):
+        """Q = d(eta')/d(eta) of the zero dynamics at constant output y (Seifried eq. 3.70)."""
+        eta0 = self.equilibrium(y) if eta0 is None else eta0
+        zero = np.zeros_like(y)
+
+        def const(t):
+            return y, zero, zero
+
+        n = eta0.size
+        Q = np.empty((n, n))
+        for j in range(n):
+            e = np.zeros(n)
+            e[j] = step
+            Q[:, j] = (self.internal_rhs(0.0, eta0 + e, const)
+                       - self.internal_rhs(0.0, eta0 - e, const)) / (2 * step)
+        return Q, eta0
