@@ -281,7 +281,8 @@ def _forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch):
     return x, True, "completed"
 
 
-def _stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf, max_nodes, tol, guess, verbose):
+def _stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf, max_nodes, tol, guess, verbose,
+            initial_nodes=300):
     n = servo.nu_int
     if n == 0:
         return np.zeros((len(t_out), 0)), True, "fully actuated: no internal dynamics"
@@ -295,7 +296,7 @@ def _stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf, max_nodes, tol, guess, verb
     def bc(xa, xb):
         return np.concatenate([Bs @ (xa - eta0), Bu @ (xb - etaf)])
 
-    mesh = np.linspace(t_out[0], t_out[-1], min(len(t_out), 2001))
+    mesh = np.linspace(t_out[0], t_out[-1], min(len(t_out), initial_nodes))
     if guess is None:
         x_guess = np.tile(eta0[:, None], (1, mesh.size))
     else:
@@ -360,3 +361,62 @@ def _index2_euler(servo, ytraj, ta, tb, h, eta0, limit):
             return (t[: k + 2], q[: k + 2], v[: k + 2], a[: k + 2], u[: k + 2], False,
                     f"internal dynamics diverge at t = {t[k + 1]:.4g} s")
     return t, q, v, a, u, True, f"completed {steps} backward Euler steps of {h:g} s"
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    """Open-loop forward simulation of the plant under a feedforward.
+
+    Attributes
+    ----------
+    t : (N,) [s]; q : (N, nq); v : (N, nv)
+    end_effector_error : (N,) [m] distance between reached and desired task frame points
+    max_error : float [m]
+    output_error : float, max |h(q) - y_d|
+    success : bool; message : str
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    end_effector_error: np.ndarray
+    max_error: float
+    output_error: float
+    success: bool
+    message: str
+
+
+def verify(model: MultibodyModel, result: InversionResult, task: Task, output: Output | None = None,
+           rtol: float = 1e-10, atol: float = 1e-12) -> VerificationResult:
+    """Simulate the plant open loop with ``result.u`` from the result's first state.
+
+    The feedforward is interpolated by a cubic spline through its samples; the plant
+    M a + h = B u + tau_s is integrated with DOP853 at tight tolerances, so that the
+    error measures the feedforward, not the check.
+    """
+    from multibody_dynamics.rigid import RigidDynamics
+
+    from .desired import end_effector_error
+
+    if not result.success or result.t.size < 2:
+        raise InputError(f"cannot verify a failed inversion: {result.message}")
+    from scipy.interpolate import CubicSpline
+
+    dyn = RigidDynamics(model)
+    u_spline = CubicSpline(result.t, result.u, axis=0)
+    B, nq = model.B, model.nq
+
+    def rhs(t, x):
+        return np.concatenate([x[nq:], dyn.forward_dynamics(x[:nq], x[nq:], B @ u_spline(t))])
+
+    x0 = np.concatenate([result.q[0], result.v[0]])
+    sol = solve_ivp(rhs, (result.t[0], result.t[-1]), x0, method="DOP853", t_eval=result.t,
+                    rtol=rtol, atol=atol)
+    q, v = sol.y[:nq].T, sol.y[nq:].T
+    t = sol.t
+    ee = end_effector_error(model, task, t, q)
+    out_err = np.inf
+    if output is not None:
+        out_err = float(np.max(np.abs(np.array([output.value(qk) for qk in q])
+                                      - result.y_desired[: len(t)])))
+    return VerificationResult(t, q, v, ee, float(ee.max()), out_err, sol.status == 0, sol.message)

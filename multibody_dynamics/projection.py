@@ -1,0 +1,583 @@
+"""Projection-matrix constrained dynamics (Aghili 2005).
+
+Aghili, F., "A unified approach for inverse and direct dynamics of constrained
+multibody systems based on linear projection operator: applications to control
+and simulation", IEEE T-RO 21(5), 2005.  Every equation of the source text was
+lost in the OCR; the equations below follow the reconstruction in the project's
+source notes (NOTES.md, document 001), checked numerically here against a minimum-norm
+KKT solve, coordinate partitioning and pinocchio (``test/test_projection.py``).
+
+Notation (``q`` (nq,), ``v``, ``a``, ``tau`` (nv,), ``A`` (m, nv)):
+
+* constraint ``A(q) v = 0`` (11), on acceleration level ``A a + gamma = 0`` with our
+  bias ``gamma = A' v`` (:mod:`.constraints`);
+* ``P = I - A^+ A`` (15), the orthogonal projector onto null(A); ``C = -A^+ A'`` (16), so
+  the term ``M C q'`` of (22) is ``-M A^+ gamma`` (sign checked numerically against KKT);
+* equation of motion ``M a + h = tau + tau_s + f_c`` (19), ``f_c = A^T lambda``, where
+  ``tau_s = -K (q - q_rest) - D v`` are the passive joints' springs and dampers
+  (applied forces, :meth:`RigidDynamics.spring_forces`).
+
+Rank decisions (eq. 70): ``A`` is decomposed by one SVD per call; singular values
+below ``max(rank_atol, rank_rtol * sigma_max)`` are treated as zero, i.e. the
+corresponding constraint directions are removed.  At the slider-crank singularity
+q1 = +-pi/2 the single row of ``A`` vanishes and ``P = I``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+from scipy.linalg import lapack
+
+from .constraints import Constraints
+from .errors import InputError
+from .model import MultibodyModel
+from .rigid import RigidDynamics
+from .validation import as_vector
+
+_ND, _F8 = np.ndarray, np.dtype(float)
+VARIANTS = ("eq24", "eq27", "eq29")
+
+
+@dataclass(frozen=True)
+class ProjectionSettings:
+    """Settings of :class:`ProjectedDynamics`.
+
+    Parameters
+    ----------
+    rank_atol : float
+        Absolute threshold on the singular values of ``A`` [units of A: 1 for
+        rotation rows, m/rad or m/m for position rows]; below it a direction is
+        treated as removed (Aghili 2005 eq. 70).  The default keeps the
+        slider-crank constraint down to about 3e-9 rad from its singularity.
+    rank_rtol : float
+        Relative threshold, times the largest singular value (guards against
+        round-off of redundant rows, as ``numpy.linalg.pinv``).
+    variant : str
+        Mass matrix of the direct dynamics: ``"eq24"`` ``M_c = M + PM - (PM)^T``
+        (positive definite, ``x^T M_c x = x^T M x``, but not symmetric; Theorem 2), ``"eq27"``
+        ``P M P + (I-P) M (I-P)`` (symmetric), or ``"eq29"`` ``P M + alpha (I-P)``
+        (not symmetric, cheapest).
+    alpha : float
+        Scale of ``(I-P)`` in variant ``"eq29"`` [kg | kg m^2], non-zero.
+    position_tol : float
+        Newton projection stops when ``||phi||_inf`` is below this [m | rad].
+    max_iter : int
+        Newton iterations at most.
+    consistency_tol : float
+        Inverse dynamics report failure when the commanded motion violates
+        ``A a + gamma = 0`` by more than this [m/s^2 | rad/s^2] (infinity norm).
+    """
+
+    rank_atol: float = 1e-9
+    rank_rtol: float = 1e-10
+    variant: str = "eq24"
+    alpha: float = 1.0
+    position_tol: float = 1e-12
+    max_iter: int = 30
+    consistency_tol: float = 1e-8
+
+    def __post_init__(self):
+        if not (self.rank_atol >= 0 and self.rank_rtol >= 0):
+            raise InputError("rank_atol, rank_rtol: expected numbers >= 0, got "
+                             f"{self.rank_atol}, {self.rank_rtol}")
+        if self.variant not in VARIANTS:
+            raise InputError(f"variant: expected one of {', '.join(VARIANTS)}, got {self.variant!r}")
+        if not (np.isfinite(self.alpha) and self.alpha != 0):
+            raise InputError(f"alpha: expected a finite non-zero number [kg], got {self.alpha}")
+        if not self.position_tol > 0:
+            raise InputError(f"position_tol: expected > 0, got {self.position_tol}")
+        if not (isinstance(self.max_iter, int) and self.max_iter >= 1):
+            raise InputError(f"max_iter: expected an integer >= 1, got {self.max_iter!r}")
+
+
+@dataclass(frozen=True)
+class NullSpaceProjector:
+    """Result of :func:`null_space_projector`.
+
+    Attributes
+    ----------
+    P : (nv, nv)  orthogonal projector onto null(A) (Aghili 2005 eq. 15)
+    A_pinv : (nv, m)  Moore-Penrose pseudo-inverse with the rank decision applied
+    rank : int
+    singular_values : (min(m, nv),)  all singular values of A, descending
+    basis : (nv, rank)  orthonormal basis of the row space of A (``I - P = basis basis^T``)
+    """
+
+    P: np.ndarray
+    A_pinv: np.ndarray
+    rank: int
+    singular_values: np.ndarray
+    basis: np.ndarray
+
+
+def null_space_projector(A, rank_atol: float = 1e-9, rank_rtol: float = 1e-10) -> NullSpaceProjector:
+    """``P = I - A^+ A`` (Aghili 2005 eq. 15) and ``A^+`` from one SVD.
+
+    Singular values below ``max(rank_atol, rank_rtol * sigma_max)`` are zero (eq. 70):
+    their directions are removed from the constraint.
+    """
+    A = np.asarray(A, float)
+    if A.ndim != 2:
+        raise InputError(f"A: expected a 2-D matrix, got shape {A.shape}")
+    nv = A.shape[1]
+    if A.shape[0] == 0:
+        return NullSpaceProjector(np.eye(nv), np.zeros((nv, 0)), 0, np.zeros(0), np.zeros((nv, 0)))
+    U, s, Vt, info = lapack.dgesvd(A, full_matrices=0)  # numpy's svd costs 3x more per call
+    if info != 0:  # LAPACK did not converge: only with NaN/inf in A
+        raise InputError(f"A: singular value decomposition failed (LAPACK info {info}); "
+                         "A holds non-finite values?")
+    tol = rank_rtol * s[0] if s.size else 0.0
+    r = int((s > (tol if tol > rank_atol else rank_atol)).sum())
+    V = Vt[:r].T
+    A_pinv = (V / s[:r]) @ U[:, :r].T
+    P = V @ -V.T  # I - V V^T without allocating an identity
+    P.flat[:: nv + 1] += 1.0
+    return NullSpaceProjector(P, A_pinv, r, s, V)
+
+
+def constrained_mass_matrix(M, P, variant: str = "eq24", alpha: float = 1.0) -> np.ndarray:
+    """Mass matrix of the projected direct dynamics.
+
+    ``"eq24"``: ``M_c = M + P M - (P M)^T`` (Aghili 2005 eq. 24): M plus a skew-symmetric
+    matrix, hence ``x^T M_c x = x^T M x > 0`` and M_c is non-singular whenever M is positive
+    definite, for any orthogonal projector P, even for rank-deficient A (Theorem 2);
+    ``"eq27"``: ``P M P + (I-P) M (I-P)``; ``"eq29"``: ``P M + alpha (I-P)``.
+    """
+    if variant == "eq24":
+        PM = P @ M
+        return M + PM - PM.T
+    if variant == "eq27":
+        Q = np.eye(P.shape[0]) - P
+        return P @ M @ P + Q @ M @ Q
+    if variant == "eq29":
+        return P @ M + alpha * (np.eye(P.shape[0]) - P)
+    raise InputError(f"variant: expected one of {', '.join(VARIANTS)}, got {variant!r}")
+
+
+def projected_acceleration(M, f, A, gamma, settings: ProjectionSettings | None = None):
+    """Kernel of the direct dynamics: ``a`` from ``M a = f + f_c``, ``A a + gamma = 0``.
+
+    Aghili (2005) eq. 22 with (24), or (27)/(29) per ``settings.variant``::
+
+        (24)  M_c a = P f + M C v,                 M_c = M + P M - (P M)^T
+        (27)  (P M P + (I-P) M (I-P)) a = P f + (I - 2P) M C v
+        (29)  (P M + alpha (I-P)) a = P f + alpha C v
+
+    with ``f = tau + tau_s - h`` and ``C v = -A^+ gamma``.
+
+    Returns
+    -------
+    a : (nv,)
+    proj : NullSpaceProjector
+    """
+    s = settings or _DEFAULT
+    proj = null_space_projector(A, s.rank_atol, s.rank_rtol)
+    P = proj.P
+    Cv = -(proj.A_pinv @ gamma)  # C q' with C = -A^+ A' (eq. 16)
+    if s.variant == "eq24":
+        PM = P @ M
+        a = lapack.dgesv(M + PM - PM.T, P @ f + M @ Cv)[2]  # M_c = M + skew: not symmetric
+    elif s.variant == "eq27":
+        MCv = M @ Cv
+        a = _solve_spd(constrained_mass_matrix(M, P, "eq27"), P @ f + MCv - 2.0 * (P @ MCv))
+    else:
+        Ma = constrained_mass_matrix(M, P, "eq29", s.alpha)
+        a = lapack.dgesv(Ma, P @ f + s.alpha * Cv)[2]
+    return a, proj
+
+
+def _solve_spd(K, b):
+    """Solve with a symmetric positive definite K by Cholesky (LAPACK, low call overhead);
+    falls back to LU if K is not numerically positive definite (M itself singular)."""
+    x, info = lapack.dposv(K, b)[1:]
+    if info == 0:
+        return x
+    return np.linalg.solve(K, b)
+
+
+_DEFAULT = ProjectionSettings()
+
+#: Singular values of E V (entries of an orthonormal basis, so of order 1) below this are zero.
+_PASSIVE_RANK_TOL = 1e-9
+
+
+def _passive_rank(B: np.ndarray) -> tuple[int, np.ndarray]:
+    """Rank and pseudo-inverse (same threshold) of B = E V, the passive rows of the row-space basis."""
+    if B.size == 0:
+        return 0, B.T.copy()
+    U, s, Vt = np.linalg.svd(B, full_matrices=False)
+    r = int(np.count_nonzero(s > _PASSIVE_RANK_TOL))
+    return r, (Vt[:r].T / s[:r]) @ U[:, :r].T
+
+
+@dataclass(frozen=True)
+class ForwardDynamicsResult:
+    """Constrained direct dynamics at one state (the scipy-style result).
+
+    Attributes
+    ----------
+    a : (nv,) accelerations [rad/s^2 | m/s^2]
+    f_c : (nv,) generalized constraint force (Aghili 2005 eq. 32) [N m | N]
+    lam : (m,) minimum-norm multipliers, ``f_c = A^T lam`` (Remark 4)
+    rank : int  rank of A after the threshold
+    residual : float  ``||A a + gamma||_inf``; non-zero when a constraint direction was
+        removed at a singularity (eq. 70) while its bias was not zero
+    success : bool  all outputs finite
+    message : str
+    """
+
+    a: np.ndarray
+    f_c: np.ndarray
+    lam: np.ndarray
+    rank: int
+    residual: float
+    success: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class InverseDynamicsResult:
+    """Actuation for a consistent motion (Aghili 2005 eqs. 45, 51, 59-62).
+
+    Attributes
+    ----------
+    tau : (nv,) generalized actuation [N m | N]; zero on passive coordinates when
+        ``success``
+    f_c : (nv,) resulting constraint force, ``(I-P)(M a + h - tau_s - tau)`` (eq. 32)
+    lam : (m,) minimum-norm multipliers of ``f_c``
+    rank : int  rank of A
+    residual : float  ``||A a + gamma||_inf`` of the commanded motion [m/s^2 | rad/s^2]
+    passive_residual : float  largest |tau| on a passive coordinate [N m | N]
+    success : bool; message : str
+    """
+
+    tau: np.ndarray
+    f_c: np.ndarray
+    lam: np.ndarray
+    rank: int
+    residual: float
+    passive_residual: float
+    success: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class ControllabilityResult:
+    """Aghili (2005) eq. 64: can the actuated joints drive every admissible motion?
+
+    Attributes
+    ----------
+    success : bool  ``rank[(I-S)(I-P)] == n - k``
+    message : str
+    rank : int  rank of ``(I-S)(I-P)``
+    required_rank : int  ``n - k``, the number of passive coordinates
+    constraint_rank : int  rank of A
+    passive : tuple of str  names of the passive coordinates
+    """
+
+    success: bool
+    message: str
+    rank: int
+    required_rank: int
+    constraint_rank: int
+    passive: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ManifoldProjectionResult:
+    """Newton-Raphson projection of q onto phi(q) = 0 (Aghili 2005 Sect. 6, eq. 39).
+
+    Attributes
+    ----------
+    q : (nq,) projected configuration (the last iterate when not ``success``)
+    success : bool; message : str
+    iterations : int  Newton steps taken
+    residual : float  ``||phi(q)||_inf`` at the returned q [m | rad]
+    rank : int  rank of A at the returned q
+    """
+
+    q: np.ndarray
+    success: bool
+    message: str
+    iterations: int
+    residual: float
+    rank: int
+
+
+class ProjectedDynamics:
+    """Direct and inverse dynamics of a constrained model by the projection matrix P.
+
+    Parameters
+    ----------
+    model : MultibodyModel
+    constraints : Constraints, optional
+        Default: ``Constraints(model)`` (the closures of the model YAML); pass one to
+        add Pfaffian constraints.
+    settings : ProjectionSettings, optional
+
+    Notes
+    -----
+    The object owns two pinocchio ``Data`` (dynamics and constraints): one per thread.
+    """
+
+    def __init__(self, model: MultibodyModel, constraints: Constraints | None = None,
+                 settings: ProjectionSettings | None = None):
+        self.model = model
+        self.constraints = constraints if constraints is not None else Constraints(model)
+        self.settings = settings or ProjectionSettings()
+        self._pm = model.pin_model
+        self._data = self._pm.createData()
+        self._rigid = RigidDynamics(model)
+        self._springs = model.has_springs
+        self._nq, self._nv = model.nq, model.nv
+        self._eye = np.eye(model.nv)
+        self._actuated_default = ~np.asarray(model.passive, bool)
+
+    # -- argument checks ------------------------------------------------------------------
+    def _q(self, q):
+        if q.__class__ is _ND and q.dtype is _F8 and q.shape == (self._nq,):
+            return q
+        return as_vector(q, self._nq, "q")
+
+    def _v(self, v, name):
+        if v.__class__ is _ND and v.dtype is _F8 and v.shape == (self._nv,):
+            return v
+        return as_vector(v, self._nv, name)
+
+    def _applied(self, q, v, tau):
+        """``f = tau + tau_s - h`` and M at (q, v)."""
+        M = pin.crba(self._pm, self._data, q)
+        h = pin.nonLinearEffects(self._pm, self._data, q, v)
+        f = tau - h
+        if self._springs:
+            f += self._rigid.spring_forces(q, v)
+        return M, f
+
+    # -- direct dynamics ------------------------------------------------------------------------
+    def acceleration(self, q, v, tau) -> np.ndarray:
+        """Accelerations a (nv,) under actuation ``tau`` (Aghili 2005 eq. 22); the fast path."""
+        q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
+        A, gamma = self.constraints.jacobian_and_bias(q, v)
+        M, f = self._applied(q, v, tau)
+        return projected_acceleration(M, f, A, gamma, self.settings)[0]
+
+    def forward_dynamics(self, q, v, tau) -> ForwardDynamicsResult:
+        """Accelerations, constraint force (eq. 32) and minimum-norm multipliers.
+
+        Parameters
+        ----------
+        q : (nq,); v : (nv,) [rad/s | m/s]; tau : (nv,) actuation [N m | N]
+        """
+        q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
+        A, gamma = self.constraints.jacobian_and_bias(q, v)
+        M, f = self._applied(q, v, tau)
+        a, proj = projected_acceleration(M, f, A, gamma, self.settings)
+        f_c = M @ a - f
+        f_c -= proj.P @ f_c  # eq. 32: f_c = (I - P)(M a + h - tau - tau_s)
+        lam = proj.A_pinv.T @ f_c  # (A^T)^+ = (A^+)^T
+        residual = float(np.max(np.abs(A @ a + gamma))) if A.shape[0] else 0.0
+        ok = bool(np.all(np.isfinite(a)))
+        if not ok:
+            msg = "non-finite accelerations (check q, v, tau and the mass matrix)"
+        elif proj.rank < A.shape[0]:
+            msg = (f"rank of A is {proj.rank} < {A.shape[0]} rows: "
+                   f"{A.shape[0] - proj.rank} redundant or removed constraint direction(s)")
+        else:
+            msg = "ok"
+        return ForwardDynamicsResult(a, f_c, lam, proj.rank, residual, ok, msg)
+
+    def constraint_force(self, q, v, a, tau) -> tuple[np.ndarray, np.ndarray]:
+        """``f_c = (I-P)(M a + h - tau - tau_s)`` (eq. 32) and ``lam = (A^T)^+ f_c``.
+
+        ``f_c`` is unique even when ``lam`` is not (redundant constraints).
+        """
+        q, v = self._q(q), self._v(v, "v")
+        a, tau = self._v(a, "a"), self._v(tau, "tau")
+        A = self.constraints.jacobian(q)
+        proj = null_space_projector(A, self.settings.rank_atol, self.settings.rank_rtol)
+        M, f = self._applied(q, v, tau)
+        f_c = M @ a - f
+        f_c -= proj.P @ f_c
+        return f_c, proj.A_pinv.T @ f_c
+
+    # -- inverse dynamics ------------------------------------------------------------------------
+    def _actuated(self, actuated):
+        if actuated is None:
+            return self._actuated_default
+        mask = np.asarray(actuated)
+        if mask.dtype != bool:  # names or indices
+            idx = [self.model.joint_index(x) if isinstance(x, str) else int(x) for x in mask.ravel()]
+            mask = np.zeros(self._nv, bool)
+            mask[idx] = True
+        if mask.shape != (self._nv,):
+            raise InputError(f"actuated: expected {self._nv} booleans or a list of joint names, "
+                             f"got shape {mask.shape}")
+        return mask
+
+    def inverse_dynamics(self, q, v, a, actuated=None, lam_d=None) -> InverseDynamicsResult:
+        """Minimum-norm actuation of a consistent motion, with passive joints and force control.
+
+        ``tau_par = P (M a + h - tau_s)`` (eq. 45) is the minimum-norm torque that
+        produces ``a``.  With passive coordinates (``S`` = diag(actuated)),
+        eqs. 59-62 add a constraint-space correction::
+
+            N = (I - S)(I - P),   tau = [I - (I - P) N^+ (I - S)] tau_par,
+
+        which zeroes the passive torques without changing the motion and keeps the
+        norm minimal among admissible torques.  With a desired multiplier ``lam_d``
+        (eq. 51, only without passive joints), ``tau = tau_par + (I-P)(M a + h - tau_s)
+        - f_cd`` with ``f_cd = A^T lam_d``, so that the constraint force equals ``f_cd``.
+
+        Parameters
+        ----------
+        q : (nq,); v : (nv,); a : (nv,) commanded accelerations, ``A a + gamma = 0``
+        actuated : (nv,) bool or list of joint names, optional
+            Default: every coordinate that is not a passive joint of the model.
+        lam_d : (m,), optional
+            Desired constraint multipliers [N | N m]; see :meth:`allocate_constraint_force`.
+        """
+        q, v, a = self._q(q), self._v(v, "v"), self._v(a, "a")
+        S = self._actuated(actuated)
+        A, gamma = self.constraints.jacobian_and_bias(q, v)
+        s = self.settings
+        proj = null_space_projector(A, s.rank_atol, s.rank_rtol)
+        M = pin.crba(self._pm, self._data, q)
+        b = M @ a + pin.nonLinearEffects(self._pm, self._data, q, v)
+        if self._springs:
+            b -= self._rigid.spring_forces(q, v)
+        tau = proj.P @ b  # eq. 45
+        residual = float(np.max(np.abs(A @ a + gamma))) if A.shape[0] else 0.0
+        messages = []
+        ok = True
+        if residual > s.consistency_tol:
+            ok = False
+            messages.append(f"the commanded acceleration violates A a + gamma = 0 by {residual:.3g} "
+                            f"(> consistency_tol {s.consistency_tol:g}); torques only reproduce its "
+                            "admissible part")
+        passive = ~S
+        if lam_d is not None:
+            if np.any(passive):
+                raise InputError("lam_d: constraint-force allocation needs every coordinate "
+                                 "actuated; pass actuated=[...] or use allocate_constraint_force")
+            lam_d = as_vector(lam_d, A.shape[0], "lam_d")
+            tau += b - proj.P @ b - A.T @ lam_d  # eq. 51: tau_perp = (I-P) b - f_cd
+        elif np.any(passive):
+            # eqs. 59-62 with (I-P) = V V^T:  N = E^T (E V) V^T, N^+ = V (E V)^+ E, where E selects
+            # the passive rows, so the correction is V (E V)^+ tau_par[passive].
+            B = proj.basis[passive]
+            rank_b, Bp = _passive_rank(B)
+            tau -= proj.basis @ (Bp @ tau[passive])
+            if rank_b < passive.sum():
+                ok = False
+                messages.append(self._controllability_message(rank_b, passive, proj.rank))
+        f_c = b - tau
+        f_c -= proj.P @ f_c
+        lam = proj.A_pinv.T @ f_c
+        passive_res = float(np.max(np.abs(tau[passive]))) if np.any(passive) else 0.0
+        if not np.all(np.isfinite(tau)):
+            ok = False
+            messages.append("non-finite torques")
+        return InverseDynamicsResult(tau, f_c, lam, proj.rank, residual, passive_res, ok,
+                                     "; ".join(messages) or "ok")
+
+    def allocate_constraint_force(self, q, lam_d) -> tuple[np.ndarray, np.ndarray]:
+        """Desired constraint force ``f_cd = A^T lam_d`` (Aghili 2005 Sect. 7.3) and the
+        multipliers that realize it, ``(A^T)^+ f_cd``.
+
+        The two multipliers differ when ``lam_d`` has a component in null(A^T)
+        (redundant rows): that component produces no force.
+        """
+        q = self._q(q)
+        A = self.constraints.jacobian(q)
+        lam_d = as_vector(lam_d, A.shape[0], "lam_d")
+        proj = null_space_projector(A, self.settings.rank_atol, self.settings.rank_rtol)
+        f_cd = A.T @ lam_d
+        return f_cd, proj.A_pinv.T @ f_cd
+
+    def controllability(self, q, actuated=None) -> ControllabilityResult:
+        """Aghili (2005) eq. 64: ``rank[(I - S)(I - P)] = n - k`` at configuration q.
+
+        With k actuated among n coordinates, the n - k passive coordinates must be held
+        by constraint forces alone; otherwise some admissible motions cannot be produced.
+        """
+        q = self._q(q)
+        S = self._actuated(actuated)
+        passive = ~S
+        A = self.constraints.jacobian(q)
+        proj = null_space_projector(A, self.settings.rank_atol, self.settings.rank_rtol)
+        # rank (I-S)(I-P) = rank of E V, with (I-P) = V V^T and E selecting the passive rows
+        rank = _passive_rank(proj.basis[passive])[0]
+        need = int(passive.sum())
+        names = tuple(n for n, p in zip(self.model.coordinate_names, passive) if p)
+        if rank == need:
+            msg = (f"controllable: the constraint forces can balance every passive joint "
+                   f"({', '.join(names) or 'none'}); rank[(I-S)(I-P)] = {rank} = n - k")
+            return ControllabilityResult(True, msg, rank, need, proj.rank, names)
+        return ControllabilityResult(False, self._controllability_message(rank, passive, proj.rank),
+                                     rank, need, proj.rank, names)
+
+    def _controllability_message(self, rank, passive, constraint_rank):
+        names = [n for n, p in zip(self.model.coordinate_names, passive) if p]
+        need = len(names)
+        dof = self._nv - constraint_rank
+        return (f"not controllable here (Aghili 2005 eq. 64): the constraints can hold only {rank} "
+                f"of the {need} passive joint(s) ({', '.join(names)}), rank[(I-S)(I-P)] = {rank} "
+                f"< n - k = {need}. The mechanism has {dof} degree(s) of freedom but only "
+                f"{self._nv - need} actuated joint(s) act on them; actuate {need - rank} more "
+                "joint(s), or move away from a singular configuration")
+
+    # -- manifold projection -------------------------------------------------------------------
+    def project_position(self, q, tol: float | None = None,
+                         max_iter: int | None = None) -> ManifoldProjectionResult:
+        """Newton-Raphson projection onto phi(q) = 0: ``q <- q (-) A^+ phi`` (Sect. 6, eq. 39).
+
+        The step is applied through ``pin.integrate`` (the manifold) and uses the
+        holonomic rows only (Pfaffian rows have no position residual); the minimum-norm
+        step converges quadratically to a nearby point of the manifold.
+
+        Parameters
+        ----------
+        q : (nq,) initial configuration
+        tol : float, optional  stop when ``||phi||_inf < tol`` [m | rad]
+        max_iter : int, optional
+        """
+        q = self._q(q).copy()
+        s = self.settings
+        tol = s.position_tol if tol is None else float(tol)
+        max_iter = s.max_iter if max_iter is None else int(max_iter)
+        c = self.constraints
+        if c.n_holonomic == 0:
+            return ManifoldProjectionResult(q, True, "no closure: nothing to project", 0, 0.0, 0)
+        it = 0
+        phi, A = c.residual_and_jacobian(q)
+        err = float(np.max(np.abs(phi)))
+        proj = null_space_projector(A, s.rank_atol, s.rank_rtol)
+        while err >= tol and it < max_iter and np.isfinite(err):
+            q = pin.integrate(self._pm, q, -(proj.A_pinv @ phi))
+            it += 1
+            phi, A = c.residual_and_jacobian(q)
+            err = float(np.max(np.abs(phi)))
+            proj = null_space_projector(A, s.rank_atol, s.rank_rtol)
+        if err < tol:
+            return ManifoldProjectionResult(q, True, f"converged in {it} iteration(s)", it, err,
+                                            proj.rank)
+        why = "diverged (non-finite residual)" if not np.isfinite(err) else \
+            f"no convergence in {max_iter} iterations"
+        return ManifoldProjectionResult(
+            q, False, f"{why}: ||phi|| = {err:.3g} >= tol {tol:g}; start closer to an assembled "
+            "configuration", it, err, proj.rank)
+
+    def project_velocity(self, q, v) -> np.ndarray:
+        """The admissible part ``P v`` of v (nv,): orthogonal projection onto null(A)."""
+        q, v = self._q(q), self._v(v, "v")
+        A = self.constraints.jacobian(q)
+        P = null_space_projector(A, self.settings.rank_atol, self.settings.rank_rtol).P
+        return P @ v
+
+    def projector(self, q) -> NullSpaceProjector:
+        """P, A^+ and the rank of A at q (eq. 15 with the threshold of eq. 70)."""
+        A = self.constraints.jacobian(self._q(q))
+        return null_space_projector(A, self.settings.rank_atol, self.settings.rank_rtol)
