@@ -44,7 +44,7 @@ setup(
     python_requires=">=3.10",
     install_requires=["setuptools"] if under_ament else ["setuptools", *CORE],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5"],
+        "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro"],
         "ros": ROS,
         "dev": ["ruff"],
     },
@@ -56,6 +56,9 @@ setup(
     entry_points={
         "console_scripts": [
             "multibody = multibody_control.cli:main",
+            "simulator_node = multibody_dynamics.ros.simulator_node:main",
+            "dynamics_node = multibody_dynamics.ros.dynamics_node:main",
+            "controller_node = multibody_control.ros.controller_node:main",
         ],
     },
 )

@@ -80,11 +80,30 @@ class InversionResult:
     input_names: tuple[str, ...] = field(default=())
     output_names: tuple[str, ...] = field(default=())
 
-    def u_at(self, t):
-        """Feedforward at arbitrary times by piecewise-cubic interpolation of the samples."""
+    def u_interpolant(self):
+        """Callable u(t): cubic splines through the samples, broken at t0 and tf.
+
+        The feedforward has kinks where the desired jerk jumps (t0, tf); one spline per
+        smooth piece keeps the interpolation error O(h^4) instead of O(h^2) there.
+        """
         from scipy.interpolate import CubicSpline
 
-        return CubicSpline(self.t, self.u, axis=0)(np.clip(t, self.t[0], self.t[-1]))
+        t, u = self.t, self.u
+        cuts = [t[0]] + [b for b in (self.t0, self.tf) if t[0] < b < t[-1]] + [t[-1]]
+        pieces = []
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            sel = (t >= lo - 1e-12) & (t <= hi + 1e-12)
+            pieces.append((lo, hi, CubicSpline(t[sel], u[sel], axis=0) if sel.sum() > 2
+                           else (lambda x, tt=t[sel], uu=u[sel]: np.array(
+                               [np.interp(x, tt, c) for c in uu.T]).T)))
+        bounds = np.array([p[1] for p in pieces])
+
+        def u_of_t(x):
+            x = float(np.clip(x, t[0], t[-1]))
+            lo, hi, spline = pieces[min(int(np.searchsorted(bounds, x)), len(pieces) - 1)]
+            return spline(x)
+
+        return u_of_t
 
 
 def _eigen_rows(Q, stable: bool) -> np.ndarray:
@@ -186,8 +205,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     tb = (tf + t_post) if t_end is None else t_end
     if not tb > ta:
         raise InputError(f"t_end = {tb} s must be after t_start = {ta} s")
-    t_out = np.arange(ta, tb + 0.5 * dt, dt)
-    t_out[-1] = min(t_out[-1], tb)
+    t_out = _time_grid(ta, tb, dt, (t0, tf))
     # exact samples of y_d on a grid holding t0 and tf, interpolated (quintic Hermite) in between
     grid = np.unique(np.concatenate([np.arange(ta, tb + dt, min(dt, 1e-3)), [t0, tf]]))
     ytraj = desired.tabulate(grid[(grid >= ta - 1e-12)])
@@ -252,6 +270,20 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, t0, tf, t_pre, t_post, lam0,
                            bool(status), msg, method, servo.counters["dynamics"],
                            time.perf_counter() - start, model.input_names, output.names)
+
+
+def _time_grid(ta, tb, dt, breaks):
+    """Samples every ``dt`` from ta to tb with the breakpoints (t0, tf) on the grid exactly.
+
+    The desired output's jerk jumps at t0 and tf (quintic time law), so the feedforward has
+    kinks there; keeping them on the grid lets interpolants of u break there too.
+    """
+    grid = np.arange(ta, tb + 0.5 * dt, dt)
+    grid = grid[grid <= tb]
+    for b in breaks:
+        if ta < b < tb:
+            grid = grid[np.abs(grid - b) > 1e-6 * dt]
+    return np.unique(np.concatenate([grid, [b for b in breaks if ta <= b <= tb], [tb]]))
 
 
 def _failed(model, output, method, start, t0, tf, t_pre, t_post, lam0, message):
@@ -331,11 +363,13 @@ def _index2_euler(servo, ytraj, ta, tb, h, eta0, limit):
     dyn, out = servo.dyn, servo.output
 
     def residual(qn, q_prev, v_prev, y_next):
+        # dynamics rows multiplied by h^2 so that both blocks are position-sized and a
+        # tolerance near machine precision is reachable
         vn = (qn - q_prev) / h
         servo.counters["dynamics"] += 1
         M = dyn.mass_matrix(qn)
-        dyn_res = D.T @ (M @ (vn - v_prev) / h - dyn.spring_forces(qn, vn)
-                         + dyn.nonlinear_effects(qn, vn))
+        dyn_res = D.T @ (M @ (qn - q_prev - h * v_prev) - h * h * (dyn.spring_forces(qn, vn)
+                                                                    - dyn.nonlinear_effects(qn, vn)))
         return np.concatenate([dyn_res, out.value(qn) - y_next])
 
     for k in range(steps):
@@ -343,14 +377,17 @@ def _index2_euler(servo, ytraj, ta, tb, h, eta0, limit):
         qn = q[k] + h * v[k]
         for _ in range(20):
             r = residual(qn, *args)
-            if np.max(np.abs(r)) < 1e-11:
-                break
             J = np.empty((nv, nv))
             for j in range(nv):  # forward differences: the Jacobian only steers Newton
                 e = np.zeros(nv)
                 e[j] = 1e-7
                 J[:, j] = (residual(qn + e, *args) - r) / 1e-7
-            qn = qn - np.linalg.solve(J, r)
+            step = np.linalg.solve(J, r)
+            qn = qn - step
+            # converged when the update is below 1e-11 (m or rad; the scaled system has a
+            # condition number ~1e4, so steps stall near 1e-13 at round-off)
+            if np.max(np.abs(step)) < 1e-11:
+                break
         else:
             return (t[: k + 1], q[: k + 1], v[: k + 1], a[: k + 1], u[: k + 1], False,
                     f"backward Euler: Newton did not converge at t = {t[k + 1]:.4g} s")
@@ -390,7 +427,8 @@ def verify(model: MultibodyModel, result: InversionResult, task: Task, output: O
            rtol: float = 1e-10, atol: float = 1e-12) -> VerificationResult:
     """Simulate the plant open loop with ``result.u`` from the result's first state.
 
-    The feedforward is interpolated by a cubic spline through its samples; the plant
+    The feedforward is interpolated by cubic splines through its samples, broken at t0 and
+    tf (:meth:`InversionResult.u_interpolant`); the plant
     M a + h = B u + tau_s is integrated with DOP853 at tight tolerances, so that the
     error measures the feedforward, not the check.
     """
@@ -400,10 +438,8 @@ def verify(model: MultibodyModel, result: InversionResult, task: Task, output: O
 
     if not result.success or result.t.size < 2:
         raise InputError(f"cannot verify a failed inversion: {result.message}")
-    from scipy.interpolate import CubicSpline
-
     dyn = RigidDynamics(model)
-    u_spline = CubicSpline(result.t, result.u, axis=0)
+    u_spline = result.u_interpolant()
     B, nq = model.B, model.nq
 
     def rhs(t, x):

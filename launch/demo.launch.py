@@ -1,0 +1,126 @@
+"""Two robots tracking on the embedded simulator: arm7 (serial) and five_bar (closed loop).
+
+    ros2 launch multibody_suite demo.launch.py [rviz:=false]
+
+Each robot runs in its own namespace (``/arm7``, ``/five_bar``) with robot_state_publisher
+(frames prefixed ``<namespace>/``, placed side by side under ``world`` by a static
+transform), ``simulator_node`` and ``controller_node``, which tracks the reference it is
+sent (``/<robot>/controller_node/joint_trajectory`` or the FollowJointTrajectory action)
+and holds the start until then.  five_bar starts in an assembled configuration (end
+effector at (0, 0.35) m), since its spring rest (all zero) violates the loop closure.
+
+Parameters come from ``config/<node>.yaml``, read here and passed as dictionaries: the
+files key their parameters by the bare node name, which only matches a node in the root
+namespace.  Absolute topic names are remapped into the namespace so that the two plants
+stay apart whichever form a node uses.
+"""
+
+import os
+
+import yaml
+from ament_index_python.packages import get_package_share_directory
+from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
+from launch.conditions import IfCondition
+from launch.launch_description import LaunchDescription
+from launch.substitutions import Command, FindExecutable, LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import Node, PushRosNamespace
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
+
+PACKAGE = "multibody_suite"
+# (robot = namespace, x offset of its world frame [m], initial_positions [rad] or None)
+ROBOTS = [
+    ("arm7", -0.6, None),
+    # left_motor, left_elbow, right_motor, right_elbow: closure residual below 1e-10 m
+    ("five_bar", 0.6, [2.260904311, -1.549961486, 0.880688343, 1.549961486]),
+]
+REMAP = [
+    ("/joint_states", "joint_states"),
+    ("/effort_controller/commands", "effort_controller/commands"),
+]
+
+
+def node_parameters(share, node, **overrides):
+    """``<node>: ros__parameters:`` of config/<node>.yaml, updated with ``overrides``."""
+    with open(os.path.join(share, "config", f"{node}.yaml")) as f:
+        params = dict(yaml.safe_load(f)[node]["ros__parameters"])
+    params.update(overrides)
+    return params
+
+
+def _robot_actions(share, robot, x, q0):
+    xacro_file = PathJoinSubstitution([FindPackageShare(PACKAGE), "urdf", f"{robot}.urdf.xacro"])
+    description = ParameterValue(
+        Command([PathJoinSubstitution([FindExecutable(name="xacro")]), " ", xacro_file,
+                 " sim:=embedded"]),
+        value_type=str,
+    )
+    simulator = node_parameters(share, "simulator_node", robot=robot)
+    if q0 is not None:
+        simulator["initial_positions"] = q0
+    nodes = [
+        PushRosNamespace(robot),
+        Node(
+            package="robot_state_publisher",
+            executable="robot_state_publisher",
+            output="screen",
+            parameters=[{"robot_description": description, "frame_prefix": f"{robot}/"}],
+        ),
+        Node(
+            package=PACKAGE,
+            executable="simulator_node",
+            name="simulator_node",
+            output="screen",
+            parameters=[simulator],
+            remappings=REMAP,
+        ),
+        Node(
+            package=PACKAGE,
+            executable="controller_node",
+            name="controller_node",
+            output="screen",
+            parameters=[node_parameters(share, "controller_node", robot=robot)],
+            remappings=REMAP,
+        ),
+    ]
+    return [
+        GroupAction(nodes),
+        Node(
+            package="tf2_ros",
+            executable="static_transform_publisher",
+            name=f"{robot}_world",
+            arguments=["--x", str(x), "--frame-id", "world", "--child-frame-id", f"{robot}/world"],
+            output="log",
+        ),
+    ]
+
+
+def _setup(context):
+    share = get_package_share_directory(PACKAGE)
+    actions = []
+    for robot, x, q0 in ROBOTS:
+        actions += _robot_actions(share, robot, x, q0)
+    return actions
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument(
+            "rviz",
+            default_value="true",
+            choices=["true", "false"],
+            description="Start RViz with config/rviz/demo.rviz (both robots, fixed frame world).",
+        ),
+        OpaqueFunction(function=_setup),
+        Node(
+            package="rviz2",
+            executable="rviz2",
+            name="rviz2",
+            output="log",
+            arguments=[
+                "-d",
+                PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "rviz", "demo.rviz"]),
+            ],
+            condition=IfCondition(LaunchConfiguration("rviz")),
+        ),
+    ])

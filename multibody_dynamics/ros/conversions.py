@@ -1,0 +1,329 @@
+"""Message <-> array conversions shared by the nodes (no algorithm here).
+
+Every conversion from a message validates what it reads and raises
+:class:`MessageError` with a message naming the problem (unknown or missing
+joint names, wrong lengths, NaN/inf, non-monotonic times); nodes catch it at the
+callback boundary, log it (throttled) and keep running.
+
+Conventions
+-----------
+- ``sensor_msgs/JointState`` carries one entry per velocity coordinate of the
+  model (``model.coordinate_names``), in any order; positions of continuous
+  joints (stored by pinocchio as cos/sin) are angles in rad.
+- ``std_msgs/Float64MultiArray`` published by the suite is labelled: each
+  ``layout.dim[k].label`` lists the names along that axis, comma-separated
+  (``"joint1,joint2,..."``; for a wrench matrix the second axis is
+  ``"fx,fy,fz,tx,ty,tz"``).  :func:`labels_of` reads them back.  Incoming
+  commands are read by length only, as ros2_control's forward_command_controller does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from builtin_interfaces.msg import Duration as DurationMsg
+from builtin_interfaces.msg import Time as TimeMsg
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+from ..errors import InputError, ModelError
+from ..model import MultibodyModel
+
+WRENCH_LABELS = ("fx", "fy", "fz", "tx", "ty", "tz")
+
+
+class MessageError(InputError):
+    """A received message is malformed or inconsistent with the model; the message says how."""
+
+
+# -- time -------------------------------------------------------------------------------------
+
+def duration_to_sec(d: DurationMsg) -> float:
+    return float(d.sec) + 1e-9 * float(d.nanosec)
+
+
+def stamp_to_sec(t: TimeMsg) -> float:
+    return float(t.sec) + 1e-9 * float(t.nanosec)
+
+
+def sec_to_stamp(t: float) -> TimeMsg:
+    """``builtin_interfaces/Time`` of ``t`` >= 0 seconds (rounded to the nanosecond)."""
+    ns = int(round(t * 1e9))
+    return TimeMsg(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def sec_to_duration(t: float) -> DurationMsg:
+    ns = int(round(t * 1e9))
+    return DurationMsg(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+# -- joint coordinates --------------------------------------------------------------------------
+
+class JointCoordinates:
+    """Maps between a model's configuration ``q`` (nq,) and per-joint values in messages.
+
+    Only one-degree-of-freedom joints can be carried by ``JointState``:
+    revolute/prismatic (nq = nv = 1) and continuous (nq = 2 as cos/sin, nv = 1).
+
+    Parameters
+    ----------
+    model : MultibodyModel
+
+    Raises
+    ------
+    ModelError
+        If the model has a joint with more than one velocity coordinate.
+    """
+
+    def __init__(self, model: MultibodyModel):
+        pm = model.pin_model
+        self.model = model
+        self.names: tuple[str, ...] = model.coordinate_names
+        self._index = {n: i for i, n in enumerate(self.names)}
+        self._iq = np.empty(model.nv, dtype=int)
+        continuous = []
+        for jid in range(1, pm.njoints):
+            j = pm.joints[jid]
+            if j.nv != 1 or j.nq not in (1, 2):
+                raise ModelError(f"{model.name}: joint {pm.names[jid]!r} has {j.nv} velocity "
+                                 "coordinates; sensor_msgs/JointState carries 1-DoF joints only")
+            self._iq[j.idx_v] = j.idx_q
+            if j.nq == 2:
+                continuous.append(j.idx_v)
+        self._continuous = np.array(continuous, dtype=int)
+        self._simple = self._continuous.size == 0
+        self._cache: tuple[tuple[str, ...], np.ndarray] | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    def positions(self, q) -> np.ndarray:
+        """Joint positions (nv,) [rad | m] of configuration ``q`` (nq,)."""
+        q = np.asarray(q, float)
+        if self._simple:
+            return q.copy()
+        pos = q[self._iq].copy()
+        iq = self._iq[self._continuous]
+        pos[self._continuous] = np.arctan2(q[iq + 1], q[iq])
+        return pos
+
+    def configuration(self, positions) -> np.ndarray:
+        """Configuration ``q`` (nq,) of joint positions (nv,)."""
+        pos = np.asarray(positions, float)
+        if self._simple:
+            return pos.copy()
+        q = np.empty(self.model.nq)
+        q[self._iq] = pos
+        iq = self._iq[self._continuous]
+        th = pos[self._continuous]
+        q[iq], q[iq + 1] = np.cos(th), np.sin(th)
+        return q
+
+    def order(self, names, what: str) -> np.ndarray:
+        """Index ``idx`` with ``model_vector[idx] = message_vector`` for the names of a message.
+
+        All model coordinates must be present exactly once; raises :class:`MessageError`
+        naming unknown, duplicate or missing names.
+        """
+        names = tuple(names)
+        if self._cache is not None and self._cache[0] == names:
+            return self._cache[1]
+        unknown = [n for n in names if n not in self._index]
+        if unknown:
+            raise MessageError(f"{what}: unknown joint name(s) {', '.join(map(repr, unknown))}; "
+                               f"{self.model.name} has: {', '.join(self.names)}")
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise MessageError(f"{what}: duplicate joint name(s) {', '.join(dup)}")
+        missing = [n for n in self.names if n not in names]
+        if missing:
+            raise MessageError(f"{what}: missing joint(s) {', '.join(missing)} "
+                               f"(expected all of {', '.join(self.names)})")
+        idx = np.array([self._index[n] for n in names], dtype=int)
+        self._cache = (names, idx)
+        return idx
+
+
+def _finite_array(values, n: int, what: str, allow_empty: bool = False) -> np.ndarray | None:
+    arr = np.asarray(values, dtype=float).ravel()
+    if arr.size == 0 and allow_empty:
+        return None
+    if arr.size != n:
+        raise MessageError(f"{what}: expected {n} values, got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        bad = np.flatnonzero(~np.isfinite(arr))
+        raise MessageError(f"{what}: NaN or inf at index {bad[:5].tolist()}")
+    return arr
+
+
+@dataclass(frozen=True)
+class JointStateArrays:
+    """A validated ``JointState`` in model order: ``q`` (nq,), ``v`` (nv,) or None, ``effort`` or None."""
+
+    stamp: float
+    q: np.ndarray
+    v: np.ndarray | None
+    effort: np.ndarray | None
+
+
+def joint_state_to_arrays(msg: JointState, coords: JointCoordinates,
+                          require_velocity: bool = True) -> JointStateArrays:
+    """Read ``msg`` into model order (reordering by name) with validation.
+
+    Raises
+    ------
+    MessageError
+        Unknown/missing/duplicate names, position/velocity/effort lengths that do
+        not match ``name``, NaN or inf, or (``require_velocity``) no velocities.
+    """
+    idx = coords.order(msg.name, "JointState.name")
+    n = len(idx)
+    pos = _finite_array(msg.position, n, "JointState.position")
+    vel = _finite_array(msg.velocity, n, "JointState.velocity", allow_empty=not require_velocity)
+    eff = _finite_array(msg.effort, n, "JointState.effort", allow_empty=True)
+
+    def ordered(x):
+        if x is None:
+            return None
+        out = np.empty(n)
+        out[idx] = x
+        return out
+
+    return JointStateArrays(stamp_to_sec(msg.header.stamp), coords.configuration(ordered(pos)),
+                            ordered(vel), ordered(eff))
+
+
+def joint_state_msg(coords: JointCoordinates, q, v, effort, stamp: TimeMsg,
+                    frame_id: str = "") -> JointState:
+    """``JointState`` in model order from ``q`` (nq,), ``v`` (nv,), ``effort`` (nv,)."""
+    msg = JointState()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame_id
+    msg.name = list(coords.names)
+    msg.position = coords.positions(q).tolist()
+    msg.velocity = np.asarray(v, float).tolist()
+    msg.effort = np.asarray(effort, float).tolist()
+    return msg
+
+
+# -- Float64MultiArray ----------------------------------------------------------------------------
+
+def vector_msg(values, labels) -> Float64MultiArray:
+    """Labelled 1-D ``Float64MultiArray``: one dimension whose label lists ``labels``."""
+    values = np.asarray(values, float).ravel()
+    labels = tuple(labels)
+    if len(labels) != values.size:
+        raise InputError(f"vector_msg: {values.size} values but {len(labels)} labels")
+    msg = Float64MultiArray()
+    msg.layout.dim = [MultiArrayDimension(label=",".join(labels), size=values.size,
+                                          stride=values.size)]
+    msg.layout.data_offset = 0
+    msg.data = values.tolist()
+    return msg
+
+
+def matrix_msg(values, row_labels, col_labels) -> Float64MultiArray:
+    """Labelled row-major 2-D ``Float64MultiArray`` of ``values`` (rows, cols)."""
+    values = np.asarray(values, float)
+    rows, cols = values.shape
+    if len(row_labels) != rows or len(col_labels) != cols:
+        raise InputError(f"matrix_msg: shape {values.shape} but {len(row_labels)} row and "
+                         f"{len(col_labels)} column labels")
+    msg = Float64MultiArray()
+    msg.layout.dim = [
+        MultiArrayDimension(label=",".join(row_labels), size=rows, stride=rows * cols),
+        MultiArrayDimension(label=",".join(col_labels), size=cols, stride=cols),
+    ]
+    msg.data = values.ravel().tolist()
+    return msg
+
+
+def labels_of(msg: Float64MultiArray) -> list[tuple[str, ...]]:
+    """The names along each dimension of a labelled array (see the module docstring)."""
+    return [tuple(d.label.split(",")) if d.label else () for d in msg.layout.dim]
+
+
+def array_from_msg(msg: Float64MultiArray) -> np.ndarray:
+    """The data of ``msg`` shaped by its layout (1-D when the layout is empty)."""
+    data = np.asarray(msg.data, float)
+    sizes = [d.size for d in msg.layout.dim]
+    if len(sizes) > 1 and int(np.prod(sizes)) == data.size - msg.layout.data_offset:
+        return data[msg.layout.data_offset:].reshape(sizes)
+    return data
+
+
+def vector_from_msg(msg: Float64MultiArray, n: int, what: str) -> np.ndarray:
+    """``msg.data`` as (n,) float array; raises :class:`MessageError` on length or NaN/inf."""
+    return _finite_array(msg.data, n, what)
+
+
+# -- JointTrajectory ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrajectoryArrays:
+    """A validated ``JointTrajectory`` in model coordinate order.
+
+    Attributes
+    ----------
+    start : float or None
+        ``header.stamp`` [s]; None when zero (start on receipt, as joint_trajectory_controller).
+    t : (N,) time from start [s], strictly increasing, >= 0
+    positions : (N, nv); velocities, accelerations, effort : (N, nv) or None
+    """
+
+    start: float | None
+    t: np.ndarray
+    positions: np.ndarray
+    velocities: np.ndarray | None
+    accelerations: np.ndarray | None
+    effort: np.ndarray | None
+
+
+def trajectory_from_msg(msg, coords: JointCoordinates) -> TrajectoryArrays | None:
+    """Read a ``trajectory_msgs/JointTrajectory``; None for an empty one (a stop request).
+
+    Every point must carry all positions; velocities, accelerations and effort are
+    each given at all points or at none; accelerations need velocities.
+
+    Raises
+    ------
+    MessageError
+        Names (unknown, duplicate, missing), lengths, NaN/inf, negative or
+        non-increasing ``time_from_start``, accelerations without velocities.
+    """
+    if not msg.points:
+        return None
+    idx = coords.order(msg.joint_names, "JointTrajectory.joint_names")
+    n, npts = len(idx), len(msg.points)
+    t = np.array([duration_to_sec(p.time_from_start) for p in msg.points])
+    if t[0] < 0:
+        raise MessageError(f"JointTrajectory: negative time_from_start {t[0]:g} s at point 0")
+    bad = np.flatnonzero(np.diff(t) <= 0)
+    if bad.size:
+        k = int(bad[0]) + 1
+        raise MessageError(f"JointTrajectory: time_from_start must increase strictly; point {k} "
+                           f"at {t[k]:g} s follows {t[k - 1]:g} s")
+
+    def field(name, required):
+        present = [len(getattr(p, name)) > 0 for p in msg.points]
+        if not any(present) and not required:
+            return None
+        if not all(present):
+            k = present.index(False)
+            hint = "" if required else f"; give {name} at every point or at none"
+            raise MessageError(f"JointTrajectory: point {k} has no {name}{hint}")
+        out = np.empty((npts, n))
+        for k, p in enumerate(msg.points):
+            out[k, idx] = _finite_array(getattr(p, name), n, f"JointTrajectory.points[{k}].{name}")
+        return out
+
+    pos = field("positions", True)
+    vel = field("velocities", False)
+    acc = field("accelerations", False)
+    eff = field("effort", False)
+    if acc is not None and vel is None:
+        raise MessageError("JointTrajectory: accelerations given without velocities")
+    stamp = stamp_to_sec(msg.header.stamp)
+    return TrajectoryArrays(stamp if stamp > 0 else None, t, pos, vel, acc, eff)

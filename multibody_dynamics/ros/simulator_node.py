@@ -1,0 +1,192 @@
+"""simulator_node: the suite's embedded plant, driven like ros2_control hardware.
+
+Subscribes
+    ``/<controller_name>/commands`` (std_msgs/Float64MultiArray): one effort per
+    model input (``model.input_names``), mapped to generalized forces by
+    ``tau = B u`` (the interface of forward_command_controller with the effort
+    command interface).  Wrong lengths and NaN/inf are rejected with a throttled
+    warning; the last valid command stays applied until ``command_timeout``.
+Publishes
+    ``/joint_states`` (sensor_msgs/JointState): position, velocity and applied
+    effort of every coordinate, passive joints included, once per step;
+    ``/clock`` (rosgraph_msgs/Clock) when ``publish_clock``.
+
+The integration is :class:`multibody_dynamics.simulate.Simulator` (fixed step,
+zero-order hold).  Open chains only (springs and dampers of passive joints
+included); a model with loop closures is refused at start-up until the
+constrained simulator exists.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from ..errors import MultibodyError
+from ..model import load_model
+from ..simulate import METHODS, Simulator, SimulatorConfig
+from .conversions import (
+    JointCoordinates,
+    MessageError,
+    joint_state_msg,
+    sec_to_stamp,
+    vector_from_msg,
+)
+from .parameters import ParameterSet, ParameterSpec
+from .runtime import StartupError, Throttle, main_for
+
+PARAMETERS = (
+    ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file",
+                  read_only=True),
+    ParameterSpec("rate_hz", 500.0, "integration step rate; one step per tick, /joint_states "
+                  "published every step (step size dt = 1/rate_hz)", unit="Hz",
+                  range=(1.0, 10000.0)),
+    ParameterSpec("controller_name", "effort_controller", "effort commands are read from "
+                  "/<controller_name>/commands", read_only=True),
+    ParameterSpec("command_timeout", 0.5, "apply zero effort when no valid command arrived for "
+                  "this long (simulated time); 0 disables", unit="s", range=(0.0, 3600.0)),
+    ParameterSpec("initial_positions", [], "initial joint positions, one per coordinate in "
+                  "model order (rad | m); empty: the spring rest configuration", read_only=True),
+    ParameterSpec("hold_until_command", True, "keep the robot braked at initial_positions until "
+                  "the first valid command arrives (time still advances)", read_only=True),
+    ParameterSpec("publish_clock", False, "publish /clock with the simulated time and stamp "
+                  "/joint_states with it (other nodes then use use_sim_time:=true)",
+                  read_only=True),
+    ParameterSpec("realtime", True, "true: pace the steps by the wall clock (at most one step "
+                  "per 1/rate_hz); false: step as fast as possible (use with publish_clock)"),
+    ParameterSpec("integrator", "rk4", "fixed-step integration method", choices=METHODS,
+                  read_only=True),
+)
+
+
+class SimulatorNode(Node):
+    """Fixed-step simulation of an open-chain model exposed over ROS 2 topics."""
+
+    node_name = "simulator_node"
+
+    def __init__(self, **kwargs):
+        super().__init__(self.node_name, **kwargs)
+        self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
+        p = self.params
+        self.throttle = Throttle(self.get_logger())
+        self.model = model = load_model(p["robot"])
+        if model.closures:
+            names = ", ".join(f"{c.name} ({c.type})" for c in model.closures)
+            raise StartupError(
+                f"robot {model.name!r} has loop closure(s) {names}; simulator_node integrates "
+                "open chains only until the constrained simulator exists")
+        self.coords = JointCoordinates(model)
+        self.sim = Simulator(model, SimulatorConfig(dt=1.0 / p["rate_hz"], method=p["integrator"]))
+        q0 = None
+        if p["initial_positions"]:
+            if len(p["initial_positions"]) != model.nv:
+                raise StartupError(
+                    f"parameter initial_positions: expected {model.nv} values (one per joint: "
+                    f"{', '.join(model.coordinate_names)}), got {len(p['initial_positions'])}")
+            q0 = self.coords.configuration(p["initial_positions"])
+        self.sim.reset(q0)
+        self.u = np.zeros(model.nu)
+        self.tau = np.zeros(model.nv)
+        self._B = np.asarray(model.B, float)
+        self._t_cmd: float | None = None
+        self._failed = False
+        self.rejected = 0
+
+        qos = QoSProfile(depth=10)
+        self.topic = f"/{p['controller_name']}/commands"
+        self._pub_js = self.create_publisher(JointState, "/joint_states", qos)
+        self._pub_clock = self.create_publisher(ClockMsg, "/clock", qos) if p["publish_clock"] else None
+        self.create_subscription(Float64MultiArray, self.topic, self._on_command, qos)
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._timer = None
+        self._start_timer()
+        self.get_logger().info(
+            f"simulating {model.name} (nq={model.nq}, nv={model.nv}) with {p['integrator']} at "
+            f"{p['rate_hz']:g} Hz ({'wall-clock paced' if p['realtime'] else 'as fast as possible'}); "
+            f"commands: {self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); "
+            f"publishing /joint_states" + (" and /clock" if self._pub_clock else ""))
+        self._publish()
+
+    # -- parameters --------------------------------------------------------------------------
+    def _on_change(self, changes):
+        rate = changes.get("rate_hz", self.params["rate_hz"])
+        realtime = changes.get("realtime", self.params["realtime"])
+        if "rate_hz" in changes:
+            self.sim.config = SimulatorConfig(dt=1.0 / rate, method=self.sim.config.method,
+                                              max_speed=self.sim.config.max_speed)
+        if "rate_hz" in changes or "realtime" in changes:
+            self._start_timer(rate, realtime)
+
+    def _start_timer(self, rate=None, realtime=None):
+        rate = self.params["rate_hz"] if rate is None else rate
+        realtime = self.params["realtime"] if realtime is None else realtime
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+        period = 1.0 / rate if realtime else 0.0  # period 0: ready at every executor turn
+        self._timer = self.create_timer(period, self._tick, clock=self._steady)
+
+    # -- commands ----------------------------------------------------------------------------
+    def _on_command(self, msg: Float64MultiArray):
+        try:
+            u = vector_from_msg(msg, self.model.nu, self.topic)
+        except MessageError as exc:
+            self.rejected += 1
+            self.throttle.warn("command", f"rejected command: {exc} (inputs: "
+                               f"{', '.join(self.model.input_names)}); keeping the last valid one")
+            return
+        self.u = u
+        self._t_cmd = self.sim.t
+
+    def _effort(self) -> np.ndarray:
+        if self._t_cmd is None:
+            return np.zeros(self.model.nv)
+        timeout = self.params["command_timeout"]
+        if timeout > 0 and self.sim.t - self._t_cmd > timeout:
+            self.throttle.warn("timeout", f"no valid command on {self.topic} for more than "
+                               f"{timeout:g} s; applying zero effort")
+            return np.zeros(self.model.nv)
+        return self._B @ self.u
+
+    # -- stepping ----------------------------------------------------------------------------
+    def _tick(self):
+        sim = self.sim
+        holding = self._t_cmd is None and self.params["hold_until_command"]
+        if holding or self._failed:
+            sim.t += sim.config.dt
+            self.tau = np.zeros(self.model.nv)
+        else:
+            self.tau = self._effort()
+            q, v, t = sim.q, sim.v, sim.t
+            try:
+                sim.step(self.tau)
+                ok = np.all(np.isfinite(sim.q)) and np.all(np.isfinite(sim.v)) and \
+                    np.max(np.abs(sim.v)) <= sim.config.max_speed
+                reason = "state became NaN/inf or exceeded max_speed"
+            except MultibodyError as exc:
+                ok, reason = False, str(exc)
+            if not ok:
+                sim.q, sim.v, sim.t = q, np.zeros_like(v), t + sim.config.dt
+                self._failed = True
+                self.get_logger().error(f"simulation failed at t = {t:.6g} s ({reason}); the "
+                                        "state is frozen at the last finite value; restart the node")
+        self._publish()
+
+    def _publish(self):
+        sim = self.sim
+        if self._pub_clock is not None:
+            stamp = sec_to_stamp(sim.t)
+            self._pub_clock.publish(ClockMsg(clock=stamp))
+        else:
+            stamp = self.get_clock().now().to_msg()
+        self._pub_js.publish(joint_state_msg(self.coords, sim.q, sim.v, self.tau, stamp))
+
+
+main = main_for(SimulatorNode)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""Helpers for the node tests: nodes as real processes over DDS, and an in-test probe node.
+
+Isolation: every test run uses its own ``ROS_DOMAIN_ID`` (100 + pid % 100) and
+localhost-only discovery (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` for
+Iron and later, ``ROS_LOCALHOST_ONLY=1`` for Humble), so parallel runs and
+other ROS graphs on the machine do not interfere.
+
+The fixtures are imported by the test modules (``from ros_helpers import ...``);
+``pytest.importorskip("rclpy")`` there skips them cleanly without ROS 2.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+DOMAIN_ID = 100 + os.getpid() % 100
+STARTUP_TIMEOUT = 30.0   # s; generous: node start imports pinocchio + rclpy on a loaded 2-core box
+STOP_TIMEOUT = 10.0      # s between SIGINT and SIGKILL
+
+ROS_ENV = {
+    "ROS_DOMAIN_ID": str(DOMAIN_ID),
+    "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+    "ROS_LOCALHOST_ONLY": "1",
+    "RCUTILS_LOGGING_BUFFERED_STREAM": "0",   # logs reach the file at once
+    "RCUTILS_COLORIZED_OUTPUT": "0",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def ros_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(ROS_ENV)
+    return env
+
+
+def node_command(executable: str) -> list[str]:
+    """The console script ``executable`` next to this Python, else ``python -m <module>``."""
+    script = shutil.which(executable, path=str(Path(sys.executable).parent))
+    if script:
+        return [script]
+    module = {
+        "simulator_node": "multibody_dynamics.ros.simulator_node",
+        "dynamics_node": "multibody_dynamics.ros.dynamics_node",
+        "controller_node": "multibody_control.ros.controller_node",
+    }[executable]
+    return [sys.executable, "-m", module]
+
+
+def _param(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_param(v) for v in value) + "]"
+    return str(value)
+
+
+class NodeProcess:
+    """A node started as a subprocess with its output in a log file."""
+
+    def __init__(self, executable: str, params: dict, log_dir: Path):
+        self.name = executable
+        self.log_path = log_dir / f"{executable}-{len(list(log_dir.glob(executable + '*')))}.log"
+        args = node_command(executable) + ["--ros-args"]
+        for key, value in params.items():
+            args += ["-p", f"{key}:={_param(value)}"]
+        self.args = args
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=ros_environment(), start_new_session=True)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def stop(self) -> int | None:
+        """SIGINT (a clean rclpy shutdown), then SIGKILL after STOP_TIMEOUT."""
+        if self.alive:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT)
+        self._log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def launch(tmp_path):
+    """``launch(executable, **params) -> NodeProcess``; every process is stopped at teardown.
+
+    The logs are printed at teardown: pytest shows them when the test failed.
+    """
+    procs: list[NodeProcess] = []
+
+    def start(executable: str, **params) -> NodeProcess:
+        p = NodeProcess(executable, params, tmp_path)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in reversed(procs):
+        code = p.stop()
+        print(f"----- {p.name} (exit {code}): {' '.join(p.args)}\n{p.log()}")
+
+
+class Probe:
+    """An rclpy node of the test process, spun in a background thread.
+
+    Subscriptions record their messages in lists (appended from the spin thread).
+    """
+
+    def __init__(self, rclpy, context):
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.rclpy = rclpy
+        self.context = context
+        self.node = rclpy.create_node(f"test_probe_{os.getpid()}", context=context)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.lock = threading.Lock()
+        self._stop = False
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self):
+        while not self._stop and self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.05)
+            except Exception:  # shutting down
+                if self._stop or not self.context.ok():
+                    return
+                raise
+
+    def record(self, msg_type, topic: str, depth: int = 100) -> list:
+        messages: list = []
+
+        def callback(msg):
+            with self.lock:
+                messages.append(msg)
+
+        self.node.create_subscription(msg_type, topic, callback, depth)
+        return messages
+
+    def publisher(self, msg_type, topic: str, depth: int = 10):
+        return self.node.create_publisher(msg_type, topic, depth)
+
+    def wait_for(self, predicate, timeout: float, what: str, nodes=()):
+        """Poll ``predicate()`` until true; fail naming ``what`` (and dead nodes) otherwise."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            dead = [p.name for p in nodes if not p.alive]
+            if dead:
+                pytest.fail(f"node(s) {', '.join(dead)} died while waiting for {what}")
+            time.sleep(0.02)
+        pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+
+    def call(self, client, request, timeout: float, attempt: float = 3.0):
+        """Call a service and wait for the response (the spin thread completes the future).
+
+        A request sent right after discovery can lose its response (the server
+        has not yet matched the client's response reader), so the call is
+        repeated every ``attempt`` seconds until ``timeout``: use it for
+        idempotent requests.
+        """
+        deadline = time.monotonic() + timeout
+        if not client.wait_for_service(timeout_sec=timeout):
+            pytest.fail(f"service {client.srv_name} not available after {timeout:g} s")
+        while time.monotonic() < deadline:
+            future = client.call_async(request)
+            retry = min(time.monotonic() + attempt, deadline)
+            while not future.done() and time.monotonic() < retry:
+                time.sleep(0.02)
+            if future.done():
+                return future.result()
+            client.remove_pending_request(future)
+        pytest.fail(f"no response from {client.srv_name} within {timeout:g} s")
+
+    def close(self):
+        self._stop = True
+        self._thread.join(timeout=5.0)
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    """A :class:`Probe` in the test's isolated ROS domain (own rclpy context)."""
+    rclpy = pytest.importorskip("rclpy")
+    for key, value in ROS_ENV.items():
+        monkeypatch.setenv(key, value)
+    context = rclpy.context.Context()
+    rclpy.init(context=context, domain_id=DOMAIN_ID)
+    p = Probe(rclpy, context)
+    try:
+        yield p
+    finally:
+        p.close()
+        rclpy.try_shutdown(context=context)

@@ -1,0 +1,246 @@
+"""The nodes as real processes over DDS: closed-loop tracking and robustness to bad input.
+
+Each test starts console-script nodes in an isolated domain (see ros_helpers) and
+talks to them from an in-test rclpy node.  Wall-clock timeouts are generous (a
+loaded 2-core machine); every wait is for an observable event (discovery,
+messages flowing), never a fixed sleep before an assertion.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import ros_helpers
+
+rclpy = pytest.importorskip("rclpy")
+
+from rcl_interfaces.msg import Parameter as ParameterMsg  # noqa: E402
+from rcl_interfaces.msg import ParameterType, ParameterValue  # noqa: E402
+from rcl_interfaces.srv import SetParameters  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+
+from multibody_control.controllers import (  # noqa: E402
+    Reference,
+    TrajectoryInterpolator,
+    make_controller,
+)
+from multibody_control.trajectories import rest_to_rest  # noqa: E402
+from multibody_dynamics.model import load_model  # noqa: E402
+from multibody_dynamics.ros.conversions import (  # noqa: E402
+    labels_of,
+    sec_to_duration,
+    sec_to_stamp,
+    stamp_to_sec,
+)
+from multibody_dynamics.simulate import Simulator, SimulatorConfig  # noqa: E402
+
+launch = ros_helpers.launch  # fixtures
+probe = ros_helpers.probe
+
+RATE = 250.0                      # Hz, simulator step rate and control rate
+KP, KD = 100.0, 20.0              # computed torque: critically damped, 10 rad/s
+Q0 = np.array([0.2, 0.4, -0.3, -0.6, 0.2, 0.5, 0.0])
+STEP = 0.3 * np.array([1, -1, 1, -1, 1, -1, 1])
+T_MOVE = (0.2, 1.4)               # rest-to-rest motion inside the trajectory [s]
+T_END = 1.6                       # last trajectory point [s]
+LEAD = 0.6                        # trajectory starts this long after it is sent (sim time) [s]
+DELAY_STEPS = 5                   # transport delay assumed in the library bound (20 ms at 250 Hz)
+MARGIN = 2.0                      # DDS error may be this much of the delayed library run
+
+
+def waypoints():
+    t = np.arange(0.0, T_END + 1e-9, 0.05)
+    return rest_to_rest(t, Q0, Q0 + STEP, *T_MOVE)
+
+
+def library_error(model, delay_steps: int) -> float:
+    """Max tracking error of the same controller + Simulator, commands delayed by ``delay_steps``.
+
+    The delay buffer starts filled with the first command (the simulator holds
+    the robot until the first command arrives, so it never falls freely).
+    """
+    wp = waypoints()
+    interp = TrajectoryInterpolator(wp.t, wp.q, wp.v, wp.a)
+    ctl = make_controller("computed_torque", model, KP, KD)
+    sim = Simulator(model, SimulatorConfig(dt=1.0 / RATE))
+    sim.reset(Q0)
+    t0 = -LEAD
+    sim.t = t0
+    buffer, err = [], 0.0
+    while sim.t < T_END + 0.3:
+        p, v, a, _ = interp.sample(sim.t)
+        u = ctl.step(sim.t, sim.q, sim.v, Reference(p, v, a))
+        buffer = buffer or [u] * delay_steps
+        buffer.append(u)
+        sim.step(model.B @ buffer.pop(0))
+        err = max(err, float(np.max(np.abs(sim.q - interp.sample(sim.t)[0]))))
+    return err
+
+
+def trajectory_msg(names, start: float) -> JointTrajectory:
+    wp = waypoints()
+    msg = JointTrajectory()
+    msg.header.stamp = sec_to_stamp(start)
+    msg.joint_names = list(names)
+    for k, t in enumerate(wp.t):
+        msg.points.append(JointTrajectoryPoint(
+            positions=wp.q[k].tolist(), velocities=wp.v[k].tolist(),
+            accelerations=wp.a[k].tolist(), time_from_start=sec_to_duration(t)))
+    return msg
+
+
+def all_finite(messages, field) -> bool:
+    return all(np.all(np.isfinite(getattr(m, field))) for m in list(messages))
+
+
+def test_tracking_over_dds(launch, probe):
+    """simulator_node + controller_node (computed torque) on arm7 track a rest-to-rest motion.
+
+    Bound: the library run of the same controller and Simulator with a 5-step
+    (20 ms) command delay, times 2.  The nodes exchange state and command over
+    DDS with 1-2 steps of delay on an idle machine; 5 steps cover a loaded
+    one, and the factor 2 covers timer jitter (the simulator paces by the wall
+    clock, the controller by /clock) and the messages the probe may miss.
+    """
+    model = load_model("arm7")
+    states = probe.record(JointState, "/joint_states", depth=1000)
+    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=1000)
+    ctl = launch("controller_node", robot="arm7", use_sim_time=True, rate_hz=RATE,
+                 law="computed_torque", kp=[KP], kd=[KD])
+    sim = launch("simulator_node", robot="arm7", rate_hz=RATE, publish_clock=True,
+                 realtime=True, initial_positions=Q0.tolist())
+    nodes = (ctl, sim)
+    probe.wait_for(lambda: len(commands) > 20 and len(states) > 20, 60.0,
+                   "commands from controller_node and states from simulator_node", nodes)
+    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
+    probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0,
+                   "controller_node to discover the trajectory publisher", nodes)
+
+    start = stamp_to_sec(states[-1].header.stamp) + LEAD
+    pub.publish(trajectory_msg(model.coordinate_names, start))
+    probe.wait_for(lambda: stamp_to_sec(states[-1].header.stamp) > start + T_END + 0.3, 60.0,
+                   "the simulation to pass the end of the trajectory", nodes)
+
+    wp = waypoints()
+    interp = TrajectoryInterpolator(wp.t, wp.q, wp.v, wp.a)
+    errors, t_seen = [], []
+    for m in list(states):
+        t = stamp_to_sec(m.header.stamp) - start
+        if -LEAD / 2 <= t <= T_END + 0.3:
+            order = [m.name.index(n) for n in model.coordinate_names]
+            q = np.asarray(m.position)[order]
+            errors.append(np.max(np.abs(q - interp.sample(t)[0])))
+            t_seen.append(t)
+    assert len(errors) > 0.5 * (T_END + 0.3 + LEAD / 2) * RATE, "too few joint states received"
+    assert max(t_seen) > T_MOVE[1], "the motion was not observed to its end"
+    err_dds = max(errors)
+    err_lib0 = library_error(model, 0)
+    bound = MARGIN * library_error(model, DELAY_STEPS)
+    print(f"tracking error: DDS {err_dds:.3g} rad, library (no delay) {err_lib0:.3g} rad, "
+          f"bound {bound:.3g} rad")
+    assert err_dds < bound
+    # the robot really moved: the final position is the target, not the start
+    last = np.asarray(states[-1].position)[[states[-1].name.index(n) for n in model.coordinate_names]]
+    np.testing.assert_allclose(last, Q0 + STEP, atol=bound)  # same bound: tracking error at rest
+    assert all_finite(states, "position") and all_finite(commands, "data")
+    assert ctl.alive and sim.alive
+
+
+def _set(prb, node: str, name: str, value):
+    clients = prb.__dict__.setdefault("set_clients", {})
+    if node not in clients:
+        clients[node] = prb.node.create_client(SetParameters, f"/{node}/set_parameters")
+    client = clients[node]
+    if isinstance(value, float):
+        pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value)
+    elif isinstance(value, str):
+        pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+    else:
+        pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=value)
+    req = SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)])
+    return prb.call(client, req, 30.0).results[0]
+
+
+def test_robustness(launch, probe):
+    """Bad messages and out-of-range parameters are rejected; the nodes live on and never emit NaN."""
+    states = probe.record(JointState, "/joint_states", depth=1000)
+    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=1000)
+    wrenches = probe.record(Float64MultiArray, "/dynamics_node/reaction_wrenches", depth=100)
+    sim = launch("simulator_node", robot="arm7", rate_hz=200.0)
+    ctl = launch("controller_node", robot="arm7", rate_hz=200.0, law="computed_torque")
+    dyn = launch("dynamics_node", robot="arm7")
+    nodes = (sim, ctl, dyn)
+    probe.wait_for(lambda: len(commands) > 20 and len(wrenches) > 5, 60.0,
+                   "commands and reaction wrenches flowing", nodes)
+    assert labels_of(wrenches[-1]) == [load_model("arm7").joint_names,
+                                       ("fx", "fy", "fz", "tx", "ty", "tz")]
+
+    pub_cmd = probe.publisher(Float64MultiArray, "/effort_controller/commands")
+    pub_js = probe.publisher(JointState, "/joint_states")
+    pub_tr = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
+    probe.wait_for(lambda: pub_cmd.get_subscription_count() >= 1
+                   and pub_js.get_subscription_count() >= 2
+                   and pub_tr.get_subscription_count() >= 1, 30.0, "discovery of the probe", nodes)
+
+    names = list(load_model("arm7").coordinate_names)
+    bad_state = JointState(name=["nope"] + names[1:], position=[0.0] * 7, velocity=[0.0] * 7)
+    nan_state = JointState(name=names, position=[math.nan] * 7, velocity=[0.0] * 7)
+    non_monotonic = JointTrajectory(joint_names=names, points=[
+        JointTrajectoryPoint(positions=[0.0] * 7, time_from_start=sec_to_duration(1.0)),
+        JointTrajectoryPoint(positions=[0.1] * 7, time_from_start=sec_to_duration(0.5))])
+    nan_traj = JointTrajectory(joint_names=names, points=[
+        JointTrajectoryPoint(positions=[math.nan] * 7, time_from_start=sec_to_duration(1.0))])
+    for _ in range(3):
+        pub_cmd.publish(Float64MultiArray(data=[1.0, 2.0, 3.0]))
+        pub_cmd.publish(Float64MultiArray(data=[math.nan] * 7))
+        pub_js.publish(bad_state)
+        pub_js.publish(nan_state)
+        pub_tr.publish(non_monotonic)
+        pub_tr.publish(nan_traj)
+
+    refused = [
+        ("controller_node", "rate_hz", -5.0, "out of range"),
+        ("controller_node", "law", "bogus", "expected one of"),
+        ("controller_node", "kp", [-1.0], "out of range"),
+        ("controller_node", "kp", [1.0, 2.0], "one per input"),   # refused by the library
+        ("simulator_node", "command_timeout", -1.0, "out of range"),
+        ("simulator_node", "robot", "five_bar", "read-only"),
+    ]
+    for node, name, value, reason in refused:
+        result = _set(probe, node, name, value)
+        assert not result.successful, (node, name, value)
+        assert reason in result.reason, result.reason
+    assert _set(probe, "controller_node", "kp", [150.0]).successful  # it still answers
+
+    n_states, n_cmds = len(states), len(commands)
+    probe.wait_for(lambda: len(states) > n_states + 50 and len(commands) > n_cmds + 50, 60.0,
+                   "state and commands to keep flowing after the bad input", nodes)
+    for p in nodes:
+        assert p.alive, f"{p.name} died:\n{p.log()}"
+    # /joint_states and the commands topic also carry the test's own bad messages: the
+    # simulator's states are those with efforts, the controller's commands those with a layout
+    sim_states = [m for m in list(states) if len(m.effort) == 7]
+    ctl_commands = [m for m in list(commands) if m.layout.dim]
+    assert len(sim_states) > 50 and len(ctl_commands) > 50
+    for field in ("position", "velocity", "effort"):
+        assert all_finite(sim_states, field), f"non-finite {field} on /joint_states"
+    assert all(len(m.data) == 7 for m in ctl_commands) and all_finite(ctl_commands, "data")
+    for text, p in (("rejected command", sim), ("rejected /joint_states", ctl),
+                    ("rejected trajectory", ctl), ("rejected /joint_states", dyn)):
+        probe.wait_for(lambda t=text, n=p: t in n.log(), 10.0, f"{text!r} in {p.name}'s log")
+
+
+@pytest.mark.parametrize("executable, params, message", [
+    ("simulator_node", {"robot": "five_bar"}, "loop closure"),
+    ("controller_node", {"robot": "passive_arm", "law": "computed_torque"}, "fully actuated"),
+    ("simulator_node", {"robot": "arm7", "rate_hz": 250}, "expected a double"),
+])
+def test_refuses_to_start(launch, executable, params, message):
+    """Unsupported models and badly typed parameters: a clear error and a non-zero exit."""
+    p = launch(executable, **params)
+    assert p.wait(60.0) != 0
+    assert message in p.log()
