@@ -13,7 +13,8 @@ from glob import glob
 from setuptools import find_packages, setup
 
 PACKAGE = "multibody_suite"
-CORE = ["numpy>=1.24", "scipy>=1.10", "pyyaml>=6", "pin>=3.0", "matplotlib>=3.6", "tqdm>=4.60"]
+CORE = ["numpy>=1.24", "scipy>=1.10", "pyyaml>=6", "pin>=3.0", "matplotlib>=3.6", "tqdm>=4.60",
+        "numba>=0.59"]  # compiled fast path of projection.py (optional at import)
 ROS = [  # real ROS 2 from PyPI (rclpy + messages + Fast DDS), used where no ROS install exists
     "ros-rclpy", "ros-std-msgs", "ros-sensor-msgs", "ros-trajectory-msgs", "ros-rosgraph-msgs",
     "ros-builtin-interfaces", "ros-action-msgs", "ros-geometry-msgs", "ros-rmw-fastrtps-cpp",

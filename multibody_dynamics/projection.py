@@ -307,6 +307,354 @@ class ManifoldProjectionResult:
     rank: int
 
 
+# -- fast path -------------------------------------------------------------------------------------
+# ProjectedDynamics.acceleration/forward_dynamics spend their time in Python and numpy call
+# overhead on tiny matrices (DESIGN.md Sect. 7).  When numba is available, one compiled kernel
+# does the whole algebra after a single pinocchio pass (computeAllTerms: M, h, world joint
+# Jacobians J and their time variation dJ) and one placement per closure frame.  The closure
+# rows are written with world spatial quantities, V_rel = J diag(sel) v with sel = +1 on the
+# joints that move frame a only, -1 on those that move frame b only (mathematically the same
+# rows as Constraints, see _Closure):
+#   position rows  A = w . (nu_r + omega_r x p_a),  w = R_b d (world direction of a row),
+#                  gamma = w . (-omega_b x g + nu_r' + omega_r' x p_a + omega_r x v_a),
+#                  g = nu_r + omega_r x p_a, (nu_r', omega_r') = dJ diag(sel) v;
+#   rotation rows  A = G(R) R_b^T omega_r,  gamma = G([w_r]x R) w_r + G(R) R_b^T (omega_r' - omega_b
+#                  x omega_r),  R = R_b^T R_a, w_r = R_b^T omega_r.
+# The SVD of A is a one-sided Jacobi SVD (accurate to eps * sigma_max like LAPACK's), the solve an
+# LU with partial pivoting; results equal the numpy path to round-off (checked in
+# test/test_projection_fast.py and before every benchmark).
+def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
+    """Returns ``(a, f_c, lam, rank, residual)``; ``cl`` (nc, 6) ints [slot a, slot b, row
+    offset, position rows, rotation rows, m], ``cf`` (nc, 90 + nv) [D (3x3), L_g (9x9), sel (nv)],
+    ``par`` [rank_atol, rank_rtol, variant code, alpha]."""
+    nv = M.shape[0]
+    nc = cl.shape[0]
+    m = cl[0, 5]
+    rank_atol, rank_rtol, variant, alpha = par[0], par[1], int(par[2]), par[3]
+    A = np.empty((m, nv))
+    gamma = np.empty(m)
+    a = np.empty(nv)
+    f_c = np.empty(nv)
+    lam = np.empty(m)
+    f = np.empty(nv)
+    for k in range(nv):
+        f[k] = tau[k] - nle[k]
+    Va = np.empty(6)
+    Vr = np.empty(6)
+    Ar = np.empty(6)
+    wb = np.empty(3)
+    R = np.empty((3, 3))
+    Rd = np.empty((3, 3))
+    G = np.empty((3, 3))
+    Gd = np.empty((3, 3))
+    GRt = np.empty((3, 3))
+    for c in range(nc):
+        ia, ib, o, kp, nrot = cl[c, 0], cl[c, 1], cl[c, 2], cl[c, 3], cl[c, 4]
+        # spatial velocities (world): relative, of a, angular of b; relative bias acceleration
+        for i in range(6):
+            sa = 0.0
+            sr = 0.0
+            ar = 0.0
+            for k in range(nv):
+                s = cf[c, 90 + k]
+                if s != 0.0:
+                    sr += J[i, k] * s * v[k]
+                    ar += dJ[i, k] * s * v[k]
+                    if s > 0.0:
+                        sa += J[i, k] * v[k]
+            Va[i] = sa
+            Vr[i] = sr
+            Ar[i] = ar
+        for i in range(3):
+            wb[i] = Va[3 + i] - Vr[3 + i]  # omega_b = omega_a - omega_r
+        pa0, pa1, pa2 = H[ia, 0, 3], H[ia, 1, 3], H[ia, 2, 3]
+        if kp:
+            # g = nu_r + omega_r x p_a; v_a = nu_a + omega_a x p_a
+            g0 = Vr[0] + Vr[4] * pa2 - Vr[5] * pa1
+            g1 = Vr[1] + Vr[5] * pa0 - Vr[3] * pa2
+            g2 = Vr[2] + Vr[3] * pa1 - Vr[4] * pa0
+            va0 = Va[0] + Va[4] * pa2 - Va[5] * pa1
+            va1 = Va[1] + Va[5] * pa0 - Va[3] * pa2
+            va2 = Va[2] + Va[3] * pa1 - Va[4] * pa0
+            b0 = (-(wb[1] * g2 - wb[2] * g1) + Ar[0] + Ar[4] * pa2 - Ar[5] * pa1
+                  + Vr[4] * va2 - Vr[5] * va1)
+            b1 = (-(wb[2] * g0 - wb[0] * g2) + Ar[1] + Ar[5] * pa0 - Ar[3] * pa2
+                  + Vr[5] * va0 - Vr[3] * va2)
+            b2 = (-(wb[0] * g1 - wb[1] * g0) + Ar[2] + Ar[3] * pa1 - Ar[4] * pa0
+                  + Vr[3] * va1 - Vr[4] * va0)
+            for r in range(kp):
+                w0 = H[ib, 0, 0] * cf[c, 3 * r + 0] + H[ib, 0, 1] * cf[c, 3 * r + 1] + H[ib, 0, 2] * cf[c, 3 * r + 2]
+                w1 = H[ib, 1, 0] * cf[c, 3 * r + 0] + H[ib, 1, 1] * cf[c, 3 * r + 1] + H[ib, 1, 2] * cf[c, 3 * r + 2]
+                w2 = H[ib, 2, 0] * cf[c, 3 * r + 0] + H[ib, 2, 1] * cf[c, 3 * r + 1] + H[ib, 2, 2] * cf[c, 3 * r + 2]
+                for k in range(nv):
+                    s = cf[c, 90 + k]
+                    if s == 0.0:
+                        A[o + r, k] = 0.0
+                    else:
+                        j0, j1, j2, j3, j4, j5 = J[0, k], J[1, k], J[2, k], J[3, k], J[4, k], J[5, k]
+                        A[o + r, k] = s * (w0 * (j0 + j4 * pa2 - j5 * pa1)
+                                           + w1 * (j1 + j5 * pa0 - j3 * pa2)
+                                           + w2 * (j2 + j3 * pa1 - j4 * pa0))
+                gamma[o + r] = w0 * b0 + w1 * b1 + w2 * b2
+        if nrot:
+            # R = R_b^T R_a; w_r = R_b^T omega_r; wrd = R_b^T (omega_r' - omega_b x omega_r)
+            for i in range(3):
+                for j in range(3):
+                    R[i, j] = H[ib, 0, i] * H[ia, 0, j] + H[ib, 1, i] * H[ia, 1, j] + \
+                        H[ib, 2, i] * H[ia, 2, j]
+            x0 = Ar[3] - (wb[1] * Vr[5] - wb[2] * Vr[4])
+            x1 = Ar[4] - (wb[2] * Vr[3] - wb[0] * Vr[5])
+            x2 = Ar[5] - (wb[0] * Vr[4] - wb[1] * Vr[3])
+            wr = np.empty(3)
+            wrd = np.empty(3)
+            for i in range(3):
+                wr[i] = H[ib, 0, i] * Vr[3] + H[ib, 1, i] * Vr[4] + H[ib, 2, i] * Vr[5]
+                wrd[i] = H[ib, 0, i] * x0 + H[ib, 1, i] * x1 + H[ib, 2, i] * x2
+            for j in range(3):  # Rd = [w_r]x R
+                Rd[0, j] = wr[1] * R[2, j] - wr[2] * R[1, j]
+                Rd[1, j] = wr[2] * R[0, j] - wr[0] * R[2, j]
+                Rd[2, j] = wr[0] * R[1, j] - wr[1] * R[0, j]
+            for r in range(nrot):
+                for j in range(3):
+                    sg = 0.0
+                    sd = 0.0
+                    for k in range(9):
+                        sg += cf[c, 9 + 9 * (3 * r + j) + k] * R[k // 3, k % 3]
+                        sd += cf[c, 9 + 9 * (3 * r + j) + k] * Rd[k // 3, k % 3]
+                    G[r, j] = sg
+                    Gd[r, j] = sd
+                for j in range(3):  # G R_b^T
+                    GRt[r, j] = G[r, 0] * H[ib, j, 0] + G[r, 1] * H[ib, j, 1] + G[r, 2] * H[ib, j, 2]
+                row = o + kp + r
+                for k in range(nv):
+                    s = cf[c, 90 + k]
+                    if s == 0.0:
+                        A[row, k] = 0.0
+                    else:
+                        A[row, k] = s * (GRt[r, 0] * J[3, k] + GRt[r, 1] * J[4, k]
+                                         + GRt[r, 2] * J[5, k])
+                gamma[row] = (Gd[r, 0] * wr[0] + Gd[r, 1] * wr[1] + Gd[r, 2] * wr[2]
+                              + G[r, 0] * wrd[0] + G[r, 1] * wrd[1] + G[r, 2] * wrd[2])
+
+    # one-sided Jacobi SVD of A^T (nv x m): B = A^T Q with orthogonal columns, A = Q Sigma V^T
+    B = A.T.copy()
+    Q = np.eye(m)
+    eps = 2.220446049250313e-16
+    for _sweep in range(60):
+        rotated = False
+        for i in range(m - 1):
+            for j in range(i + 1, m):
+                al = 0.0
+                be = 0.0
+                ga = 0.0
+                for k in range(nv):
+                    al += B[k, i] * B[k, i]
+                    be += B[k, j] * B[k, j]
+                    ga += B[k, i] * B[k, j]
+                if ga == 0.0 or abs(ga) <= eps * np.sqrt(al * be):
+                    continue
+                rotated = True
+                ze = (be - al) / (2.0 * ga)
+                t = (1.0 if ze >= 0.0 else -1.0) / (abs(ze) + np.sqrt(1.0 + ze * ze))
+                cs = 1.0 / np.sqrt(1.0 + t * t)
+                sn = cs * t
+                for k in range(nv):
+                    bi, bj = B[k, i], B[k, j]
+                    B[k, i] = cs * bi - sn * bj
+                    B[k, j] = sn * bi + cs * bj
+                for k in range(m):
+                    qi, qj = Q[k, i], Q[k, j]
+                    Q[k, i] = cs * qi - sn * qj
+                    Q[k, j] = sn * qi + cs * qj
+        if not rotated:
+            break
+    norms = np.empty(m)
+    for j in range(m):
+        sq = 0.0
+        for k in range(nv):
+            sq += B[k, j] * B[k, j]
+        norms[j] = np.sqrt(sq)
+    order = np.argsort(-norms)
+    smax = norms[order[0]]
+    tol = rank_rtol * smax
+    if tol < rank_atol:
+        tol = rank_atol
+    rank = 0
+    for i in range(m):
+        if norms[order[i]] > tol:
+            rank += 1
+    # P = I - V_r V_r^T, A^+ = V_r S^-1 U_r^T
+    P = np.eye(nv)
+    Ap = np.zeros((nv, m))
+    for ii in range(rank):
+        j = order[ii]
+        s = norms[j]
+        for k in range(nv):
+            vk = B[k, j] / s
+            for l2 in range(nv):
+                P[k, l2] -= vk * B[l2, j] / s
+            for l2 in range(m):
+                Ap[k, l2] += vk * Q[l2, j] / s
+    # C v = -A^+ gamma (Aghili 2005 eq. 16); M C v
+    Cv = np.zeros(nv)
+    for k in range(nv):
+        for l2 in range(m):
+            Cv[k] -= Ap[k, l2] * gamma[l2]
+    PM = np.zeros((nv, nv))
+    for i in range(nv):
+        for j in range(nv):
+            sm = 0.0
+            for k in range(nv):
+                sm += P[i, k] * M[k, j]
+            PM[i, j] = sm
+    Pf = np.zeros(nv)
+    MCv = np.zeros(nv)
+    for i in range(nv):
+        for k in range(nv):
+            Pf[i] += P[i, k] * f[k]
+            MCv[i] += M[i, k] * Cv[k]
+    K = np.empty((nv, nv))
+    rhs = np.empty(nv)
+    if variant == 0:  # eq. 24
+        for i in range(nv):
+            for j in range(nv):
+                K[i, j] = M[i, j] + PM[i, j] - PM[j, i]
+            rhs[i] = Pf[i] + MCv[i]
+    elif variant == 1:  # eq. 27: P M P + (I-P) M (I-P) = M - PM - MP + 2 PMP
+        for i in range(nv):
+            for j in range(nv):
+                sm = 0.0
+                for k in range(nv):
+                    sm += PM[i, k] * P[k, j]
+                K[i, j] = M[i, j] - PM[i, j] - PM[j, i] + 2.0 * sm
+        for i in range(nv):
+            sm = 0.0
+            for k in range(nv):
+                sm += P[i, k] * MCv[k]
+            rhs[i] = Pf[i] + MCv[i] - 2.0 * sm
+    else:  # eq. 29
+        for i in range(nv):
+            for j in range(nv):
+                K[i, j] = PM[i, j] + alpha * ((1.0 if i == j else 0.0) - P[i, j])
+            rhs[i] = Pf[i] + alpha * Cv[i]
+    # LU with partial pivoting
+    for col in range(nv):
+        piv = col
+        big = abs(K[col, col])
+        for i in range(col + 1, nv):
+            if abs(K[i, col]) > big:
+                big = abs(K[i, col])
+                piv = i
+        if piv != col:
+            for j in range(nv):
+                tmp = K[col, j]
+                K[col, j] = K[piv, j]
+                K[piv, j] = tmp
+            tmp = rhs[col]
+            rhs[col] = rhs[piv]
+            rhs[piv] = tmp
+        for i in range(col + 1, nv):
+            fac = K[i, col] / K[col, col]
+            if fac != 0.0:
+                for j in range(col + 1, nv):
+                    K[i, j] -= fac * K[col, j]
+                rhs[i] -= fac * rhs[col]
+    for i in range(nv - 1, -1, -1):
+        sm = rhs[i]
+        for j in range(i + 1, nv):
+            sm -= K[i, j] * a[j]
+        a[i] = sm / K[i, i]
+    # f_c = (I - P)(M a - f) (eq. 32); lam = (A^+)^T f_c; residual ||A a + gamma||_inf
+    e = np.empty(nv)
+    for i in range(nv):
+        sm = -f[i]
+        for k in range(nv):
+            sm += M[i, k] * a[k]
+        e[i] = sm
+    for i in range(nv):
+        sm = e[i]
+        for k in range(nv):
+            sm -= P[i, k] * e[k]
+        f_c[i] = sm
+    for l2 in range(m):
+        sm = 0.0
+        for k in range(nv):
+            sm += Ap[k, l2] * f_c[k]
+        lam[l2] = sm
+    res = 0.0
+    for l2 in range(m):
+        sm = gamma[l2]
+        for k in range(nv):
+            sm += A[l2, k] * a[k]
+        if abs(sm) > res or sm != sm:
+            res = abs(sm) if sm == sm else np.inf
+    return a, f_c, lam, rank, res
+
+
+_KERNEL = []  # [compiled kernel] once numba has compiled it; [None] without numba
+
+
+def _compiled_kernel():
+    """The numba-compiled :func:`_projection_kernel`, or None when numba is not installed."""
+    if not _KERNEL:
+        try:
+            import numba
+        except ImportError:  # the plain numpy path is used
+            _KERNEL.append(None)
+        else:
+            _KERNEL.append(numba.njit(cache=True, nogil=True)(_projection_kernel))
+    return _KERNEL[0]
+
+
+class _FastPlan:
+    """Per-object constant data of the fast path: frames, closure rows packed for the kernel,
+    and views of the pinocchio Data arrays (updated in place by every pinocchio call)."""
+
+    def __init__(self, constraints: Constraints, pm: pin.Model, data: pin.Data):
+        closures = constraints._closures
+        frames = sorted({c.fa for c in closures} | {c.fb for c in closures})
+        slot = {f: i for i, f in enumerate(frames)}
+        nc, nv = len(closures), pm.nv
+        self.m = constraints.n_holonomic
+        self.cl = np.zeros((nc, 6), np.int64)
+        self.cf = np.zeros((nc, 90 + nv))
+        for i, (c, o) in enumerate(zip(closures, constraints._offsets)):
+            self.cl[i] = (slot[c.fa], slot[c.fb], o, c.kp, c.n_rot, self.m)
+            D = np.zeros((3, 3))
+            D[: c.kp] = c.D
+            Lg = np.zeros((9, 9))
+            if c.n_rot:
+                Lg[: 3 * c.n_rot] = c.L_g
+            self.cf[i, :9] = D.ravel()
+            self.cf[i, 9:90] = Lg.ravel()
+            self.cf[i, 90:] = self._support(pm, c.fa) - self._support(pm, c.fb)
+        # frames on the universe (rails, surfaces) are placed once
+        self.H = np.zeros((len(frames), 4, 4))
+        pin.framesForwardKinematics(pm, data, pin.neutral(pm))
+        self.moving = []
+        for i, fid in enumerate(frames):
+            self.H[i] = data.oMf[fid].homogeneous
+            if pm.frames[fid].parentJoint != 0:
+                self.moving.append((i, fid))
+        self.M, self.nle, self.J, self.dJ = data.M, data.nle, data.J, data.dJ
+        self.settings = None
+        self.par = np.zeros(4)
+
+    def parameters(self, s: ProjectionSettings) -> np.ndarray:
+        if s is not self.settings:
+            self.par[:] = (s.rank_atol, s.rank_rtol, VARIANTS.index(s.variant), s.alpha)
+            self.settings = s
+        return self.par
+
+    @staticmethod
+    def _support(pm, frame):
+        mask = np.zeros(pm.nv)
+        for j in pm.supports[pm.frames[frame].parentJoint]:
+            if j > 0:
+                jm = pm.joints[j]
+                mask[jm.idx_v:jm.idx_v + jm.nv] = 1.0
+        return mask
+
 class ProjectedDynamics:
     """Direct and inverse dynamics of a constrained model by the projection matrix P.
 
@@ -335,6 +683,8 @@ class ProjectedDynamics:
         self._nq, self._nv = model.nq, model.nv
         self._eye = np.eye(model.nv)
         self._actuated_default = ~np.asarray(model.passive, bool)
+        self._plan = None  # _FastPlan, built on the first call that can use the fast path
+        self._kernel = None
 
     # -- argument checks ------------------------------------------------------------------
     def _q(self, q):
@@ -360,9 +710,35 @@ class ProjectedDynamics:
     def acceleration(self, q, v, tau) -> np.ndarray:
         """Accelerations a (nv,) under actuation ``tau`` (Aghili 2005 eq. 22); the fast path."""
         q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
+        if self._fast_ready():
+            return self._fast(q, v, tau)[0]
         A, gamma = self.constraints.jacobian_and_bias(q, v)
         M, f = self._applied(q, v, tau)
         return projected_acceleration(M, f, A, gamma, self.settings)[0]
+
+    def _fast_ready(self) -> bool:
+        """Whether the compiled path applies: numba present, closures only (no Pfaffian rows)."""
+        c = self.constraints
+        if c._pfaffian or c.n_holonomic == 0 or type(c) is not Constraints:
+            return False
+        if self._plan is None or self._plan.m != c.n_holonomic:
+            self._kernel = _compiled_kernel()
+            if self._kernel is None:
+                return False
+            self._plan = _FastPlan(c, self._pm, self._data)
+        return True
+
+    def _fast(self, q, v, tau):
+        """(a, f_c, lam, rank, residual) from one pinocchio pass and the compiled kernel."""
+        pm, data, plan = self._pm, self._data, self._plan
+        pin.computeAllTerms(pm, data, q, v)  # M, h, J, dJ and the joint placements
+        H = plan.H
+        for i, fid in plan.moving:
+            H[i] = pin.updateFramePlacement(pm, data, fid).homogeneous
+        if self._springs:
+            tau = tau + self._rigid.spring_forces(q, v)
+        return self._kernel(plan.M, plan.nle, tau, v, plan.J, plan.dJ, H, plan.cl, plan.cf,
+                            plan.parameters(self.settings))
 
     def forward_dynamics(self, q, v, tau) -> ForwardDynamicsResult:
         """Accelerations, constraint force (eq. 32) and minimum-norm multipliers.
@@ -372,22 +748,36 @@ class ProjectedDynamics:
         q : (nq,); v : (nv,) [rad/s | m/s]; tau : (nv,) actuation [N m | N]
         """
         q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
-        A, gamma = self.constraints.jacobian_and_bias(q, v)
-        M, f = self._applied(q, v, tau)
-        a, proj = projected_acceleration(M, f, A, gamma, self.settings)
-        f_c = M @ a - f
-        f_c -= proj.P @ f_c  # eq. 32: f_c = (I - P)(M a + h - tau - tau_s)
-        lam = proj.A_pinv.T @ f_c  # (A^T)^+ = (A^+)^T
-        residual = float(np.max(np.abs(A @ a + gamma))) if A.shape[0] else 0.0
-        ok = bool(np.all(np.isfinite(a)))
+        if self._fast_ready():
+            a, f_c, lam, rank, residual = self._fast(q, v, tau)
+            m = self._plan.m
+            if residual < np.inf:  # a finite (else the kernel's residual is inf): a frozen
+                # dataclass's __init__ (object.__setattr__ per field) costs as much as the
+                # kernel, so the instance is filled directly, with the messages below
+                res = object.__new__(ForwardDynamicsResult)
+                res.__dict__.update(a=a, f_c=f_c, lam=lam, rank=rank, residual=residual,
+                                    success=True, message="ok" if rank == m else (
+                                        f"rank of A is {rank} < {m} rows: {m - rank} "
+                                        "redundant or removed constraint direction(s)"))
+                return res
+        else:
+            A, gamma = self.constraints.jacobian_and_bias(q, v)
+            M, f = self._applied(q, v, tau)
+            a, proj = projected_acceleration(M, f, A, gamma, self.settings)
+            f_c = M @ a - f
+            f_c -= proj.P @ f_c  # eq. 32: f_c = (I - P)(M a + h - tau - tau_s)
+            lam = proj.A_pinv.T @ f_c  # (A^T)^+ = (A^+)^T
+            m, rank = A.shape[0], proj.rank
+            residual = float(np.max(np.abs(A @ a + gamma))) if m else 0.0
+        ok = bool(np.isfinite(a).all())
         if not ok:
             msg = "non-finite accelerations (check q, v, tau and the mass matrix)"
-        elif proj.rank < A.shape[0]:
-            msg = (f"rank of A is {proj.rank} < {A.shape[0]} rows: "
-                   f"{A.shape[0] - proj.rank} redundant or removed constraint direction(s)")
+        elif rank < m:
+            msg = (f"rank of A is {rank} < {m} rows: "
+                   f"{m - rank} redundant or removed constraint direction(s)")
         else:
             msg = "ok"
-        return ForwardDynamicsResult(a, f_c, lam, proj.rank, residual, ok, msg)
+        return ForwardDynamicsResult(a, f_c, lam, rank, residual, ok, msg)
 
     def constraint_force(self, q, v, a, tau) -> tuple[np.ndarray, np.ndarray]:
         """``f_c = (I-P)(M a + h - tau - tau_s)`` (eq. 32) and ``lam = (A^T)^+ f_c``.
