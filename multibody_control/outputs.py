@@ -136,7 +136,10 @@ class Output:
             if np.max(np.abs(r)) < tol:
                 return q
             J = self.jacobian(q)[:, free]
-            q[free] -= J.T @ np.linalg.solve(J @ J.T + 1e-10 * np.eye(self.m), r)
+            step = J.T @ np.linalg.solve(J @ J.T + 1e-10 * np.eye(self.m), r)
+            q[free] -= step
+            if np.max(np.abs(step)) < 1e-14 and np.max(np.abs(r)) < 1e3 * tol:
+                return q  # converged to round-off of the kinematics
         raise SolverError(f"output {self.names}: no configuration reaches y = "
                           f"{np.round(y, 6).tolist()} (residual {np.max(np.abs(r)):.3g}); out of "
                           "reach or at a singular configuration")

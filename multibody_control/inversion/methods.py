@@ -138,7 +138,8 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
            dt: float = 1e-3, t_start: float | None = None, t_end: float | None = None,
            rtol: float = 1e-9, atol: float = 1e-11, decay_tol: float = 1e-6,
            max_nodes: int = 100000, bvp_tol: float = 1e-6, eta_limit: float = 10.0,
-           euler_dt: float | None = None, guess=None, ik_guess=None,
+           max_step: float | None = None, euler_dt: float | None = None, guess=None,
+           ik_guess=None,
            verbose: int = 0) -> InversionResult:
     """Feedforward for ``output`` to follow ``task`` (see the module docstring for methods).
 
@@ -151,13 +152,16 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
         ``"stable"`` (t_pre, t_post from the zero-dynamics eigenvalues and ``decay_tol``),
         min(0, t0) .. tf + 0.5 s otherwise.  A ``t_start`` later than needed for the
         pre-actuation is reported as a failure naming the required time.
-    rtol, atol : integrator tolerances (forward methods)
+    rtol, atol : integrator tolerances (forward methods, DOP853)
+    max_step : float, optional
+        Largest integration step [s] (forward methods); default unlimited, the error being
+        controlled by rtol/atol (the book capped ode15s at 1 ms).
     decay_tol : float
         Pre-/post-actuation lasts until the slowest unstable/stable zero-dynamics mode has
         decayed by this factor.
     max_nodes, bvp_tol : ``solve_bvp`` settings (stable inversion)
     eta_limit : float
-        |internal state| above this [rad, rad/s] counts as divergence (forward methods).
+        |passive coordinate| above this [rad or m] counts as divergence (forward methods).
     euler_dt : float, optional
         Step of ``"index2_euler"`` (default ``dt``).
     guess : (N, 2 n_u) or None
@@ -176,8 +180,11 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     ytraj = desired
     t0, tf = task.law.t0, task.law.tf
     n = servo.nu_int
-    y0, yf = ytraj(t0)[0], ytraj(tf)[0]
-    eta0, etaf = servo.equilibrium(y0), servo.equilibrium(yf)
+    try:
+        y0, yf = ytraj(t0)[0], ytraj(tf)[0]
+        eta0, etaf = servo.equilibrium(y0), servo.equilibrium(yf)
+    except MultibodyError as exc:
+        return _failed(model, output, method, start, t0, tf, 0.0, 0.0, np.zeros(0), str(exc))
     if n:
         Q0, _ = servo.zero_dynamics_jacobian(y0, eta0)
         Qf, _ = servo.zero_dynamics_jacobian(yf, etaf)
@@ -194,7 +201,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     if method == "stable":
         t_post = min(t_post, 5.0)  # lightly damped stable modes: cap, they are not amplified
         ta = t0 - t_pre if t_start is None else t_start
-        if ta > t0 - t_pre + 1e-12:
+        if ta > t0 - t_pre + 1e-6 * max(t_pre, 1.0):  # slack: t_pre comes from an FD Jacobian
             return _failed(model, output, method, start, t0, tf, t_pre, t_post, lam0,
                            f"pre-actuation needs {t_pre:.3g} s before t0 = {t0:g} s (slowest "
                            f"unstable zero-dynamics mode {np.min(unstable.real):.3g} 1/s decays "
@@ -217,8 +224,11 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
                                        bvp_tol, guess, verbose)
             q, v, a, u = recorder.sample(t_out, eta)
         elif method == "classical":
+            # nonlinear outputs solve the servo-constraints by Newton in every evaluation,
+            # warm-started from the previous one: keep steps at most dt so that it stays close
+            step = max_step if max_step is not None or output.linear else dt
             eta, status, msg = _forward(lambda t, x: servo.internal_rhs(t, x, ytraj), eta0,
-                                        t_out, rtol, atol, dt, eta_limit, slice(0, 2 * n))
+                                        t_out, rtol, atol, step, eta_limit, np.arange(n))
             t_out = t_out[: len(eta)]
             q, v, a, u = recorder.sample(t_out, eta)
         elif method == "ode":
@@ -228,8 +238,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
             def rhs(t, x):
                 return np.concatenate([x[nq:], servo.accelerations(x[:nq], x[nq:], ytraj(t)[2])])
 
-            x, status, msg = _forward(rhs, x0, t_out, rtol, atol, dt, eta_limit,
-                                      np.r_[servo.iu, nq + servo.iu])
+            x, status, msg = _forward(rhs, x0, t_out, rtol, atol, max_step, eta_limit, servo.iu)
             t_out = t_out[: len(x)]
             q, v = x[:, :nq], x[:, nq:]
             a = np.array([servo.accelerations(qk, vk, ytraj(tk)[2]) for tk, qk, vk in zip(t_out, q, v)])
@@ -248,7 +257,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
                 return np.concatenate([v, acc[servo.iu]])
 
             x, status, msg = _forward(rhs, np.concatenate([q0, eta0[n:]]), t_out, rtol, atol,
-                                      dt, eta_limit, np.r_[servo.iu, nq + np.arange(n)])
+                                      max_step, eta_limit, servo.iu)
             t_out = t_out[: len(x)]
             q = x[:, :nq]
             v = np.array([full_v(tk, xk) for tk, xk in zip(t_out, x)])
@@ -262,6 +271,10 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     except MultibodyError as exc:
         return _failed(model, output, method, start, t0, tf, t_pre, t_post, lam0, str(exc))
 
+    if not status and method != "stable" and np.any(np.real(lam0) > 0):
+        msg += (f"; the zero dynamics are unstable (eigenvalues "
+                f"{np.round(lam0[np.real(lam0) > 0], 3).tolist()} 1/s): the system is non-minimum "
+                "phase for this output, use method 'stable' (stable inversion)")
     y_des = np.array([ytraj(tk)[0] for tk in t_out])
     y = np.array([output.value(qk) for qk in q])
     err = float(np.max(np.abs(y - y_des))) if len(y) else np.inf
@@ -296,6 +309,7 @@ def _failed(model, output, method, start, t0, tf, t_pre, t_post, lam0, message):
 
 
 def _forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch):
+    max_step = np.inf if max_step is None else max_step
     """Integrate with DOP853; stop when the watched internal states exceed ``limit``."""
     def blowup(t, x):
         return limit - np.max(np.abs(x[watch])) if np.size(watch) else 1.0
@@ -305,11 +319,10 @@ def _forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch):
                     atol=atol, max_step=max_step, events=blowup)
     x = sol.y.T
     if sol.status == 1:
-        return x, False, (f"internal dynamics diverge: |eta| reached {limit:g} at t = "
-                          f"{sol.t_events[0][0]:.4g} s; the system is non-minimum phase for "
-                          "this output, use method 'stable' (stable inversion)")
+        return x, False, (f"internal dynamics diverge: a passive coordinate reached {limit:g} "
+                          f"at t = {sol.t_events[0][0]:.4g} s")
     if sol.status != 0:
-        return x, False, f"integration failed: {sol.message}"
+        return x, False, f"integration failed at t = {sol.t[-1]:.4g} s: {sol.message}"
     return x, True, "completed"
 
 

@@ -72,23 +72,41 @@ class ServoConstraints:
         q[self.ia], q[self.iu] = qa, qu
         return q
 
+    def _solve_actuated(self, Ha, rhs):
+        try:
+            return np.linalg.solve(Ha, rhs)
+        except np.linalg.LinAlgError:
+            raise SolverError(
+                f"output {self.output.names}: its Jacobian with respect to the actuated "
+                "coordinates is singular, so the output does not determine them (decoupling "
+                "matrix singular); choose independent output rows"
+            ) from None
+
     def solve_positions(self, y, qu, guess=None):
         """q with h(q) = y for given passive coordinates (Newton for nonlinear outputs)."""
         out = self.output
         if out.linear:
             S = out._S
-            qa = np.linalg.solve(S[:, self.ia], y - S[:, self.iu] @ qu)
+            qa = self._solve_actuated(S[:, self.ia], y - S[:, self.iu] @ qu)
             return self.assemble(qa, qu)
         qa = self._qa_guess if guess is None else np.asarray(guess, float)
-        q0 = self.assemble(bent_guess(self.model)[self.ia] if qa is None else qa, qu)
+        default = bent_guess(self.model)[self.ia]
         self.counters["newton"] += 1
-        q = out.solve(q0, self.ia, y, tol=self.newton_tol)
+        try:
+            q = out.solve(self.assemble(default if qa is None else qa, qu), self.ia, y,
+                          tol=self.newton_tol)
+        except SolverError:
+            if qa is None:
+                raise
+            # the warm start came from a rejected trial step far away: restart on the branch
+            # of the default guess before giving up
+            q = out.solve(self.assemble(default, qu), self.ia, y, tol=self.newton_tol)
         self._qa_guess = q[self.ia]
         return q
 
     def solve_velocities(self, q, yd, vu):
         H = self.output.jacobian(q)
-        va = np.linalg.solve(H[:, self.ia], yd - H[:, self.iu] @ vu)
+        va = self._solve_actuated(H[:, self.ia], yd - H[:, self.iu] @ vu)
         v = np.empty(self.model.nv)
         v[self.ia], v[self.iu] = va, vu
         return v

@@ -1,0 +1,129 @@
+"""Output analysis of underactuated multibody systems (Seifried 2014 Ch. 3, 4, 7).
+
+For an output y = h(q) with as many rows as inputs: the decoupling matrix
+alpha = H M^-1 B (eq. 4.29) and its conditioning, the vector relative degree
+({2, ..., 2} when alpha is nonsingular), the equilibrium of the internal dynamics at
+a constant output, the linearized zero dynamics Q (eq. 3.70) and its eigenvalues, and
+whether the system is minimum phase (Def. 3.5: all eigenvalues in the open left half
+plane; the printed (3.86) says right, an erratum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multibody_dynamics.errors import InputError
+from multibody_dynamics.model import MultibodyModel
+from multibody_dynamics.rigid import RigidDynamics
+
+from .inversion.servo import ServoConstraints
+from .outputs import Output, bent_guess
+
+
+@dataclass(frozen=True)
+class OutputAnalysis:
+    """Result of :func:`analyze_output`.
+
+    Attributes
+    ----------
+    output_names : tuple of str
+    q : (nq,) configuration analysed (an equilibrium of the internal dynamics)
+    decoupling : (m, m) alpha = H M^-1 B;  decoupling_cond : its 2-norm condition number
+    relative_degree : tuple of int, or None when alpha is singular (not well defined)
+    eigenvalues : (2 n_u,) of the linearized zero dynamics [1/s]
+    minimum_phase : bool or None (None: a fully actuated system has no zero dynamics,
+        or an eigenvalue lies on the imaginary axis)
+    message : str, one sentence for a user
+    """
+
+    output_names: tuple[str, ...]
+    q: np.ndarray
+    decoupling: np.ndarray
+    decoupling_cond: float
+    relative_degree: tuple[int, ...] | None
+    eigenvalues: np.ndarray
+    minimum_phase: bool | None
+    message: str
+
+    def format(self) -> str:
+        lines = [f"output            y = [{', '.join(self.output_names)}]",
+                 f"configuration     q = {np.round(self.q, 4).tolist()}",
+                 "decoupling matrix alpha = H M^-1 B:"]
+        lines += ["    " + "  ".join(f"{x:11.4g}" for x in row) for row in self.decoupling]
+        lines.append(f"cond(alpha)       {self.decoupling_cond:.4g}")
+        rd = "{" + ", ".join(map(str, self.relative_degree)) + "}" if self.relative_degree \
+            else "not defined (alpha singular)"
+        lines.append(f"relative degree   {rd}")
+        if self.eigenvalues.size:
+            lines.append("zero dynamics eigenvalues [1/s]:")
+            for lam in sorted(self.eigenvalues, key=lambda z: (z.real, z.imag)):
+                tag = "stable" if lam.real < 0 else ("UNSTABLE" if lam.real > 0 else "marginal")
+                lines.append(f"    {lam.real:12.5g} {lam.imag:+12.5g}j   {tag}")
+        lines.append(self.message)
+        return "\n".join(lines)
+
+
+def analyze_output(model: MultibodyModel, output: Output, y=None, q_guess=None,
+                   singular_cond: float = 1e12) -> OutputAnalysis:
+    """Relative degree, decoupling matrix and zero dynamics of ``output``.
+
+    Parameters
+    ----------
+    y : (m,), optional
+        Constant output at which the zero dynamics are linearized (default: the output of
+        ``q_guess``, itself defaulting to the spring rest configuration with the actuated
+        revolute joints bent by 0.5 rad).
+    """
+    servo = ServoConstraints(model, output)
+    q0 = bent_guess(model) if q_guess is None else np.asarray(q_guess, float)
+    y = output.value(q0) if y is None else np.asarray(y, float)
+    if y.shape != (output.m,):
+        raise InputError(f"y: expected {output.m} values, got shape {y.shape}")
+    dyn = RigidDynamics(model)
+
+    def decoupling(q):
+        alpha = output.jacobian(q) @ np.linalg.solve(dyn.mass_matrix(q), model.B)
+        return alpha, float(np.linalg.cond(alpha))
+
+    alpha, cond = decoupling(q0)
+    q = q0
+    if cond < singular_cond:  # move to the equilibrium of the internal dynamics at y
+        servo._qa_guess = q0[servo.ia]
+        eta0 = servo.equilibrium(y)
+        q = servo.solve_positions(y, eta0[: servo.nu_int])
+        alpha, cond = decoupling(q)
+    rel = tuple([2] * output.m) if cond < singular_cond else None
+    if servo.nu_int == 0:
+        lam = np.zeros(0, complex)
+        mp, msg = None, "fully actuated: no internal dynamics, the inverse model is algebraic"
+    elif rel is None:
+        lam = np.zeros(0, complex)
+        mp, msg = None, ("the decoupling matrix is singular: this output cannot be inverted "
+                         "with relative degree 2; choose another output")
+    else:
+        Q, _ = servo.zero_dynamics_jacobian(y, eta0)
+        lam = np.linalg.eigvals(Q)
+        if np.any(np.abs(lam.real) < 1e-9):
+            mp, msg = None, "an eigenvalue lies on the imaginary axis: not hyperbolic"
+        elif np.all(lam.real < 0):
+            mp, msg = True, ("minimum phase: the internal dynamics are stable; classical "
+                             "inversion (forward integration) applies")
+        else:
+            nu = int(np.sum(lam.real > 0))
+            mp, msg = False, (f"NON-minimum phase: {nu} unstable zero-dynamics eigenvalue(s); "
+                              "use stable inversion (pre-/post-actuation)")
+    return OutputAnalysis(output.names, q, alpha, cond, rel, lam, mp, msg)
+
+
+def passive_link_criterion(gamma: float, inertia: float, mass: float, com: float,
+                           length_before: float) -> float:
+    """Seifried (2014) eq. 7.5: a2 = (1 - Gamma)(I2 + m2 s2^2) - l1 m2 s2 Gamma.
+
+    For a passive link (mass m2 [kg], inertia I2 about its centre of gravity [kg m^2],
+    centre of gravity s2 [m] from the passive joint) behind a link of length l1 [m] and the
+    combined output y = alpha + Gamma beta, the zero dynamics a2 beta'' + d beta' + c beta = 0
+    are stable iff a2 > 0 (with a spring c > 0 and damper d >= 0).
+    """
+    return (1.0 - gamma) * (inertia + mass * com**2) - length_before * mass * com * gamma
