@@ -1,0 +1,282 @@
+"""Inversion scenarios: a YAML file -> model, output, task, method -> feedforward, CSV, PNG.
+
+Schema (every key validated; unknown keys are errors naming the key)::
+
+    robot: passive_arm              # shipped name or model-YAML path (relative to this file)
+    task:
+      t0: 0.2                       # s, start of the motion
+      tf: 1.7                       # s, end of the motion
+      order: 5                      # rest-to-rest polynomial order (3, 5, 7, 9)
+      joints:                       # joint coordinates moving linearly in the time law
+        x: {start: -1.0, end: 1.0}  # m or rad
+      arcs:                         # frame origins on circular arcs (world x-y plane)
+        tip: {center: [0.0, -1.5], radius: 1.0, start_deg: 180.0, end_deg: 0.0}
+      lines:                        # frame origins on straight lines (world x-y plane)
+        tool: {start: [0.5, 0.0], end: [0.7, 0.0]}
+    output:                         # default: the task coordinates themselves (exact output)
+      gamma: [[0.0], [0.0], [0.5]]  # linearly combined y = q_a + Gamma q_u (n_a x n_u), or
+      rows: [x, tip.x, tip.y]       # explicit rows (joint sums or frame.x|y|z)
+    method: stable                  # classical | ode | index1 | index2_euler | stable
+    dt: 0.001                       # s, sample spacing of the result
+    initial_guess: combined         # stable inversion of an exact output: start the BVP from
+      # the solution for this Gamma (the `combined_gamma` key), as the book recommends
+    combined_gamma: [[0, 0], [0, 0], [0.6667, 0.3333]]
+    options: {decay_tol: 1.0e-6, bvp_tol: 1.0e-6, rtol: 1.0e-9, atol: 1.0e-11,
+              t_start: null, t_end: null, euler_dt: null, max_nodes: 100000}
+    verify: true                    # simulate the plant open loop with the feedforward
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from multibody_dynamics.errors import InputError
+from multibody_dynamics.model import MultibodyModel, load_model
+
+from ..outputs import Output
+from ..tasks import Task, TimeLaw, circular_arc, linear_move, straight_line
+from .methods import METHODS, InversionResult, VerificationResult, invert, verify
+
+_TOP = {"robot", "task", "output", "method", "dt", "options", "verify", "initial_guess",
+        "combined_gamma", "description"}
+_TASK = {"t0", "tf", "order", "joints", "arcs", "lines"}
+_OPTIONS = {"decay_tol", "bvp_tol", "rtol", "atol", "t_start", "t_end", "euler_dt", "max_nodes",
+            "max_step", "eta_limit"}
+
+
+@dataclass(frozen=True)
+class InversionScenario:
+    path: Path | None
+    model: MultibodyModel
+    task: Task
+    output: Output
+    method: str
+    dt: float
+    options: dict
+    verify: bool
+    combined_gamma: np.ndarray | None
+    description: str = ""
+
+
+def _err(path, key, msg):
+    return InputError(f"{path}: {key}: {msg}")
+
+
+def _number(path, key, value, positive=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise _err(path, key, f"expected a number, got {value!r}")
+    if positive and value <= 0:
+        raise _err(path, key, f"expected a positive number, got {value!r}")
+    return float(value)
+
+
+def _mapping(path, key, value, allowed):
+    if not isinstance(value, dict):
+        raise _err(path, key, f"expected a mapping, got {type(value).__name__}")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise _err(path, f"{key}.{unknown[0]}" if key else unknown[0],
+                   f"unknown key; expected one of {', '.join(sorted(allowed))}")
+    return value
+
+
+def load_inversion_scenario(path: str | Path) -> InversionScenario:
+    """Read and validate an inversion scenario YAML."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: scenario file not found")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: malformed YAML ({exc})") from None
+    raw = _mapping(path, "", raw or {}, _TOP)
+    for req in ("robot", "task"):
+        if req not in raw:
+            raise _err(path, req, "missing")
+    robot = str(raw["robot"])
+    if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute():
+        robot = str(path.parent / robot)
+    model = load_model(robot)
+
+    t = _mapping(path, "task", raw["task"], _TASK)
+    for req in ("t0", "tf"):
+        if req not in t:
+            raise _err(path, f"task.{req}", "missing (s)")
+    order = t.get("order", 5)
+    if order not in (3, 5, 7, 9):
+        raise _err(path, "task.order", f"expected 3, 5, 7 or 9, got {order!r}")
+    t0, tf = _number(path, "task.t0", t["t0"]), _number(path, "task.tf", t["tf"])
+    if not tf > t0:
+        raise _err(path, "task.tf", f"expected tf > t0 = {t0}, got {tf}")
+    comps = []
+    for name, spec in (t.get("joints") or {}).items():
+        spec = _mapping(path, f"task.joints.{name}", spec, {"start", "end"})
+        if name not in model.coordinate_names:
+            raise _err(path, f"task.joints.{name}", f"unknown joint; expected one of "
+                       f"{', '.join(model.coordinate_names)}")
+        comps.append(linear_move(name, _number(path, f"task.joints.{name}.start", spec["start"]),
+                                 _number(path, f"task.joints.{name}.end", spec["end"])))
+    for name, spec in (t.get("arcs") or {}).items():
+        key = f"task.arcs.{name}"
+        spec = _mapping(path, key, spec, {"center", "radius", "start_deg", "end_deg"})
+        model.frame_id(name)
+        center = spec.get("center")
+        if not isinstance(center, list) or len(center) != 2:
+            raise _err(path, f"{key}.center", f"expected [x, y] in m, got {center!r}")
+        comps.append(circular_arc(name, [_number(path, f"{key}.center", c) for c in center],
+                                  _number(path, f"{key}.radius", spec.get("radius"), True),
+                                  _number(path, f"{key}.start_deg", spec.get("start_deg")),
+                                  _number(path, f"{key}.end_deg", spec.get("end_deg"))))
+    for name, spec in (t.get("lines") or {}).items():
+        key = f"task.lines.{name}"
+        spec = _mapping(path, key, spec, {"start", "end"})
+        model.frame_id(name)
+        ends = []
+        for k in ("start", "end"):
+            p = spec.get(k)
+            if not isinstance(p, list) or len(p) != 2:
+                raise _err(path, f"{key}.{k}", f"expected [x, y] in m, got {p!r}")
+            ends.append([_number(path, f"{key}.{k}", c) for c in p])
+        comps.append(straight_line(name, *ends))
+    if not comps:
+        raise _err(path, "task", "expected at least one of joints, arcs, lines")
+    task = Task(TimeLaw(t0, tf, order), tuple(comps))
+    if len(task.names) != model.nu:
+        raise _err(path, "task", f"{len(task.names)} task coordinates ({', '.join(task.names)}) "
+                   f"but {model.name} has {model.nu} inputs; the inverse model needs as many")
+
+    out_spec = _mapping(path, "output", raw.get("output") or {}, {"gamma", "rows"})
+    if "gamma" in out_spec and "rows" in out_spec:
+        raise _err(path, "output", "give either gamma or rows, not both")
+    if "gamma" in out_spec:
+        output = Output.combined(model, out_spec["gamma"])
+    else:
+        output = Output(model, out_spec.get("rows", task.names))
+
+    method = raw.get("method", "stable")
+    if method not in METHODS:
+        raise _err(path, "method", f"expected one of {', '.join(METHODS)}, got {method!r}")
+    dt = _number(path, "dt", raw.get("dt", 1e-3), positive=True)
+    options = dict(_mapping(path, "options", raw.get("options") or {}, _OPTIONS))
+    for k, v in options.items():
+        if v is not None:
+            options[k] = int(v) if k == "max_nodes" else _number(path, f"options.{k}", v)
+    guess = raw.get("initial_guess")
+    gamma = None
+    if guess is not None:
+        if guess != "combined":
+            raise _err(path, "initial_guess", f"expected 'combined', got {guess!r}")
+        if "combined_gamma" not in raw:
+            raise _err(path, "combined_gamma", "missing; initial_guess: combined needs it")
+        gamma = np.asarray(raw["combined_gamma"], float)
+    verify_flag = raw.get("verify", True)
+    if not isinstance(verify_flag, bool):
+        raise _err(path, "verify", f"expected true or false, got {verify_flag!r}")
+    return InversionScenario(path, model, task, output, method, dt, options, verify_flag, gamma,
+                             str(raw.get("description", "")))
+
+
+def run_inversion_scenario(sc: InversionScenario) -> tuple[InversionResult, VerificationResult | None,
+                                                           InversionResult | None]:
+    """Invert (after the combined-output guess when asked) and verify open loop."""
+    guess_result = None
+    options = dict(sc.options)
+    if sc.combined_gamma is not None:
+        comb = Output.combined(sc.model, sc.combined_gamma)
+        guess_result = invert(sc.model, comb, sc.task, sc.method, dt=sc.dt, **options)
+        if not guess_result.success:
+            return guess_result, None, guess_result
+        for key, value in (("t_start", guess_result.t[0]), ("t_end", guess_result.t[-1])):
+            if options.get(key) is None:  # solve on the interval of the guess
+                options[key] = float(value)
+    result = invert(sc.model, sc.output, sc.task, sc.method, dt=sc.dt,
+                    guess=guess_result.eta if guess_result is not None else None, **options)
+    ver = verify(sc.model, result, sc.task, sc.output) if (sc.verify and result.success) else None
+    return result, ver, guess_result
+
+
+def write_csv(result: InversionResult, model: MultibodyModel, path: str | Path) -> Path:
+    path = Path(path)
+    cols = (["t"] + [f"q.{n}" for n in model.coordinate_names] + [f"v.{n}" for n in
+            model.coordinate_names] + [f"u.{n}" for n in model.input_names]
+            + [f"y.{i}" for i in range(result.y.shape[1])]
+            + [f"y_d.{i}" for i in range(result.y.shape[1])])
+    data = np.column_stack([result.t, result.q, result.v, result.u, result.y, result.y_desired])
+    header = ",".join(cols)
+    np.savetxt(path, data, delimiter=",", header=header, comments="", fmt="%.10g")
+    return path
+
+
+def plot(result: InversionResult, model: MultibodyModel, path: str | Path, title: str = "",
+         verification: VerificationResult | None = None) -> Path:
+    """Output vs desired, joint motion, feedforward, internal states; pre/post-actuation shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    t = result.t
+
+    def shade(ax):
+        if t[0] < result.t0:
+            ax.axvspan(t[0], result.t0, color="0.9", label="pre-actuation")
+        if t[-1] > result.tf:
+            ax.axvspan(result.tf, t[-1], color="0.95", label="post-actuation")
+
+    for k, name in enumerate(result.output_names):
+        axes[0].plot(t, result.y_desired[:, k], "k--", lw=1)
+        axes[0].plot(t, result.y[:, k], lw=1.2, label=name)
+    axes[0].set_ylabel("output y\n(-- desired)")
+    for k, name in enumerate(model.coordinate_names):
+        axes[1].plot(t, result.q[:, k], lw=1.2, label=name)
+    axes[1].set_ylabel("q [m, rad]")
+    for k, name in enumerate(model.input_names):
+        axes[2].plot(t, result.u[:, k], lw=1.2, label=name)
+    axes[2].set_ylabel("feedforward u\n[N, N m]")
+    nu = result.eta.shape[1] // 2
+    for k in range(nu):
+        axes[3].plot(t, result.eta[:, k], lw=1.2, label=model.passive_joint_names[k])
+    axes[3].set_ylabel("internal states\nq_u [rad]")
+    if verification is not None:
+        ax2 = axes[3].twinx()
+        ax2.plot(verification.t, verification.end_effector_error * 1e3, "r:", lw=1)
+        ax2.set_ylabel("open-loop end-effector\nerror [mm] (dotted)", color="r")
+    for ax in axes:
+        shade(ax)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right", ncol=3)
+    axes[-1].set_xlabel("t [s]")
+    fig.suptitle(title or f"{model.name}: {result.method} inversion")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def summary(result: InversionResult, verification: VerificationResult | None) -> str:
+    lam = ", ".join(f"{z.real:.4g}{z.imag:+.4g}j" if abs(z.imag) > 1e-9 else f"{z.real:.4g}"
+                    for z in result.eigenvalues)
+    lines = [
+        f"method            {result.method}: {'ok' if result.success else 'FAILED'} - {result.message}",
+        f"output            y = [{', '.join(result.output_names)}]",
+        f"zero dynamics     eigenvalues [{lam}] 1/s",
+    ]
+    if result.t.size:
+        lines += [
+            f"interval          {result.t[0]:.4g} s .. {result.t[-1]:.4g} s (motion {result.t0:g} .. "
+            f"{result.tf:g} s; pre-actuation {result.t_pre:.3g} s, post {result.t_post:.3g} s)",
+            f"output error      {result.output_error:.3g} (inverse model)",
+            "peak feedforward  " + ", ".join(f"{n} {v:.4g}" for n, v in
+                                              zip(result.input_names, np.abs(result.u).max(axis=0))),
+        ]
+    lines.append(f"cpu time          {result.wall_time:.3g} s, {result.nfev} dynamics evaluations")
+    if verification is not None:
+        lines.append(f"open-loop check   end-effector error {verification.max_error * 1e3:.4g} mm, "
+                     f"output error {verification.output_error:.3g}")
+    return "\n".join(lines)
