@@ -65,6 +65,16 @@ def _param(value) -> str:
     return str(value)
 
 
+def _die_with_parent():
+    """In the child: ask Linux to send SIGTERM when the test process dies, so that a test run
+    killed from outside (SIGKILL, CI time-out) leaves no node behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class NodeProcess:
     """A node started as a subprocess with its output in a log file."""
 
@@ -77,7 +87,8 @@ class NodeProcess:
         self.args = args
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=ros_environment(), start_new_session=True)
+                                     env=ros_environment(), start_new_session=True,
+                                     preexec_fn=_die_with_parent)
 
     @property
     def alive(self) -> bool:
