@@ -1,0 +1,1 @@
+"""Flexible bodies: beam finite elements, modal reduction, modal data (SID), floating frames."""
