@@ -76,7 +76,9 @@ def analyze_output(model: MultibodyModel, output: Output, y=None, q_guess=None,
         ``q_guess``, itself defaulting to the spring rest configuration with the actuated
         revolute joints bent by 0.5 rad).
     """
-    servo = ServoConstraints(model, output)
+    if output.m != model.nu:
+        raise InputError(f"output has {output.m} rows but {model.name} has {model.nu} inputs; "
+                         "the analysis needs a square system")
     q0 = bent_guess(model) if q_guess is None else np.asarray(q_guess, float)
     y = output.value(q0) if y is None else np.asarray(y, float)
     if y.shape != (output.m,):
@@ -89,13 +91,15 @@ def analyze_output(model: MultibodyModel, output: Output, y=None, q_guess=None,
 
     alpha, cond = decoupling(q0)
     q = q0
+    n_internal = int(model.passive.sum())
     if cond < singular_cond:  # move to the equilibrium of the internal dynamics at y
+        servo = ServoConstraints(model, output)
         servo._qa_guess = q0[servo.ia]
         eta0 = servo.equilibrium(y)
         q = servo.solve_positions(y, eta0[: servo.nu_int])
         alpha, cond = decoupling(q)
     rel = tuple([2] * output.m) if cond < singular_cond else None
-    if servo.nu_int == 0:
+    if n_internal == 0:
         lam = np.zeros(0, complex)
         mp, msg = None, "fully actuated: no internal dynamics, the inverse model is algebraic"
     elif rel is None:

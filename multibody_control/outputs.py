@@ -165,6 +165,34 @@ class Output:
                 H[i] = J[ax]
         return H
 
+    def value_and_jacobian_batch(self, Q):
+        """y (K, m) and H (K, m, nv) at K configurations Q (K, nq), one kinematics pass each."""
+        K = Q.shape[0]
+        y = Q @ self._S.T
+        H = np.broadcast_to(self._S, (K,) + self._S.shape).copy()
+        if self._frame_rows:
+            pm, data = self.model.pin_model, self._data
+            for k in range(K):
+                pin.computeJointJacobians(pm, data, Q[k])
+                pin.updateFramePlacements(pm, data)
+                for i, fid, ax in self._frame_rows:
+                    y[k, i] = data.oMf[fid].translation[ax]
+                    H[k, i] = pin.getFrameJacobian(pm, data, fid, pin.LOCAL_WORLD_ALIGNED)[ax]
+        return y, H
+
+    def bias_batch(self, Q, V):
+        """h_bar (K, m) at K states."""
+        hb = np.zeros((Q.shape[0], self.m))
+        if self._frame_rows:
+            pm, data = self.model.pin_model, self._data
+            zero = np.zeros(self.model.nv)
+            for k in range(Q.shape[0]):
+                pin.forwardKinematics(pm, data, Q[k], V[k], zero)
+                for i, fid, ax in self._frame_rows:
+                    hb[k, i] = pin.getFrameClassicalAcceleration(pm, data, fid,
+                                                                 pin.LOCAL_WORLD_ALIGNED).linear[ax]
+        return hb
+
     def bias(self, q, v) -> np.ndarray:
         """h_bar = H'(q, v) v (m,): the output acceleration at zero joint acceleration."""
         hb = np.zeros(self.m)

@@ -1,50 +1,122 @@
-"""Time integration of multibody models.
+"""Time integration of multibody models, open-chain and constrained.
 
-:class:`Simulator` advances a model by fixed steps with the input held
-constant over each step (zero-order hold), as a plant in a control loop does;
-:func:`simulate` runs a whole time span and returns a :class:`SimulationResult`.
-Configuration updates go through ``pin.integrate`` (the manifold), so joints with
-nq != nv (continuous, spherical, free-flyer) are integrated correctly.
+:class:`Simulator` advances a model by fixed steps with the input held constant over each
+step (zero-order hold), as a plant in a control loop does; :func:`simulate` runs a whole
+time span, with fixed steps or with an adaptive scipy integrator, and returns a
+:class:`SimulationResult`.  Configuration updates go through ``pin.integrate`` (the
+manifold), so joints with nq != nv (continuous, spherical, free-flyer) are integrated
+correctly.
 
-NaN or divergence stops the run and is reported in the result (``success`` is
-False, ``message`` says what and when); samples computed before are kept.
+**Constrained models** (closures of the model YAML, Pfaffian rows added to a
+:class:`~multibody_dynamics.constraints.Constraints`, e.g. by
+:mod:`multibody_dynamics.rolling`): the accelerations come from the projection formulation
+``M_c a = P f + M C v`` (Aghili 2005 eq. 22 with M_c of eq. 24 -- the "eq. 25" ODE of the
+source), through :class:`~multibody_dynamics.projection.ProjectedDynamics`.  Instead of
+Baumgarte stabilization (Aghili 2005 Sect. 6), after every step
+
+1. the configuration is projected onto the manifold ``phi(q) = 0`` by Newton-Raphson,
+   ``q <- q (-) A^+ phi`` until ``||phi||_inf < position_tol`` (eq. 39), and
+2. the velocity is projected onto null(A) (all rows, Pfaffian ones included), by default in
+   the mass metric (a constraint impulse; ``SimulatorConfig.velocity_metric``), which
+   keeps the energy error second order where Aghili's Euclidean ``P v`` is first order.
+
+The initial state is projected the same way before the first step; if that fails the
+run reports it (:class:`~multibody_dynamics.errors.SolverError` from
+:meth:`Simulator.reset`, ``success = False`` from :func:`simulate`).
+
+**Adaptive mode** (``SimulatorConfig(rtol=...)``): an explicit scipy Runge-Kutta solver
+(``DOP853`` by default) with error control ``rtol``/``atol`` integrates from one output
+sample to the next; the state is projected **at the output samples**, not after every
+accepted step.  Projecting inside a step sequence would change the state under the
+solver's error estimate and its first-same-as-last stage (the next step would start
+from an evaluation at a state that no longer exists); restarting the solver at each
+sample keeps its error control honest and costs one extra evaluation per sample (the last
+step size is carried over).  Between samples the drift is that of the unstabilized
+index-1 ODE, of the order of the solver tolerance.  The input ``tau(t, q, v)`` is held
+over each output interval (zero-order hold at the output rate).  Rejected steps are known
+from the evaluation count: each attempt of an explicit Runge-Kutta method costs
+``n_stages`` evaluations.
+
+NaN, divergence (``|v| > max_speed``), a failed projection or a failed adaptive step stop
+the run and are reported in the result (``success`` is False, ``message`` says what and
+when); samples computed before are kept.
 """
 
 from __future__ import annotations
 
+import csv
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
+from scipy.linalg import cho_factor, cho_solve
 
-from .errors import InputError
+from .constraints import Constraints
+from .errors import InputError, MultibodyError, SolverError
 from .model import MultibodyModel
+from .projection import ProjectedDynamics, ProjectionSettings, null_space_projector
 from .rigid import RigidDynamics
 from .validation import as_vector, require_finite
 
 METHODS = ("rk4", "semi_implicit_euler")
+IVP_METHODS = ("DOP853", "RK45", "RK23")
+_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 
 
 @dataclass(frozen=True)
 class SimulatorConfig:
-    """Settings of :class:`Simulator`.
+    """Settings of :class:`Simulator` and :func:`simulate`.
 
     Parameters
     ----------
     dt : float
-        Step size [s] (> 0).
+        Step size [s] (> 0) of the fixed-step methods.
     method : str
         ``"rk4"`` (classical Runge-Kutta on the manifold) or
         ``"semi_implicit_euler"`` (symplectic, one dynamics call per step).
     max_speed : float
         A velocity component above this [rad/s | m/s] is reported as divergence.
+    position_tol : float
+        Newton projection onto ``phi(q) = 0`` stops below this ``||phi||_inf`` [m | rad]
+        (constrained models only).
+    max_newton_iter : int
+        Newton iterations per projection at most; more is reported as a failure.
+    project_velocity : bool
+        Project v onto null(A) after each step (constrained models only).  Off, only the
+        positions are corrected and the velocity drifts (for studies of the drift).
+    velocity_metric : str
+        ``"mass"`` (default): the M-orthogonal projection ``v <- v - M^-1 B (B^T M^-1 B)^-1 B^T v``
+        with ``B`` an orthonormal basis of the row space of A (same rank decision as the
+        dynamics): the correction is a constraint impulse ``M^-1 A^T mu``, so it changes the
+        kinetic energy only to second order in the violation and conserves the momentum of a
+        free-floating system.  ``"euclidean"``: Aghili's ``v <- P v`` (eq. 15), which changes
+        T to first order; measured on the slider-crank crossing its singularity (RK4, 0.5 ms):
+        relative energy error 1.4e-5 per crossing against 1.2e-11 with the mass metric.
+    projection : ProjectionSettings or None
+        Rank thresholds and mass-matrix variant of the projected dynamics (default:
+        ``ProjectionSettings()``, i.e. Aghili 2005 eq. 24).
+    rtol : float or None
+        Relative tolerance of the adaptive mode of :func:`simulate`; None: fixed steps.
+    atol : float
+        Absolute tolerance of the adaptive mode [rad | m, rad/s | m/s].
+    ivp_method : str
+        scipy explicit Runge-Kutta class of the adaptive mode: DOP853, RK45 or RK23.
     """
 
     dt: float = 1e-3
     method: str = "rk4"
     max_speed: float = 1e4
+    position_tol: float = 1e-12
+    max_newton_iter: int = 30
+    project_velocity: bool = True
+    velocity_metric: str = "mass"
+    projection: ProjectionSettings | None = None
+    rtol: float | None = None
+    atol: float = 1e-10
+    ivp_method: str = "DOP853"
 
     def __post_init__(self):
         if not (np.isfinite(self.dt) and self.dt > 0):
@@ -53,6 +125,55 @@ class SimulatorConfig:
             raise InputError(f"method: expected one of {', '.join(METHODS)}, got {self.method!r}")
         if not self.max_speed > 0:
             raise InputError(f"max_speed: expected > 0, got {self.max_speed}")
+        if not (np.isfinite(self.position_tol) and self.position_tol > 0):
+            raise InputError(f"position_tol: expected a positive tolerance in m | rad, got "
+                             f"{self.position_tol}")
+        if not (isinstance(self.max_newton_iter, int) and self.max_newton_iter >= 1):
+            raise InputError(f"max_newton_iter: expected an integer >= 1, got {self.max_newton_iter!r}")
+        if self.velocity_metric not in ("mass", "euclidean"):
+            raise InputError(f"velocity_metric: expected 'mass' or 'euclidean', got "
+                             f"{self.velocity_metric!r}")
+        if self.rtol is not None and not (np.isfinite(self.rtol) and 0 < self.rtol < 1):
+            raise InputError(f"rtol: expected a relative tolerance in (0, 1), got {self.rtol}")
+        if not (np.isfinite(self.atol) and self.atol > 0):
+            raise InputError(f"atol: expected a positive absolute tolerance, got {self.atol}")
+        if self.ivp_method not in IVP_METHODS:
+            raise InputError(f"ivp_method: expected one of {', '.join(IVP_METHODS)}, got "
+                             f"{self.ivp_method!r}")
+
+    @property
+    def adaptive(self) -> bool:
+        return self.rtol is not None
+
+
+@dataclass(frozen=True)
+class ExternalWrench:
+    """A force and torque applied on a body at the origin of one of its frames.
+
+    Parameters
+    ----------
+    frame : str
+        Frame of the body the wrench acts on (applied at the frame's origin).
+    wrench : (6,) or callable ``wrench(t) -> (6,)``
+        ``[fx, fy, fz, tx, ty, tz]`` in world axes [N, N m]; a callable is evaluated at the
+        start of each step (zero-order hold, like the input).
+    """
+
+    frame: str
+    wrench: Callable[[float], np.ndarray] | Sequence[float] | np.ndarray
+
+    def value(self, t: float) -> np.ndarray:
+        w = self.wrench(t) if callable(self.wrench) else self.wrench
+        return as_vector(w, 6, f"wrench on {self.frame!r}")
+
+
+def _q_names(model: MultibodyModel) -> tuple[str, ...]:
+    pm = model.pin_model
+    names = []
+    for jid in range(1, pm.njoints):
+        nq = pm.joints[jid].nq
+        names.extend([pm.names[jid]] if nq == 1 else [f"{pm.names[jid]}.{k}" for k in range(nq)])
+    return tuple(names)
 
 
 @dataclass(frozen=True)
@@ -61,10 +182,26 @@ class SimulationResult:
 
     Attributes
     ----------
-    t : (N,) [s]; q : (N, nq); v : (N, nv); tau : (N, nv) input applied from each sample on
-    energy : (N,) total mechanical energy [J]
+    t : (N,) [s]; q : (N, nq); v : (N, nv)
+    tau : (N, nv) generalized input applied from each sample on [N m | N]
+    energy : (N,) total mechanical energy T + V (gravity and springs) [J]
     success : bool; message : str
-    nsteps : int; wall_time : float [s]
+    nsteps : int  accepted integration steps
+    wall_time : float [s]
+    names : tuple of str  coordinate names (v)
+    lam : (N, m) minimum-norm constraint multipliers at each sample [N | N m] (Aghili 2005
+        Remark 4); zero columns for an open chain
+    lam_labels : tuple of str  one label per row (``Constraints.labels``)
+    residual : (N,) ``max |phi(q)|`` of the holonomic rows [m | rad] (mixed units: the
+        largest entry of either kind)
+    velocity_residual : (N,) ``max |A(q) v|`` of all rows, Pfaffian ones included
+        [m/s | rad/s]
+    nrejected : int or None  rejected steps (0 with fixed steps; None when unknown)
+    nprojections : int  manifold projections (initial one included)
+    newton_iterations : int  Newton iterations of all projections
+    nfev : int  evaluations of the dynamics
+    mode : str  ``"fixed"`` or ``"adaptive"``
+    q_names : tuple of str  one name per entry of q
     """
 
     t: np.ndarray
@@ -77,6 +214,16 @@ class SimulationResult:
     nsteps: int
     wall_time: float
     names: tuple[str, ...] = field(default=())
+    lam: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    lam_labels: tuple[str, ...] = field(default=())
+    residual: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    velocity_residual: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    nrejected: int | None = 0
+    nprojections: int = 0
+    newton_iterations: int = 0
+    nfev: int = 0
+    mode: str = "fixed"
+    q_names: tuple[str, ...] = field(default=())
 
     @property
     def realtime_factor(self) -> float:
@@ -84,44 +231,242 @@ class SimulationResult:
         span = float(self.t[-1] - self.t[0]) if self.t.size else 0.0
         return span / self.wall_time if self.wall_time > 0 else float("inf")
 
+    @property
+    def max_residual(self) -> float:
+        """Largest closure residual over the samples [m | rad] (0 without closures)."""
+        return float(np.max(self.residual)) if self.residual.size else 0.0
+
+    @property
+    def max_velocity_residual(self) -> float:
+        """Largest ``|A v|`` over the samples [m/s | rad/s] (0 without constraints)."""
+        return float(np.max(self.velocity_residual)) if self.velocity_residual.size else 0.0
+
+    @property
+    def energy_drift(self) -> float:
+        """``max |E(t) - E(0)| / max |E(t)|``: relative energy drift (meaningful when no input,
+        damper or external force does work)."""
+        if self.energy.size == 0:
+            return 0.0
+        scale = float(np.max(np.abs(self.energy)))
+        dev = float(np.max(np.abs(self.energy - self.energy[0])))
+        return dev / scale if scale > 0 else dev
+
+    def columns(self) -> list[str]:
+        """CSV header: t, q.<joint>, v.<joint>, lambda.<row label>, residual, [velocity_residual,]
+        energy."""
+        cols = ["t"] + [f"q.{n}" for n in self.q_names] + [f"v.{n}" for n in self.names]
+        cols += [f"lambda.{lab}" for lab in self.lam_labels] + ["residual"]
+        if self.lam_labels:
+            cols.append("velocity_residual")
+        return cols + ["energy"]
+
+    def table(self) -> np.ndarray:
+        """(N, len(columns())) array of the samples."""
+        parts = [self.t[:, None], self.q, self.v, self.lam, self.residual[:, None]]
+        if self.lam_labels:
+            parts.append(self.velocity_residual[:, None])
+        return np.hstack(parts + [self.energy[:, None]])
+
+    def to_csv(self, path: str | Path) -> Path:
+        """One row per output sample (units: s, rad | m, rad/s | m/s, N | N m, m | rad, J)."""
+        path = Path(path)
+        with path.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(self.columns())
+            writer.writerows(self.table().tolist())
+        return path
+
+    def summary(self) -> str:
+        """A few lines: outcome, counters, residuals, energy drift, realtime factor."""
+        rej = "unknown" if self.nrejected is None else str(self.nrejected)
+        span = float(self.t[-1] - self.t[0]) if self.t.size else 0.0
+        lines = [
+            f"{'ok' if self.success else 'FAILED'}: {self.message}",
+            f"simulated    {span:.6g} s in {self.wall_time:.3g} s wall "
+            f"({self.realtime_factor:.3g} simulated s per wall s), {self.t.size} samples",
+            f"steps        {self.nsteps} accepted, {rej} rejected ({self.mode}), "
+            f"{self.nfev} dynamics evaluations",
+        ]
+        if self.lam_labels:
+            lines += [
+                f"projections  {self.nprojections}, {self.newton_iterations} Newton iterations",
+                f"residual     max |phi| = {self.max_residual:.3g} (m | rad), "
+                f"max |A v| = {self.max_velocity_residual:.3g} (m/s | rad/s)",
+            ]
+        lines.append(f"energy       E(0) = {self.energy[0]:.6g} J, relative drift "
+                     f"{self.energy_drift:.3g}" if self.energy.size else "energy       -")
+        return "\n".join(lines)
+
+    def plot(self, path: str | Path, title: str = "") -> Path:
+        """PNG: joint positions, residual (log axis) and energy drift over time."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+        ax = axes[0]
+        for k, name in enumerate(self.q_names):
+            ax.plot(self.t, self.q[:, k], lw=1.1, label=name)
+        ax.set_ylabel("q [rad | m]")
+        if len(self.q_names) <= 10:
+            ax.legend(fontsize=7, ncol=3, loc="upper right")
+        ax = axes[1]
+        floor = 1e-17  # zero residuals on a log axis
+        if self.lam_labels:
+            ax.semilogy(self.t, np.maximum(self.residual, floor), lw=1.1, label="max |phi| [m | rad]")
+            ax.semilogy(self.t, np.maximum(self.velocity_residual, floor), lw=1.1,
+                        label="max |A v| [m/s | rad/s]")
+            ax.legend(fontsize=7, loc="upper right")
+        else:
+            ax.text(0.5, 0.5, "no constraints", ha="center", va="center", transform=ax.transAxes)
+        ax.set_ylabel("residual")
+        ax = axes[2]
+        ax.plot(self.t, self.energy - self.energy[0] if self.energy.size else self.energy, lw=1.1)
+        ax.set_ylabel("E(t) - E(0) [J]")
+        ax.set_xlabel("t [s]")
+        for a in axes:
+            a.grid(alpha=0.3)
+        fig.suptitle(title or ("simulation" + ("" if self.success else f" (FAILED: {self.message})")),
+                     fontsize=10)
+        fig.tight_layout()
+        path = Path(path)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
 
 class Simulator:
-    """Fixed-step integrator of an open-chain model (springs and dampers included).
+    """Fixed-step integrator of a model: open chain, or constrained with manifold projection.
 
     Parameters
     ----------
     model : MultibodyModel
     config : SimulatorConfig
+    constraints : Constraints, optional
+        Default: the closures of the model YAML (none: the open-chain integrator, which is
+        pinocchio's ``aba`` in a Runge-Kutta loop).  Pass one to add Pfaffian rows
+        (:func:`multibody_dynamics.rolling.model_constraints`).
+    wrenches : sequence of ExternalWrench, optional
+
+    Attributes
+    ----------
+    q, v, t : current state [rad | m, rad/s | m/s, s]
+    nsteps, nprojections, newton_iterations, nfev : counters since construction
+    residual : float  ``||phi(q)||_inf`` after the last projection [m | rad]
     """
 
-    def __init__(self, model: MultibodyModel, config: SimulatorConfig | None = None):
+    def __init__(self, model: MultibodyModel, config: SimulatorConfig | None = None,
+                 constraints: Constraints | None = None,
+                 wrenches: Sequence[ExternalWrench] = ()):
         self.model = model
         self.config = config or SimulatorConfig()
         self.dynamics = RigidDynamics(model)
         self._pm = model.pin_model
-        self.reset()
+        if constraints is None and model.closures:
+            constraints = Constraints(model)
+        self.constraints = constraints if constraints is not None and constraints.n_rows else None
+        self.projected = None
+        if self.constraints is not None:
+            self.projected = ProjectedDynamics(model, self.constraints,
+                                               self.config.projection or ProjectionSettings())
+        self.wrenches = tuple(wrenches)
+        for w in self.wrenches:
+            model.frame_id(w.frame)  # FrameNotFound now, not in the loop
+        self._wdata = self._pm.createData() if self.wrenches else None
+        self._tau_ext = None
+        base = self.projected.acceleration if self.projected is not None else \
+            self.dynamics.forward_dynamics
+        # the open chain without wrenches calls RigidDynamics directly: no extra Python layer
+        # in the 1 kHz loop of the ROS simulator node
+        self._accel = self._accel_with_wrenches if self.wrenches else base
+        self._base_accel = base
+        self.nsteps = self.nprojections = self.newton_iterations = self.nfev = 0
+        self.residual = 0.0
+        try:
+            self.reset()
+        except SolverError:  # rest configuration not assembled: the caller's reset(q0) decides
+            pass
+
+    @property
+    def constrained(self) -> bool:
+        return self.constraints is not None
 
     def reset(self, q=None, v=None, t: float = 0.0):
-        """Set the state (default: the spring rest configuration, at rest)."""
+        """Set the state (default: the spring rest configuration, at rest).
+
+        For a constrained model the state is projected onto the manifold and v onto null(A)
+        first.  Raises :class:`SolverError` if the configuration cannot be projected.
+        """
         self.q = self.model.q_rest.copy() if q is None else require_finite(
             as_vector(q, self.model.nq, "q0"), "q0").copy()
         self.v = np.zeros(self.model.nv) if v is None else require_finite(
             as_vector(v, self.model.nv, "v0"), "v0").copy()
         self.t = float(t)
+        if self.constrained:
+            self.q, self.v = self._project(self.q, self.v, "the initial state")
 
-    def _accel(self, q, v, tau):
-        return self.dynamics.forward_dynamics(q, v, tau)
+    def _accel_with_wrenches(self, q, v, tau):
+        return self._base_accel(q, v, tau + self._wrench_forces(q))
+
+    def _wrench_forces(self, q) -> np.ndarray:
+        """Generalized force ``sum J^T w`` of the held wrenches at q (nv,)."""
+        pm, data = self._pm, self._wdata
+        pin.computeJointJacobians(pm, data, q)
+        pin.updateFramePlacements(pm, data)
+        out = np.zeros(self.model.nv)
+        for w, val in zip(self.wrenches, self._tau_ext):
+            J = pin.getFrameJacobian(pm, data, self.model.frame_id(w.frame), _LWA)
+            out += J.T @ val
+        return out
+
+    def _project(self, q, v, what: str, t: float | None = None):
+        """Newton projection of q onto phi = 0 (Aghili 2005 eq. 39), then v <- P v."""
+        t = self.t if t is None else t
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
+            raise SolverError(f"state became NaN/inf at t = {t:.6g} s")
+        cfg = self.config
+        res = self.projected.project_position(q, cfg.position_tol, cfg.max_newton_iter)
+        self.nprojections += 1
+        self.newton_iterations += res.iterations
+        if not res.success:
+            raise SolverError(f"projection of {what} onto the constraint manifold failed at "
+                              f"t = {t:.6g} s: {res.message}")
+        self.residual = res.residual
+        if cfg.project_velocity:
+            if cfg.velocity_metric == "euclidean":
+                v = self.projected.project_velocity(res.q, v)
+            else:
+                v = self._project_velocity_mass(res.q, v)
+        return res.q, v
+
+    def _project_velocity_mass(self, q, v):
+        """M-orthogonal projection of v onto null(A) (see ``SimulatorConfig.velocity_metric``)."""
+        s = self.projected.settings
+        B = null_space_projector(self.constraints.jacobian(q), s.rank_atol, s.rank_rtol).basis
+        if B.shape[1] == 0:
+            return v
+        chol = cho_factor(self.dynamics.mass_matrix(q))
+        MiB = cho_solve(chol, B)
+        return v - MiB @ np.linalg.solve(B.T @ MiB, B.T @ v)
 
     def step(self, tau, dt: float | None = None):
-        """Advance one step with ``tau`` (nv,) held constant; returns (q, v)."""
+        """Advance one step with ``tau`` (nv,) held constant; returns (q, v).
+
+        Constrained models: the new state is projected onto the manifold (positions) and onto
+        null(A) (velocities); :class:`SolverError` if the projection fails (the state is then
+        left unchanged).
+        """
         h = self.config.dt if dt is None else dt
         tau = as_vector(tau, self.model.nv, "tau")
+        if self.wrenches:
+            self._tau_ext = [w.value(self.t) for w in self.wrenches]
         q, v = self.q, self.v
+        f = self._accel
         if self.config.method == "semi_implicit_euler":
-            v_new = v + h * self._accel(q, v, tau)
+            v_new = v + h * f(q, v, tau)
             q_new = pin.integrate(self._pm, q, h * v_new)
         else:
-            f = self._accel
             a1 = f(q, v, tau)
             q2 = pin.integrate(self._pm, q, 0.5 * h * v)
             v2 = v + 0.5 * h * a1
@@ -134,56 +479,249 @@ class Simulator:
             a4 = f(q4, v4, tau)
             q_new = pin.integrate(self._pm, q, h / 6.0 * (v + 2 * v2 + 2 * v3 + v4))
             v_new = v + h / 6.0 * (a1 + 2 * a2 + 2 * a3 + a4)
+        self.nfev += 1 if self.config.method == "semi_implicit_euler" else 4
+        if self.projected is not None:
+            q_new, v_new = self._project(q_new, v_new, "the new state", self.t + h)
         self.q, self.v, self.t = q_new, v_new, self.t + h
+        self.nsteps += 1
         return self.q, self.v
 
     def energy(self) -> float:
+        """Total mechanical energy T + V (gravity and springs) at the current state [J]."""
         return self.dynamics.energy(self.q, self.v)
+
+    def constraint_forces(self, tau):
+        """Constrained dynamics at the current state with input ``tau`` (nv,) (plus the
+        current external wrenches): :class:`~multibody_dynamics.projection.ForwardDynamicsResult`
+        with ``lam`` (m,) [N | N m] and ``f_c`` (nv,).  None for an open chain."""
+        if self.projected is None:
+            return None
+        tau = as_vector(tau, self.model.nv, "tau")
+        if self.wrenches:
+            self._tau_ext = [w.value(self.t) for w in self.wrenches]
+            tau = tau + self._wrench_forces(self.q)
+        return self.projected.forward_dynamics(self.q, self.v, tau)
+
+    def sample(self, tau) -> tuple[np.ndarray, float, float]:
+        """``(lam, max |phi|, max |A v|)`` at the current state (empty/zero for an open chain)."""
+        if self.projected is None:
+            return np.zeros(0), 0.0, 0.0
+        c = self.constraints
+        fd = self.constraint_forces(tau)
+        phi = c.residual(self.q) if c.n_holonomic else np.zeros(0)
+        Av = c.jacobian(self.q) @ self.v
+        return (fd.lam, float(np.max(np.abs(phi))) if phi.size else 0.0,
+                float(np.max(np.abs(Av))))
+
+
+class _Recorder:
+    """Preallocated sample storage (grown when an adaptive run needs more)."""
+
+    def __init__(self, n, model, m):
+        self.t = np.empty(n)
+        self.q, self.v = np.empty((n, model.nq)), np.empty((n, model.nv))
+        self.tau, self.e = np.zeros((n, model.nv)), np.empty(n)
+        self.lam, self.res, self.vres = np.zeros((n, m)), np.zeros(n), np.zeros(n)
+        self.k = 0
+
+    def add(self, sim: Simulator, tau, constrained: bool):
+        k = self.k
+        if k == self.t.size:
+            for name in ("t", "q", "v", "tau", "e", "lam", "res", "vres"):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate([a, np.zeros_like(a)]))
+        self.t[k], self.q[k], self.v[k], self.tau[k], self.e[k] = sim.t, sim.q, sim.v, tau, sim.energy()
+        if constrained:
+            self.lam[k], self.res[k], self.vres[k] = sim.sample(tau)
+        self.k = k + 1
 
 
 def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
              tau: Callable[[float, np.ndarray, np.ndarray], np.ndarray] | np.ndarray | None = None,
-             config: SimulatorConfig | None = None, progress: bool = False) -> SimulationResult:
-    """Simulate ``duration`` seconds with fixed steps.
+             config: SimulatorConfig | None = None, progress: bool = False,
+             constraints: Constraints | None = None, wrenches: Sequence[ExternalWrench] = (),
+             output_dt: float | None = None) -> SimulationResult:
+    """Simulate ``duration`` seconds, with fixed steps or adaptively (``config.rtol``).
 
     Parameters
     ----------
-    tau : (nv,) constant, or callable ``tau(t, q, v) -> (nv,)`` evaluated once per step
-        (zero-order hold); default zero.
+    model : MultibodyModel
+    duration : float
+        [s] (> 0).
+    q0 : (nq,), optional; v0 : (nv,), optional
+        Initial state (default: rest configuration, at rest); projected onto the manifold
+        first for a constrained model.
+    tau : (nv,) constant, or callable ``tau(t, q, v) -> (nv,)``
+        Generalized input [N m | N], held over each step (fixed steps) or each output
+        interval (adaptive); default zero.
+    config : SimulatorConfig, optional
+    progress : bool
+        tqdm progress bar on stderr.
+    constraints : Constraints, optional
+        Default: the model's closures; pass one with Pfaffian rows for rolling contacts.
+    wrenches : sequence of ExternalWrench, optional
+    output_dt : float, optional
+        Interval of the output samples [s]: default every step (fixed) or 0.01 s (adaptive);
+        with fixed steps it is rounded to a whole number of steps.
+
+    Returns
+    -------
+    SimulationResult
+        Failures (initial projection, NaN, divergence, projection, step-size collapse) are
+        ``success = False`` with the samples computed before.
     """
-    sim = Simulator(model, config)
-    sim.reset(q0, v0)
+    cfg = config or SimulatorConfig()
     if not (np.isfinite(duration) and duration > 0):
         raise InputError(f"duration: expected a positive time in s, got {duration}")
-    n = int(round(duration / sim.config.dt))
+    if output_dt is not None and not (np.isfinite(output_dt) and output_dt > 0):
+        raise InputError(f"output_dt: expected a positive interval in s, got {output_dt}")
     const = np.zeros(model.nv) if tau is None else (None if callable(tau) else
                                                    as_vector(tau, model.nv, "tau"))
-    t_out = np.empty(n + 1)
-    q_out, v_out = np.empty((n + 1, model.nq)), np.empty((n + 1, model.nv))
-    tau_out, e_out = np.zeros((n + 1, model.nv)), np.empty(n + 1)
-    t_out[0], q_out[0], v_out[0], e_out[0] = sim.t, sim.q, sim.v, sim.energy()
-    success, message, k = True, "completed", 0
-    steps = range(n)
+    q_init = None if q0 is None else require_finite(as_vector(q0, model.nq, "q0"), "q0")
+    v_init = None if v0 is None else require_finite(as_vector(v0, model.nv, "v0"), "v0")
+    start = time.perf_counter()
+    initial_error = None
+    sim = Simulator(model, cfg, constraints, wrenches)  # reset() to rest: always projectable?
+    try:
+        sim.reset(q_init, v_init)
+    except SolverError as exc:
+        initial_error = str(exc)
+        sim.q = model.q_rest.copy() if q_init is None else q_init.copy()
+        sim.v = np.zeros(model.nv) if v_init is None else v_init.copy()
+        sim.t = 0.0
+    constrained = sim.constrained
+    labels = sim.constraints.labels if constrained else ()
+
+    def u_at(t, q, v):
+        return const if const is not None else as_vector(tau(t, q, v), model.nv, "tau(t, q, v)")
+
+    if cfg.adaptive:
+        every, n_out = None, int(np.ceil(duration / (output_dt or 0.01) - 1e-9))
+        t_out = np.linspace(0.0, duration, n_out + 1) if output_dt is None else \
+            np.minimum(np.arange(n_out + 1) * output_dt, duration)
+    else:
+        n = int(round(duration / cfg.dt))
+        every = 1 if output_dt is None else max(1, int(round(output_dt / cfg.dt)))
+        n_out = -(-n // every)
+    rec = _Recorder(n_out + 1, model, len(labels))
+    bar = None
     if progress:
         from tqdm import tqdm
 
-        steps = tqdm(steps, desc="simulate", unit="step", leave=False)
-    start = time.perf_counter()
-    for k in steps:
-        u = const if const is not None else as_vector(tau(sim.t, sim.q, sim.v), model.nv, "tau(t, q, v)")
-        tau_out[k] = u
-        q, v = sim.step(u)
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
-            success, message = False, f"state became NaN/inf at t = {sim.t:.6g} s"
-            break
-        if np.max(np.abs(v)) > sim.config.max_speed:
-            success, message = False, (f"diverged at t = {sim.t:.6g} s: |v| > "
-                                       f"{sim.config.max_speed:g} (max_speed)")
-            break
-        t_out[k + 1], q_out[k + 1], v_out[k + 1], e_out[k + 1] = sim.t, q, v, sim.energy()
-    else:
-        k = n
+        bar = tqdm(total=round(duration, 9), desc="simulate", unit="s", leave=False,
+                   bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s [{elapsed}<{remaining}]")
+    success, message, nrejected = True, "completed", 0
+    try:
+        if initial_error is not None:
+            rec.add(sim, np.zeros(model.nv), False)
+            success, message = False, initial_error
+        else:
+            u = u_at(sim.t, sim.q, sim.v)
+            rec.add(sim, u, constrained)
+            if cfg.adaptive:
+                success, message, nrejected = _run_adaptive(sim, t_out, u_at, rec, bar)
+            else:
+                success, message = _run_fixed(sim, n, every, u_at, rec, bar)
+    finally:
+        if bar is not None:
+            bar.close()
     wall = time.perf_counter() - start
-    m = k + 1  # samples stored: the initial one plus every completed step (not a failing one)
-    return SimulationResult(t_out[:m], q_out[:m], v_out[:m], tau_out[:m], e_out[:m], success, message,
-                            k, wall, model.coordinate_names)
+    m = rec.k
+    return SimulationResult(
+        rec.t[:m], rec.q[:m], rec.v[:m], rec.tau[:m], rec.e[:m], success, message, sim.nsteps,
+        wall, model.coordinate_names, rec.lam[:m], labels, rec.res[:m], rec.vres[:m], nrejected,
+        sim.nprojections, sim.newton_iterations, sim.nfev, "adaptive" if cfg.adaptive else "fixed",
+        _q_names(model))
+
+
+def _check(sim: Simulator) -> str | None:
+    """Why the state is unusable, or None."""
+    if not (np.all(np.isfinite(sim.q)) and np.all(np.isfinite(sim.v))):
+        return f"state became NaN/inf at t = {sim.t:.6g} s"
+    if np.max(np.abs(sim.v)) > sim.config.max_speed:
+        return f"diverged at t = {sim.t:.6g} s: |v| > {sim.config.max_speed:g} (max_speed)"
+    return None
+
+
+def _run_fixed(sim: Simulator, n: int, every: int, u_at, rec: _Recorder, bar):
+    constrained = sim.constrained
+    u = rec.tau[0]
+    for k in range(n):
+        if k:
+            u = u_at(sim.t, sim.q, sim.v)
+        try:
+            sim.step(u)
+        except MultibodyError as exc:
+            return False, str(exc)
+        why = _check(sim)
+        if why is not None:
+            return False, why
+        if (k + 1) % every == 0 or k + 1 == n:
+            rec.add(sim, u_at(sim.t, sim.q, sim.v) if constrained else u, constrained)
+            if bar is not None:
+                bar.update(round(sim.t - bar.n, 9))
+    return True, f"completed {n} steps of {sim.config.dt:g} s ({sim.config.method})"
+
+
+def _run_adaptive(sim: Simulator, t_out: np.ndarray, u_at, rec: _Recorder, bar):
+    """Adaptive integration between output samples, projection at each sample."""
+    from scipy import integrate
+
+    cfg, pm, nv = sim.config, sim._pm, sim.model.nv
+    solver_cls = getattr(integrate, cfg.ivp_method)
+    euclidean = sim.model.nq == nv and all(pm.joints[j].nq == 1 for j in range(1, pm.njoints))
+    h_prev, rejected = None, 0
+    for t1 in t_out[1:]:
+        q_ref, t0 = sim.q.copy(), sim.t
+        u = u_at(sim.t, sim.q, sim.v)
+        if sim.wrenches:
+            sim._tau_ext = [w.value(t0) for w in sim.wrenches]
+
+        def rhs(t, y, q_ref=q_ref, u=u):
+            # the configuration is q_ref (+) delta: a chart around the sample, so quaternions
+            # and other nq != nv joints stay on their manifold
+            delta, v = y[:nv], y[nv:]
+            if euclidean:
+                q, ddelta = q_ref + delta, v
+            else:
+                q = pin.integrate(pm, q_ref, delta)
+                J = pin.dIntegrate(pm, q_ref, delta, pin.ArgumentPosition.ARG1)
+                ddelta = np.linalg.solve(J, v)
+            return np.concatenate([ddelta, sim._accel(q, v, u)])
+
+        init_evals = 1 if h_prev is not None else 2  # f(t0, y0), plus one to pick the first step
+        solver = solver_cls(rhs, t0, np.concatenate([np.zeros(nv), sim.v]), t1, rtol=cfg.rtol,
+                            atol=cfg.atol, first_step=None if h_prev is None else min(h_prev, t1 - t0))
+        accepted, h_before = 0, solver.h_abs
+        while solver.status == "running":
+            h_before = solver.h_abs
+            msg = solver.step()
+            if solver.status == "failed":
+                return False, f"{cfg.ivp_method} failed at t = {solver.t:.6g} s: {msg}", rejected
+            accepted += 1
+            if not np.all(np.isfinite(solver.y)):
+                break
+        # the last step is usually cut short to land on t1: its proposal before the cut is the
+        # better first step of the next interval
+        h_prev = max(h_before, solver.h_abs)
+        attempts = (solver.nfev - init_evals) // solver.n_stages
+        rejected += max(0, attempts - accepted)
+        sim.nfev += solver.nfev
+        sim.nsteps += accepted
+        delta, v = solver.y[:nv], solver.y[nv:]
+        q = q_ref + delta if euclidean else pin.integrate(pm, q_ref, delta)
+        sim.t = float(t1)
+        try:
+            if sim.constrained:
+                q, v = sim._project(q, v, "the state")
+        except MultibodyError as exc:
+            return False, str(exc), rejected
+        sim.q, sim.v = q, v
+        why = _check(sim)
+        if why is not None:
+            return False, why, rejected
+        rec.add(sim, u_at(sim.t, sim.q, sim.v) if sim.constrained else u, sim.constrained)
+        if bar is not None:
+            bar.update(round(sim.t - bar.n, 9))
+    return True, (f"completed {t_out.size - 1} output intervals ({cfg.ivp_method}, rtol "
+                  f"{cfg.rtol:g}, atol {cfg.atol:g})"), rejected

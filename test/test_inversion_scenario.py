@@ -6,8 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from multibody_control.inversion.scenario import (load_inversion_scenario, plot,
-                                                  run_inversion_scenario, summary, write_csv)
+from multibody_control.inversion.scenario import (
+    load_inversion_scenario,
+    plot,
+    run_inversion_scenario,
+    summary,
+    write_csv,
+)
 from multibody_dynamics.errors import InputError, MultibodyError
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "config" / "scenarios").glob("invert_*.yaml"))

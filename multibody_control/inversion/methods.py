@@ -175,10 +175,13 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     if not dt > 0:
         raise InputError(f"dt: expected a positive sample spacing in s, got {dt}")
     start = time.perf_counter()
-    servo = ServoConstraints(model, output)
+    t0, tf = task.law.t0, task.law.tf
+    try:
+        servo = ServoConstraints(model, output)
+    except SolverError as exc:  # e.g. an output that does not determine the actuated joints
+        return _failed(model, output, method, start, t0, tf, 0.0, 0.0, np.zeros(0), str(exc))
     desired = DesiredOutput(model, output, task, guess=ik_guess)
     ytraj = desired
-    t0, tf = task.law.t0, task.law.tf
     n = servo.nu_int
     try:
         y0, yf = ytraj(t0)[0], ytraj(tf)[0]
@@ -335,8 +338,7 @@ def _stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf, max_nodes, tol, guess, verb
 
     def fun(t, x):
         y, yd, ydd = ytraj(t)  # one vectorized evaluation for all nodes
-        return np.column_stack([servo.internal_rhs_at(yk, ydk, yddk, xk)
-                                for yk, ydk, yddk, xk in zip(y, yd, ydd, x.T)])
+        return servo.internal_rhs_batch(y, yd, ydd, x.T).T
 
     def bc(xa, xb):
         return np.concatenate([Bs @ (xa - eta0), Bu @ (xb - etaf)])

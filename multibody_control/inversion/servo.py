@@ -19,6 +19,7 @@ form for linear outputs, by Newton iterations otherwise).
 from __future__ import annotations
 
 import numpy as np
+import pinocchio as pin
 import scipy.linalg as sla
 
 from multibody_dynamics.errors import InputError, SolverError
@@ -65,12 +66,37 @@ class ServoConstraints:
         self.newton_tol = newton_tol
         self._qa_guess = None
         self.counters = {"dynamics": 0, "newton": 0}
+        # hot-path data (the BVP evaluates the internal dynamics ~1e5 times): a constant
+        # output Jacobian is inverted once, the system matrix of (5.22) is preallocated and,
+        # when D selects the passive coordinates (B_a = I, B_u = 0), D^T M is row indexing
+        nv = model.nv
+        self._D_rows = None
+        if np.allclose(np.abs(self.D), np.abs(self.D).round()) and self.D.shape[1]:
+            rows = np.argmax(np.abs(self.D), axis=0)
+            if np.array_equal(np.sort(rows), self.iu):
+                self._D_rows, self._D_sign = rows, np.sign(self.D[rows, np.arange(rows.size)])
+        self._A = np.empty((nv, nv))
+        self._b = np.empty(nv)
+        self._Sa_inv = self._Su = None
+        if output.linear:
+            S = output._S
+            self._H_const = S
+            self._Sa_inv = self._invert_actuated(S[:, self.ia])
+            self._Su = S[:, self.iu]
+        from scipy.linalg.lapack import dgesv
+
+        self._dgesv = dgesv
 
     # ------------------------------------------------------------------ pieces
     def assemble(self, qa, qu):
         q = np.empty(self.model.nq)
         q[self.ia], q[self.iu] = qa, qu
         return q
+
+    def _invert_actuated(self, Ha):
+        if np.linalg.cond(Ha) > 1e12:
+            self._solve_actuated(np.zeros_like(Ha), np.zeros(Ha.shape[0]))  # raises the message
+        return np.linalg.inv(Ha)
 
     def _solve_actuated(self, Ha, rhs):
         try:
@@ -85,10 +111,8 @@ class ServoConstraints:
     def solve_positions(self, y, qu, guess=None):
         """q with h(q) = y for given passive coordinates (Newton for nonlinear outputs)."""
         out = self.output
-        if out.linear:
-            S = out._S
-            qa = self._solve_actuated(S[:, self.ia], y - S[:, self.iu] @ qu)
-            return self.assemble(qa, qu)
+        if self._Sa_inv is not None:
+            return self.assemble(self._Sa_inv @ (y - self._Su @ qu), qu)
         qa = self._qa_guess if guess is None else np.asarray(guess, float)
         default = bent_guess(self.model)[self.ia]
         self.counters["newton"] += 1
@@ -105,8 +129,11 @@ class ServoConstraints:
         return q
 
     def solve_velocities(self, q, yd, vu):
-        H = self.output.jacobian(q)
-        va = self._solve_actuated(H[:, self.ia], yd - H[:, self.iu] @ vu)
+        if self._Sa_inv is not None:
+            va = self._Sa_inv @ (yd - self._Su @ vu)
+        else:
+            H = self.output.jacobian(q)
+            va = self._solve_actuated(H[:, self.ia], yd - H[:, self.iu] @ vu)
         v = np.empty(self.model.nv)
         v[self.ia], v[self.iu] = va, vu
         return v
@@ -114,18 +141,27 @@ class ServoConstraints:
     def accelerations(self, q, v, ydd):
         """a from the ODE form (5.22); raises SolverError if the decoupling matrix is singular."""
         self.counters["dynamics"] += 1
-        M = self.dyn.mass_matrix(q)
-        rhs_dyn = self.dyn.spring_forces(q, v) - self.dyn.nonlinear_effects(q, v)
-        H = self.output.jacobian(q)
-        A = np.vstack([self.D.T @ M, H])
-        b = np.concatenate([self.D.T @ rhs_dyn, ydd - self.output.bias(q, v)])
-        try:
-            return np.linalg.solve(A, b)
-        except np.linalg.LinAlgError:
+        dyn, n, A, b = self.dyn, self.nu_int, self._A, self._b
+        M = dyn.mass_matrix(q)
+        rhs_dyn = dyn.spring_forces(q, v) - dyn.nonlinear_effects(q, v)
+        if self._D_rows is not None:
+            A[:n] = M[self._D_rows] * self._D_sign[:, None]
+            b[:n] = rhs_dyn[self._D_rows] * self._D_sign
+        else:
+            A[:n] = self.D.T @ M
+            b[:n] = self.D.T @ rhs_dyn
+        if self._Sa_inv is not None:  # linear output: constant H, zero bias
+            A[n:] = self._H_const
+            b[n:] = ydd
+        else:
+            A[n:] = self.output.jacobian(q)
+            b[n:] = ydd - self.output.bias(q, v)
+        _, _, a, info = self._dgesv(A, b)
+        if info != 0:
             raise SolverError(
                 f"decoupling matrix H M^-1 B singular at q = {np.round(q, 4).tolist()}: the "
-                f"output {self.output.names} does not have relative degree 2 in every row here"
-            ) from None
+                f"output {self.output.names} does not have relative degree 2 in every row here")
+        return a
 
     def inputs(self, q, v, a):
         """u = B^+ (M a + h - tau_s), Seifried eq. 5.14."""
@@ -143,6 +179,84 @@ class ServoConstraints:
         v = self.solve_velocities(q, yd, eta[n:])
         a = self.accelerations(q, v, ydd)
         return np.concatenate([v[self.iu], a[self.iu]])
+
+    def internal_rhs_batch(self, y, yd, ydd, eta):
+        """eta' at K instants at once: y, yd, ydd (K, m), eta (K, 2 n_u) -> (K, 2 n_u).
+
+        Everything but pinocchio's per-configuration calls is vectorized over the K instants
+        (batched small solves), which is what makes the boundary value solver fast.  Nonlinear
+        outputs solve the servo-constraints by a batched Newton iteration, warm-started from
+        the previous call with the same K (solve_bvp evaluates the same mesh repeatedly).
+        """
+        if self._D_rows is None:
+            return np.array([self.internal_rhs_at(*args) for args in zip(y, yd, ydd, eta)])
+        n, nv, ia, iu = self.nu_int, self.model.nv, self.ia, self.iu
+        K = eta.shape[0]
+        self.counters["dynamics"] += K
+        qu, vu = eta[:, :n], eta[:, n:]
+        q = np.empty((K, nv))
+        v = np.empty((K, nv))
+        q[:, iu] = qu
+        v[:, iu] = vu
+        if self._Sa_inv is not None:
+            q[:, ia] = (y - qu @ self._Su.T) @ self._Sa_inv.T
+            v[:, ia] = (yd - vu @ self._Su.T) @ self._Sa_inv.T
+            H = np.broadcast_to(self._H_const, (K,) + self._H_const.shape)
+            hbar = 0.0
+        else:
+            q[:, ia] = self._batch_guess(K)
+            H = self._batch_newton(q, y)
+            Ha = H[:, :, ia]
+            v[:, ia] = np.linalg.solve(Ha, (yd - np.einsum("kij,kj->ki", H[:, :, iu], vu))[..., None])[..., 0]
+            hbar = self.output.bias_batch(q, v)
+        pm, data = self.dyn._pm, self.dyn._data
+        rows = self._D_rows
+        A = np.empty((K, nv, nv))
+        rhs = np.empty((K, nv))
+        crba, nle = pin.crba, pin.nonLinearEffects
+        for k in range(K):
+            A[k] = crba(pm, data, q[k])
+            rhs[k] = nle(pm, data, q[k], v[k])
+        model = self.model
+        rhs = -(q - model.q_rest) * model.stiffness - v * model.damping - rhs  # tau_s - h
+        b = np.empty((K, nv))
+        b[:, :n] = rhs[:, rows] * self._D_sign
+        b[:, n:] = ydd - hbar
+        A[:, :n] = A[:, rows] * self._D_sign[None, :, None]
+        A[:, n:] = H
+        try:
+            a = np.linalg.solve(A, b[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            raise SolverError(f"decoupling matrix H M^-1 B singular along the trajectory: the "
+                              f"output {self.output.names} does not have relative degree 2") from None
+        return np.hstack([v[:, iu], a[:, iu]])
+
+    def _batch_guess(self, K):
+        cached = getattr(self, "_batch_qa", None)
+        if cached is not None and cached.shape[0] == K:
+            return cached
+        qa = self._qa_guess if self._qa_guess is not None else bent_guess(self.model)[self.ia]
+        return np.tile(qa, (K, 1))
+
+    def _batch_newton(self, q, y, max_iter=30):
+        """Solve h(q) = y for the actuated columns of q (K, nv) in place; returns H (K, m, nv)."""
+        ia = self.ia
+        for _ in range(max_iter):
+            val, H = self.output.value_and_jacobian_batch(q)
+            r = val - y
+            if np.max(np.abs(r)) < self.newton_tol:
+                self._batch_qa = q[:, ia].copy()
+                return H
+            try:
+                q[:, ia] -= np.linalg.solve(H[:, :, ia], r[..., None])[..., 0]
+            except np.linalg.LinAlgError:
+                break
+        # a node did not converge from the warm start: solve node by node (restarts included)
+        for k in range(q.shape[0]):
+            q[k] = self.solve_positions(y[k], q[k, self.iu], guess=q[k, ia] if np.all(
+                np.isfinite(q[k, ia])) else None)
+        self._batch_qa = q[:, ia].copy()
+        return self.output.value_and_jacobian_batch(q)[1]
 
     def reconstruct(self, t, eta, ytraj):
         """Full q, v, a, u at time t from the internal state."""
