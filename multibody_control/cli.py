@@ -160,6 +160,72 @@ def cmd_simulate(args) -> int:
     return 0 if result.success else 1
 
 
+def _output_from_spec(model, spec: str, gamma):
+    from .outputs import Output
+
+    if gamma is not None:
+        return Output.combined(model, gamma)
+    if spec in (None, "collocated"):
+        return Output.collocated(model)
+    return Output(model, [row.strip() for row in spec.split(",")])
+
+
+def cmd_analyze(args) -> int:
+    from multibody_dynamics.model import load_model
+
+    from .analysis import analyze_output
+
+    model = load_model(args.robot)
+    gamma = None
+    if args.gamma is not None:
+        gamma = np.array(args.gamma, float)
+    output = _output_from_spec(model, args.output, gamma)
+    if args.q is not None and len(args.q) != model.nq:
+        raise MultibodyError(f"--q: expected {model.nq} values ({', '.join(model.coordinate_names)}), "
+                             f"got {len(args.q)}")
+    res = analyze_output(model, output, q_guess=None if args.q is None else np.array(args.q, float))
+    print(f"{model.name}")
+    print(res.format())
+    return 0
+
+
+def cmd_invert(args) -> int:
+    from pathlib import Path
+
+    from .inversion.methods import invert, verify
+    from .inversion.scenario import load_inversion_scenario, plot, summary, write_csv
+
+    sc = load_inversion_scenario(args.scenario)
+    method = args.method or sc.method
+    options = dict(sc.options)
+    guess_eta = None
+    if sc.combined_gamma is not None:
+        from .outputs import Output
+
+        print(f"initial guess: {method} inversion with the linearly combined output")
+        comb = invert(sc.model, Output.combined(sc.model, sc.combined_gamma), sc.task, method,
+                      dt=sc.dt, progress=not args.quiet, **options)
+        if not comb.success:
+            print(summary(comb, None))
+            return 1
+        guess_eta = comb.eta
+        for key, value in (("t_start", comb.t[0]), ("t_end", comb.t[-1])):
+            if options.get(key) is None:
+                options[key] = float(value)
+    result = invert(sc.model, sc.output, sc.task, method, dt=sc.dt, guess=guess_eta,
+                    progress=not args.quiet, **options)
+    ver = verify(sc.model, result, sc.task, sc.output) if (sc.verify and result.success) else None
+    print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")
+    print(summary(result, ver))
+    if result.success:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = Path(args.scenario).stem
+        print(f"wrote {write_csv(result, sc.model, out / f'{stem}.csv')}")
+        print(f"wrote {plot(result, sc.model, out / f'{stem}.png', verification=ver)}")
+    return 0 if result.success else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="multibody", description="Dynamics and control of closed-loop, "
                      "underactuated and flexible robots.")
@@ -232,6 +298,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE.png", help="write positions, residual, energy drift")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser(
+        "analyze",
+        help="relative degree, decoupling matrix and zero dynamics of an output",
+        description="Output analysis (Seifried 2014 Ch. 3-4): decoupling matrix alpha = H M^-1 B "
+        "and its condition, vector relative degree, eigenvalues of the linearized zero dynamics "
+        "at the equilibrium for the output of the start configuration, minimum phase yes/no.",
+    )
+    _robot_arg(p)
+    p.add_argument("--output", default="collocated", metavar="SPEC",
+                   help="'collocated' (y = q_a), or comma-separated rows: joint names, sums like "
+                   "'alpha2 + 0.5*beta', frame coordinates like 'tip.x' (default: %(default)s)")
+    p.add_argument("--gamma", type=float, nargs="+", metavar="G",
+                   help="linearly combined output y = q_a + Gamma q_u: Gamma row by row "
+                   "(n_actuated x n_passive values); overrides --output")
+    p.add_argument("--q", type=float, nargs="+", metavar="Q",
+                   help="start configuration that fixes the analysed output value and branch "
+                   "(default: rest with actuated revolute joints at +0.5 rad)")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser(
+        "invert",
+        help="feedforward for a desired output trajectory (servo-constraints, stable inversion)",
+        description="Inverse model of an inversion scenario (config/scenarios/invert_*.yaml): "
+        "prints a summary, verifies the feedforward by an open-loop simulation, writes "
+        "<scenario>.csv (t, q, v, u, y, y_d) and <scenario>.png (output, joints, feedforward, "
+        "internal states; pre/post-actuation shaded).  Exit status 1 when the inversion fails.",
+    )
+    p.add_argument("scenario", help="inversion scenario YAML")
+    p.add_argument("--method", choices=("classical", "ode", "index1", "index2_euler", "stable"),
+                   help="override the scenario's method")
+    p.add_argument("--out", default="inversion_output", help="output directory (default: %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_invert)
     return parser
 
 

@@ -84,3 +84,20 @@ def test_run_writes_csv_and_plot(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = summary(result, ver)
     assert "open-loop check" in text and "ode" in text
+
+
+def test_cli_invert_and_analyze(tmp_path, capsys):
+    from multibody_control.cli import main
+
+    path = write(tmp_path, GOOD)
+    assert main(["invert", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "open-loop check" in out and (tmp_path / "o" / "s.csv").is_file()
+    assert (tmp_path / "o" / "s.png").is_file()
+    assert main(["analyze", "passive_arm", "--gamma", "0", "0", "0.5"]) == 0
+    assert "NON-minimum phase" in capsys.readouterr().out
+    # bad input: one line on stderr, exit 2
+    assert main(["analyze", "passive_arm", "--gamma", "0", "0.5"]) == 2
+    assert main(["invert", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("multibody ") for line in err)

@@ -140,7 +140,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
            max_nodes: int = 100000, bvp_tol: float = 1e-6, eta_limit: float = 10.0,
            max_step: float | None = None, euler_dt: float | None = None, guess=None,
            ik_guess=None,
-           verbose: int = 0) -> InversionResult:
+           verbose: int = 0, progress: bool = False) -> InversionResult:
     """Feedforward for ``output`` to follow ``task`` (see the module docstring for methods).
 
     Parameters
@@ -169,6 +169,8 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
         linearly-combined solution when solving for the exact output.
     ik_guess : (nq,), optional
         Start of the inverse kinematics of the desired output (selects the branch).
+    progress : bool
+        Show a live count of inverse-dynamics evaluations on stderr (tqdm).
     """
     if method not in METHODS:
         raise InputError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
@@ -181,6 +183,23 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     except SolverError as exc:  # e.g. an output that does not determine the actuated joints
         return _failed(model, output, method, start, t0, tf, 0.0, 0.0, np.zeros(0), str(exc))
     desired = DesiredOutput(model, output, task, guess=ik_guess)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"{method} inversion", unit=" evaluations", leave=False, mininterval=0.5)
+        servo.on_evaluate = bar.update
+    try:
+        return _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_start,
+                       t_end, rtol, atol, decay_tol, max_nodes, bvp_tol, eta_limit, max_step,
+                       euler_dt, guess, verbose)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_start, t_end, rtol,
+            atol, decay_tol, max_nodes, bvp_tol, eta_limit, max_step, euler_dt, guess, verbose):
     ytraj = desired
     n = servo.nu_int
     try:

@@ -66,6 +66,7 @@ class ServoConstraints:
         self.newton_tol = newton_tol
         self._qa_guess = None
         self.counters = {"dynamics": 0, "newton": 0}
+        self.on_evaluate = None  # optional callback(n) after n evaluations (progress bars)
         # hot-path data (the BVP evaluates the internal dynamics ~1e5 times): a constant
         # output Jacobian is inverted once, the system matrix of (5.22) is preallocated and,
         # when D selects the passive coordinates (B_a = I, B_u = 0), D^T M is row indexing
@@ -141,6 +142,8 @@ class ServoConstraints:
     def accelerations(self, q, v, ydd):
         """a from the ODE form (5.22); raises SolverError if the decoupling matrix is singular."""
         self.counters["dynamics"] += 1
+        if self.on_evaluate is not None:
+            self.on_evaluate(1)
         dyn, n, A, b = self.dyn, self.nu_int, self._A, self._b
         M = dyn.mass_matrix(q)
         rhs_dyn = dyn.spring_forces(q, v) - dyn.nonlinear_effects(q, v)
@@ -193,6 +196,8 @@ class ServoConstraints:
         n, nv, ia, iu = self.nu_int, self.model.nv, self.ia, self.iu
         K = eta.shape[0]
         self.counters["dynamics"] += K
+        if self.on_evaluate is not None:
+            self.on_evaluate(K)
         qu, vu = eta[:, :n], eta[:, n:]
         q = np.empty((K, nv))
         v = np.empty((K, nv))
