@@ -192,29 +192,18 @@ def cmd_analyze(args) -> int:
 def cmd_invert(args) -> int:
     from pathlib import Path
 
-    from .inversion.methods import invert, verify
-    from .inversion.scenario import load_inversion_scenario, plot, summary, write_csv
+    from .inversion.scenario import (
+        load_inversion_scenario,
+        plot,
+        run_inversion_scenario,
+        summary,
+        write_csv,
+    )
 
     sc = load_inversion_scenario(args.scenario)
-    method = args.method or sc.method
-    options = dict(sc.options)
-    guess_eta = None
     if sc.combined_gamma is not None:
-        from .outputs import Output
-
-        print(f"initial guess: {method} inversion with the linearly combined output")
-        comb = invert(sc.model, Output.combined(sc.model, sc.combined_gamma), sc.task, method,
-                      dt=sc.dt, progress=not args.quiet, **options)
-        if not comb.success:
-            print(summary(comb, None))
-            return 1
-        guess_eta = comb.eta
-        for key, value in (("t_start", comb.t[0]), ("t_end", comb.t[-1])):
-            if options.get(key) is None:
-                options[key] = float(value)
-    result = invert(sc.model, sc.output, sc.task, method, dt=sc.dt, guess=guess_eta,
-                    progress=not args.quiet, **options)
-    ver = verify(sc.model, result, sc.task, sc.output) if (sc.verify and result.success) else None
+        print("initial guess: inversion with the linearly combined output first")
+    result, ver, _ = run_inversion_scenario(sc, method=args.method, progress=not args.quiet)
     print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")
     print(summary(result, ver))
     if result.success:

@@ -8,6 +8,15 @@ from multibody_dynamics.model import load_model, shipped_robots
 ROBOTS = shipped_robots()
 OPEN_CHAIN = [r for r in ROBOTS if not load_model(r).closures]
 
+# Start configurations near an assembled state of each shipped closed-loop robot, for the
+# Newton projection onto the constraint manifold (rad | m).
+ASSEMBLY_GUESS = {
+    "slider_crank": [0.7, -1.3],
+    "four_bar": [0.5, 0.3, 1.5],
+    "five_bar": [2.0, -1.2, 1.1, 1.2],
+    "prr_surface": [-0.5, 0.3, 0.2],
+}
+
 
 @pytest.fixture(scope="session")
 def models():

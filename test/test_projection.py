@@ -4,6 +4,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import yaml
+from conftest import ASSEMBLY_GUESS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,12 +27,7 @@ from multibody_dynamics.projection import (
     projected_acceleration,
 )
 
-GUESS = {
-    "slider_crank": [0.7, -1.3],
-    "four_bar": [0.5, 0.3, 1.5],
-    "five_bar": [2.0, -1.2, 1.1, 1.2],
-    "prr_surface": [-0.5, 0.3, 0.2],
-}
+GUESS = ASSEMBLY_GUESS
 FULL_RANK = ["five_bar", "slider_crank", "prr_surface"]
 
 # Accelerations of these light mechanisms reach ~1e3 rad/s^2 under unit torques; the

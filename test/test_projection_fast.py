@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import ASSEMBLY_GUESS
 
 from multibody_dynamics.projection import (
     VARIANTS,
@@ -10,12 +11,7 @@ from multibody_dynamics.projection import (
     projected_acceleration,
 )
 
-GUESS = {
-    "slider_crank": [0.7, -1.3],
-    "four_bar": [0.5, 0.3, 1.5],
-    "five_bar": [2.0, -1.2, 1.1, 1.2],
-    "prr_surface": [-0.5, 0.3, 0.2],
-}
+GUESS = ASSEMBLY_GUESS
 
 
 def reference(pd, q, v, tau):

@@ -3,6 +3,7 @@
 import numpy as np
 import pinocchio as pin
 import pytest
+from conftest import ASSEMBLY_GUESS
 
 from multibody_dynamics.errors import InputError, SolverError
 from multibody_dynamics.projection import ProjectedDynamics
@@ -16,12 +17,7 @@ from multibody_dynamics.quasi_velocity import (
     quasi_velocity_terms,
 )
 
-GUESS = {
-    "slider_crank": [0.7, -1.3],
-    "four_bar": [0.5, 0.3, 1.5],
-    "five_bar": [2.0, -1.2, 1.1, 1.2],
-    "prr_surface": [-0.5, 0.3, 0.2],
-}
+GUESS = ASSEMBLY_GUESS
 CLOSED = list(GUESS)
 # Accelerations of the light mechanisms reach ~1e3 under unit torques; two formulations
 # differ by a few condition numbers of M (and of Lambda) times machine epsilon.

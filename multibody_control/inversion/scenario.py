@@ -180,20 +180,28 @@ def load_inversion_scenario(path: str | Path) -> InversionScenario:
                              str(raw.get("description", "")))
 
 
-def run_inversion_scenario(sc: InversionScenario) -> tuple[InversionResult, VerificationResult | None,
-                                                           InversionResult | None]:
-    """Invert (after the combined-output guess when asked) and verify open loop."""
+def run_inversion_scenario(sc: InversionScenario, method: str | None = None,
+                           progress: bool = False) -> tuple[InversionResult,
+                                                            VerificationResult | None,
+                                                            InversionResult | None]:
+    """Invert (after the combined-output guess when asked) and verify open loop.
+
+    Returns the result, its open-loop verification (None when not asked or failed) and the
+    combined-output result used as initial guess (None when not used).
+    """
+    method = method or sc.method
     guess_result = None
     options = dict(sc.options)
     if sc.combined_gamma is not None:
         comb = Output.combined(sc.model, sc.combined_gamma)
-        guess_result = invert(sc.model, comb, sc.task, sc.method, dt=sc.dt, **options)
+        guess_result = invert(sc.model, comb, sc.task, method, dt=sc.dt, progress=progress,
+                              **options)
         if not guess_result.success:
             return guess_result, None, guess_result
         for key, value in (("t_start", guess_result.t[0]), ("t_end", guess_result.t[-1])):
             if options.get(key) is None:  # solve on the interval of the guess
                 options[key] = float(value)
-    result = invert(sc.model, sc.output, sc.task, sc.method, dt=sc.dt,
+    result = invert(sc.model, sc.output, sc.task, method, dt=sc.dt, progress=progress,
                     guess=guess_result.eta if guess_result is not None else None, **options)
     ver = verify(sc.model, result, sc.task, sc.output) if (sc.verify and result.success) else None
     return result, ver, guess_result
