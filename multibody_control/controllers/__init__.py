@@ -1,19 +1,41 @@
 """Tracking controllers: one module per control law, one ``step(t, q, v, reference) -> u`` interface."""
 
+import numpy as np
+
+from multibody_dynamics.errors import InputError
+
 from .base import Controller, ControllerConfig, gain_vector, inputs_from_generalized
 from .computed_torque import ComputedTorqueConfig, ComputedTorqueController
+from .lqr import LQRConfig, TimeVariantLQRController
 from .pd import PDConfig, PDController
+from .projected_inverse_dynamics import (
+    ProjectedInverseDynamicsConfig,
+    ProjectedInverseDynamicsController,
+)
 from .reference import Reference, TrajectoryInterpolator
+from .rmrc import RMRCConfig, RMRCController, TwistReference
 
-LAWS = ("pd", "pid", "computed_torque")
+LAWS = ("pd", "pid", "computed_torque", "projected_inverse_dynamics", "tv_lqr", "rmrc")
 
 
 def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf"),
-                    effort_limit=float("inf")) -> Controller:
+                    effort_limit=float("inf"), **options) -> Controller:
     """Build the controller named ``law`` (one of :data:`LAWS`) with the given gains.
 
     ``pd`` ignores ``ki``; ``computed_torque`` ignores ``ki`` and ``integral_limit``
     (its ``kp``, ``kd`` are error-dynamics gains [1/s^2], [1/s]).
+
+    The other laws take their remaining settings as keyword ``options``:
+
+    * ``projected_inverse_dynamics``: ``kp``, ``kd`` are error-dynamics gains of the
+      independent coordinates; options are the other fields of
+      :class:`ProjectedInverseDynamicsConfig` (``independent``, ``force_control``, ...) and
+      ``constraints``;
+    * ``tv_lqr``: ``kp``, ``kd`` are the diagonal state weights Q of the position and
+      velocity errors; options ``trajectory`` (an InversionResult, or a mapping with ``t``,
+      ``q``, ``v``, ``u``; required) and the other :class:`LQRConfig` fields (``dt``, ``R``, ...);
+    * ``rmrc``: ``kp``, ``kd`` are the inner-loop gains; options are the other
+      :class:`RMRCConfig` fields (``redundant_joint``, ``inner``, ...).
     """
     if law == "pd":
         return PDController(model, PDConfig(kp, kd, 0.0, integral_limit, effort_limit))
@@ -21,11 +43,33 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
         return PDController(model, PDConfig(kp, kd, ki, integral_limit, effort_limit))
     if law == "computed_torque":
         return ComputedTorqueController(model, ComputedTorqueConfig(kp, kd, effort_limit=effort_limit))
+    if law == "projected_inverse_dynamics":
+        constraints = options.pop("constraints", None)
+        return ProjectedInverseDynamicsController(model, ProjectedInverseDynamicsConfig(
+            kp=kp, kd=kd, effort_limit=effort_limit, **options), constraints)
+    if law == "tv_lqr":
+        traj = options.pop("trajectory", None)
+        if traj is None:
+            raise InputError("tv_lqr: needs trajectory= (the nominal motion t, q, v, u)")
+        nv = model.nv
+        Q = np.concatenate([gain_vector(kp, nv, "kp", positive=False),
+                            gain_vector(kd, nv, "kd", positive=False)])
+        cfg = LQRConfig(Q=tuple(Q), effort_limit=effort_limit, **options)
+        get = traj.get if isinstance(traj, dict) else (lambda k: getattr(traj, k))
+        return TimeVariantLQRController(model, cfg, t=get("t"), q=get("q"), v=get("v"),
+                                        u=get("u"))
+    if law == "rmrc":
+        return RMRCController(model, RMRCConfig(kp=kp, kd=kd, effort_limit=effort_limit,
+                                                **options))
+    if options:
+        raise InputError(f"{law}: unexpected options {', '.join(sorted(options))}")
     raise ValueError(f"law: expected one of {', '.join(LAWS)}, got {law!r}")
 
 
 __all__ = [
     "LAWS", "ComputedTorqueConfig", "ComputedTorqueController", "Controller", "ControllerConfig",
-    "PDConfig", "PDController", "Reference", "TrajectoryInterpolator", "gain_vector",
+    "LQRConfig", "PDConfig", "PDController", "ProjectedInverseDynamicsConfig",
+    "ProjectedInverseDynamicsController", "RMRCConfig", "RMRCController", "Reference",
+    "TimeVariantLQRController", "TrajectoryInterpolator", "TwistReference", "gain_vector",
     "inputs_from_generalized", "make_controller",
 ]
