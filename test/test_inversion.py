@@ -146,3 +146,24 @@ def test_stable_inversion_failures_are_named(models, stable_427):
     assert not nodes.success and "did not converge" in nodes.message
     singular = invert(m, Output(m, ["x", "alpha1", "alpha1"]), task, "classical")
     assert not singular.success and "singular" in singular.message
+
+
+def test_fully_actuated_inversion_is_inverse_dynamics(models):
+    """No internal dynamics: q = y_d and u = rnea(q_d, v_d, a_d) of the analytic trajectory."""
+    from multibody_control.tasks import Task, TimeLaw, linear_move
+    from multibody_control.trajectories import rest_to_rest
+    from multibody_dynamics import RigidDynamics
+
+    m = models["arm7"]
+    q1 = 0.3 * (-1.0) ** np.arange(1, 8)
+    task = Task(TimeLaw(0.1, 1.1), tuple(linear_move(n, 0.0, g)
+                                         for n, g in zip(m.coordinate_names, q1)))
+    r = invert(m, Output.collocated(m), task, "classical", dt=0.01)
+    assert r.success and r.eta.shape[1] == 0
+    ref = rest_to_rest(r.t, np.zeros(7), q1, 0.1, 1.1)
+    dyn = RigidDynamics(m)
+    u = np.array([dyn.inverse_dynamics(q, v, a) for q, v, a in zip(ref.q, ref.v, ref.a)])
+    # the desired output is tabulated and interpolated (quintic Hermite, exact at the
+    # samples): agreement to round-off at the samples
+    np.testing.assert_allclose(r.q, ref.q, atol=1e-12)
+    np.testing.assert_allclose(r.u, u, atol=1e-9 * np.abs(u).max())
