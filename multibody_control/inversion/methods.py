@@ -178,6 +178,8 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
         raise InputError(f"dt: expected a positive sample spacing in s, got {dt}")
     start = time.perf_counter()
     t0, tf = task.law.t0, task.law.tf
+    if model.closures:
+        return _invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess, start)
     try:
         servo = ServoConstraints(model, output)
     except SolverError as exc:  # e.g. an output that does not determine the actuated joints
@@ -305,6 +307,69 @@ def _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_st
     return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, t0, tf, t_pre, t_post, lam0,
                            bool(status), msg, method, servo.counters["dynamics"],
                            time.perf_counter() - start, model.input_names, output.names)
+
+
+def _invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess, start):
+    """Closed loops whose independent coordinates are the task's joints (Aghili 2005 Sect. 7).
+
+    The task prescribes the independent joint coordinates theta (e.g. the five-bar's motors);
+    the dependent ones follow from the closure equations phi(q) = 0 (Newton, warm-started),
+    v = J theta' from A v = 0, a from A a + gamma = 0, and the actuation is the projection
+    method's minimum-norm inverse dynamics with zero effort on passive joints (eqs. 45,
+    59-62).  Other outputs of closed-loop models are not supported yet.
+    """
+    from multibody_dynamics.constraints import Constraints
+    from multibody_dynamics.projection import ProjectedDynamics
+
+    t0, tf = task.law.t0, task.law.tf
+    names = task.names
+    if tuple(output.names) != tuple(names) or any(n not in model.coordinate_names for n in names):
+        raise InputError(f"{model.name} has loop closures: inversion needs the task to prescribe "
+                         f"joint coordinates (independent coordinates) and the output to be "
+                         f"those joints; got task {names}, output {output.names}")
+    ind = np.array([model.coordinate_names.index(n) for n in names])
+    dep = np.setdiff1d(np.arange(model.nv), ind)
+    cons = Constraints(model)
+    pd = ProjectedDynamics(model, cons)
+    ta = min(0.0, t0) if t_start is None else t_start
+    tb = tf + 0.5 if t_end is None else t_end
+    t_out = _time_grid(ta, tb, dt, (t0, tf))
+    p, pd_, pdd = task(t_out)
+    q = np.empty((t_out.size, model.nq))
+    v = np.zeros((t_out.size, model.nv))
+    a = np.zeros((t_out.size, model.nv))
+    u = np.zeros((t_out.size, model.nu))
+    qk = model.neutral() if ik_guess is None else np.array(ik_guess, float)
+    B_pinv = np.linalg.pinv(model.B)
+    for k in range(t_out.size):
+        qk[ind] = p[k]
+        for _ in range(50):  # Newton on the dependent coordinates
+            phi, A = cons.residual_and_jacobian(qk)
+            if np.max(np.abs(phi)) < 1e-12:
+                break
+            qk[dep] -= np.linalg.lstsq(A[:, dep], phi, rcond=None)[0]
+        else:
+            return _failed(model, output, method, start, t0, tf, 0.0, 0.0, np.zeros(0),
+                           f"the closure cannot be assembled at t = {t_out[k]:.4g} s for "
+                           f"{dict(zip(names, np.round(p[k], 4)))} (|phi| = "
+                           f"{np.max(np.abs(phi)):.3g}): out of reach or a singular configuration")
+        A = cons.jacobian(qk)
+        v[k, ind] = pd_[k]
+        v[k, dep] = -np.linalg.lstsq(A[:, dep], A[:, ind] @ pd_[k], rcond=None)[0]
+        A, gamma = cons.jacobian_and_bias(qk, v[k])
+        a[k, ind] = pdd[k]
+        a[k, dep] = -np.linalg.lstsq(A[:, dep], A[:, ind] @ pdd[k] + gamma, rcond=None)[0]
+        res = pd.inverse_dynamics(qk, v[k], a[k])
+        if not res.success:
+            return _failed(model, output, method, start, t0, tf, 0.0, 0.0, np.zeros(0),
+                           f"t = {t_out[k]:.4g} s: {res.message}")
+        q[k], u[k] = qk, B_pinv @ res.tau
+    y = np.array([output.value(qk) for qk in q])
+    return InversionResult(t_out, q, v, a, u, p, y, np.zeros((t_out.size, 0)),
+                           float(np.max(np.abs(y - p))), t0, tf, 0.0, 0.0, np.zeros(0), True,
+                           "closed loop: assembled and inverted by projection at every sample",
+                           method, t_out.size, time.perf_counter() - start, model.input_names,
+                           output.names)
 
 
 def _time_grid(ta, tb, dt, breaks):
