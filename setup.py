@@ -60,6 +60,7 @@ setup(
             "simulator_node = multibody_dynamics.ros.simulator_node:main",
             "dynamics_node = multibody_dynamics.ros.dynamics_node:main",
             "controller_node = multibody_control.ros.controller_node:main",
+            "inverter_node = multibody_control.ros.inverter_node:main",
         ],
     },
 )

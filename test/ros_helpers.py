@@ -51,6 +51,7 @@ def node_command(executable: str) -> list[str]:
         "simulator_node": "multibody_dynamics.ros.simulator_node",
         "dynamics_node": "multibody_dynamics.ros.dynamics_node",
         "controller_node": "multibody_control.ros.controller_node",
+        "inverter_node": "multibody_control.ros.inverter_node",
     }[executable]
     return [sys.executable, "-m", module]
 
@@ -78,12 +79,14 @@ def _die_with_parent():
 class NodeProcess:
     """A node started as a subprocess with its output in a log file."""
 
-    def __init__(self, executable: str, params: dict, log_dir: Path):
+    def __init__(self, executable: str, params: dict, log_dir: Path, remap: dict | None = None):
         self.name = executable
         self.log_path = log_dir / f"{executable}-{len(list(log_dir.glob(executable + '*')))}.log"
         args = node_command(executable) + ["--ros-args"]
         for key, value in params.items():
             args += ["-p", f"{key}:={_param(value)}"]
+        for old, new in (remap or {}).items():
+            args += ["-r", f"{old}:={new}"]
         self.args = args
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
@@ -117,14 +120,15 @@ class NodeProcess:
 
 @pytest.fixture
 def launch(tmp_path):
-    """``launch(executable, **params) -> NodeProcess``; every process is stopped at teardown.
+    """``launch(executable, remap=None, **params) -> NodeProcess``; every process is stopped at
+    teardown.  ``remap`` maps topic names (``{"~/joint_trajectory": "/x"}``).
 
     The logs are printed at teardown: pytest shows them when the test failed.
     """
     procs: list[NodeProcess] = []
 
-    def start(executable: str, **params) -> NodeProcess:
-        p = NodeProcess(executable, params, tmp_path)
+    def start(executable: str, remap: dict | None = None, **params) -> NodeProcess:
+        p = NodeProcess(executable, params, tmp_path, remap)
         procs.append(p)
         return p
 

@@ -39,7 +39,8 @@ PARAMETERS = {
         "kp": list, "kd": list, "ki": list, "integral_limit": float,
     },
     "dynamics_node": {"robot": str},
-    "inverter_node": {"robot": str, "scenario": str, "output_names": list},
+    "inverter_node": {"robot": str, "scenario": str, "output_names": list, "method": str,
+                      "dt": float, "progress_period": float},
 }
 #: Left out of the files (documented in a comment): a ROS parameter file cannot hold the
 #: empty-list defaults, and integral_limit's type (double here, double[] in controller_node

@@ -154,8 +154,10 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
         pre-actuation is reported as a failure naming the required time.
     rtol, atol : integrator tolerances (forward methods, DOP853)
     max_step : float, optional
-        Largest integration step [s] (forward methods); default unlimited, the error being
-        controlled by rtol/atol (the book capped ode15s at 1 ms).
+        Largest integration step [s] (forward methods); default 10 dt, and dt for nonlinear
+        outputs in the coordinate-transformation form, whose Newton solves are warm-started
+        from the previous evaluation (the book capped ode15s at 1 ms).  Unlimited steps let
+        the integrator leap over the start of the motion from the rest phase.
     decay_tol : float
         Pre-/post-actuation lasts until the slowest unstable/stable zero-dynamics mode has
         decayed by this factor.
@@ -250,7 +252,7 @@ def _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_st
         elif method == "classical":
             # nonlinear outputs solve the servo-constraints by Newton in every evaluation,
             # warm-started from the previous one: keep steps at most dt so that it stays close
-            step = max_step if max_step is not None or output.linear else dt
+            step = max_step if max_step is not None else (10 * dt if output.linear else dt)
             eta, status, msg = _forward(lambda t, x: servo.internal_rhs(t, x, ytraj), eta0,
                                         t_out, rtol, atol, step, eta_limit, np.arange(n))
             t_out = t_out[: len(eta)]
@@ -262,7 +264,8 @@ def _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_st
             def rhs(t, x):
                 return np.concatenate([x[nq:], servo.accelerations(x[:nq], x[nq:], ytraj(t)[2])])
 
-            x, status, msg = _forward(rhs, x0, t_out, rtol, atol, max_step, eta_limit, servo.iu)
+            x, status, msg = _forward(rhs, x0, t_out, rtol, atol,
+                                      10 * dt if max_step is None else max_step, eta_limit, servo.iu)
             t_out = t_out[: len(x)]
             q, v = x[:, :nq], x[:, nq:]
             a = np.array([servo.accelerations(qk, vk, ytraj(tk)[2]) for tk, qk, vk in zip(t_out, q, v)])
@@ -281,7 +284,8 @@ def _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_st
                 return np.concatenate([v, acc[servo.iu]])
 
             x, status, msg = _forward(rhs, np.concatenate([q0, eta0[n:]]), t_out, rtol, atol,
-                                      max_step, eta_limit, servo.iu)
+                                      10 * dt if max_step is None else max_step, eta_limit,
+                                      servo.iu)
             t_out = t_out[: len(x)]
             q = x[:, :nq]
             v = np.array([full_v(tk, xk) for tk, xk in zip(t_out, x)])
@@ -396,7 +400,6 @@ def _failed(model, output, method, start, t0, tf, t_pre, t_post, lam0, message):
 
 
 def _forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch):
-    max_step = np.inf if max_step is None else max_step
     """Integrate with DOP853; stop when the watched internal states exceed ``limit``."""
     def blowup(t, x):
         return limit - np.max(np.abs(x[watch])) if np.size(watch) else 1.0

@@ -9,7 +9,13 @@ Subscribes
     Hermite; with velocities and accelerations: quintic Hermite.  A first point
     after t = 0 is reached from the current reference.  An empty trajectory stops
     (holds the measured position).  Invalid trajectories are rejected, the
-    current one continues.
+    current one continues.  The topic is read by two subscriptions: a volatile one
+    (as joint_trajectory_controller, for ordinary publishers) and a transient-local one,
+    so that a latched trajectory (inverter_node's ``~/joint_trajectory``) published
+    before this node started still arrives; a message delivered to both (identical to
+    the previous one within ``DUPLICATE_WINDOW`` s wall time) is used once.  A
+    trajectory with a zero stamp received before the first ``/joint_states`` starts
+    at the first control tick with a state (not at a clock that is not running yet).
 Publishes
     ``/<controller_name>/commands`` (std_msgs/Float64MultiArray): one effort per
     model input, at ``rate_hz`` on the node clock (simulated time with
@@ -25,9 +31,11 @@ parameters and messages to it.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -51,6 +59,8 @@ from ..controllers import (
     inputs_from_generalized,
     make_controller,
 )
+
+DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a double delivery
 
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file",
@@ -110,6 +120,12 @@ class ControllerNode(Node):
         self._pub = self.create_publisher(Float64MultiArray, self.topic, qos)
         self.create_subscription(JointState, "/joint_states", self._on_state, qos)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, qos)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory,
+                                 latched)
+        self._last_msg: tuple[JointTrajectory, float] | None = None
+        self._pending_msg: JointTrajectory | None = None
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._tick)
         offered = [f"topic {self.resolve_topic_name('~/joint_trajectory')}"]
         self._action = self._make_action_server()
@@ -183,6 +199,24 @@ class ControllerNode(Node):
         return TrajectoryInterpolator(t, pos, vel, acc, eff), start
 
     def _on_trajectory(self, msg: JointTrajectory):
+        wall = time.monotonic()
+        last = self._last_msg
+        if last is not None and wall - last[1] < DUPLICATE_WINDOW and last[0] == msg:
+            return  # the same sample through the other (volatile / transient-local) subscription
+        self._last_msg = (msg, wall)
+        if self.state is None and msg.points and msg.header.stamp.sec == 0 \
+                and msg.header.stamp.nanosec == 0:
+            try:  # validate now (warn at once), start when the state (and clock) is there
+                self._accept(msg)
+            except (MessageError, MultibodyError) as exc:
+                self.rejected["trajectory"] += 1
+                self.throttle.warn("trajectory", f"rejected trajectory: {exc}")
+                return
+            self._pending_msg = msg
+            self.get_logger().info("trajectory received before the first /joint_states; it "
+                                   "starts at the first control tick with a state")
+            return
+        self._pending_msg = None
         try:
             accepted = self._accept(msg)
         except (MessageError, MultibodyError) as exc:
@@ -226,6 +260,12 @@ class ControllerNode(Node):
             self.controller.reset()
             self._state_time = now
         self._t_prev = now
+        if self._pending_msg is not None:
+            msg, self._pending_msg = self._pending_msg, None
+            try:
+                self._start(self._accept(msg))
+            except (MessageError, MultibodyError) as exc:
+                self.throttle.warn("trajectory", f"rejected trajectory: {exc}")
         timeout = self.params["state_timeout"]
         if timeout > 0 and now - self._state_time > timeout:
             self.throttle.warn("stale", f"/joint_states older than {timeout:g} s; not commanding")

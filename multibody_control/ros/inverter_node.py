@@ -1,0 +1,449 @@
+"""inverter_node: desired outputs -> joint reference with feedforward effort (model inversion).
+
+Inputs
+    the inversion scenario named by the ``scenario`` parameter (a YAML file as read by
+    :func:`multibody_control.inversion.scenario.load_inversion_scenario`), inverted at
+    start-up and again whenever ``scenario``, ``output_names``, ``method`` or ``dt`` change;
+    ``~/output_trajectory`` (trajectory_msgs/JointTrajectory): a desired output trajectory.
+    Its ``joint_names`` are the names of the output rows (see *Output* below), in any order;
+    every point carries ``positions`` (the desired outputs, m | rad), optionally
+    ``velocities`` and ``velocities`` + ``accelerations``; ``effort`` must be empty.
+Publishes
+    ``~/joint_trajectory`` (trajectory_msgs/JointTrajectory) with a reliable,
+    transient-local (latched, depth 1) QoS: a controller that subscribes later still
+    receives the last result.  Connect it to controller_node's ``~/joint_trajectory``
+    (controller_node also listens with a transient-local subscription).
+
+Output
+    The output rows are ``output_names`` when set (each a coordinate name, a linear
+    combination ``"alpha2 + 0.5*beta2"`` or a frame coordinate ``"tip.x"``; as many rows as
+    the model has inputs); otherwise the scenario's output; without a scenario the
+    collocated output (the actuated joint coordinates).  The method is ``method`` unless it
+    is ``scenario`` (the scenario's method; ``stable`` without a scenario), the sample
+    spacing ``dt`` unless it is 0 (the scenario's; 0.01 s without a scenario).  A trajectory
+    on ``~/output_trajectory`` is inverted with the same output, method, sample spacing and
+    the scenario's solver options (except ``t_start``/``t_end``, which belong to the
+    scenario's task).
+
+How a message becomes the desired output y_d(t) (the decision, see also DESIGN.md §3)
+    The points are interpolated in time, exactly through every point:
+
+    * positions, velocities and accelerations: quintic Hermite segments (C2; y_d'' is
+      what the inverse model needs, so this is the preferred form);
+    * positions and velocities: cubic Hermite segments (C1: the acceleration and hence the
+      feedforward jump at the points);
+    * positions only: a clamped cubic spline (C2, at rest at the first and last point).
+
+    Before the first and after the last point the output rests at that point; send points
+    that start and end at rest (zero velocity and acceleration) for a smooth start and
+    stop.  The motion interval of the task is [first, last time_from_start].  At least
+    two points are needed.
+
+The published trajectory
+    ``joint_names`` = every coordinate of the model (``model.coordinate_names``), passive
+    joints included; per sample of the inversion: ``positions`` (joint angles, continuous
+    joints as angles), ``velocities``, ``accelerations`` of the inverse model's motion, and
+    ``effort`` = ``B u`` -- the generalized force of the feedforward inputs ``u``: for the
+    usual selection matrix B the input's value on its actuated joint and exactly 0 on every
+    passive joint (controller_node maps it back to ``u`` with ``B u = effort``).
+    ``time_from_start`` = sample time minus the first sample time (the start of the
+    pre-actuation for stable inversion), so the first point is at 0.  ``header.stamp`` is
+    zero (start on receipt, as joint_trajectory_controller does) for the scenario and for
+    messages with a zero stamp; a message with stamp s gives the stamp s + t_first (the
+    pre-actuation starts before s).
+
+Solving runs in a worker thread, off the executor: the node keeps answering parameter
+requests and validating messages.  A request arriving during a solve waits; only the
+latest waiting request is kept, and a result already superseded by a newer request is
+dropped.  Progress is logged every ``progress_period`` seconds.  A failed inversion is
+logged with the inversion's message and nothing is published; bad messages are rejected
+with a throttled warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from rcl_interfaces.msg import ParameterType
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from multibody_dynamics.errors import InputError, MultibodyError
+from multibody_dynamics.model import load_model
+from multibody_dynamics.model.resources import share_dir
+from multibody_dynamics.ros.conversions import (
+    JointCoordinates,
+    MessageError,
+    sec_to_duration,
+    sec_to_stamp,
+    trajectory_from_msg,
+)
+from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
+from multibody_dynamics.ros.runtime import StartupError, Throttle, main_for
+
+from ..controllers import TrajectoryInterpolator
+from ..inversion.methods import METHODS, InversionResult, invert
+from ..inversion.scenario import (
+    InversionScenario,
+    load_inversion_scenario,
+    run_inversion_scenario,
+    summary,
+)
+from ..outputs import Output
+from ..tasks import TimeLaw
+
+DEFAULT_DT = 0.01      # s, sample spacing without a scenario
+DEFAULT_METHOD = "stable"
+
+PARAMETERS = (
+    ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file; a "
+                  "scenario must name the same robot", read_only=True),
+    ParameterSpec("scenario", "", "inversion scenario YAML inverted at start-up and on change; "
+                  "a relative path is taken in the package's config/scenarios (.yaml may be "
+                  "left out); empty: only ~/output_trajectory requests"),
+    ParameterSpec("output_names", [], "output rows to invert (coordinate names, linear "
+                  "combinations 'a*x + b*y' or frame coordinates 'tip.x'), one per input; "
+                  "empty: the scenario's output, or the actuated joints without a scenario",
+                  type=ParameterType.PARAMETER_STRING_ARRAY),
+    ParameterSpec("method", "scenario", "inversion method; 'scenario': the scenario's "
+                  f"(or {DEFAULT_METHOD} without one)", choices=("scenario",) + METHODS),
+    ParameterSpec("dt", 0.0, "sample spacing of the inversion and of the published points; "
+                  f"0: the scenario's ({DEFAULT_DT:g} s without one)", unit="s",
+                  range=(0.0, 1.0)),
+    ParameterSpec("progress_period", 2.0, "log the progress of a running inversion this "
+                  "often (wall clock)", unit="s", range=(0.1, 3600.0)),
+)
+
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+# -- desired output from waypoints ------------------------------------------------------------
+
+class WaypointTask:
+    """A task (as :func:`~multibody_control.inversion.methods.invert` takes it) through waypoints.
+
+    Interpolation: see the module docstring (quintic / cubic Hermite, clamped cubic spline).
+
+    Parameters
+    ----------
+    names : tuple of str, the output rows (the task is then the exact output)
+    t : (N,) strictly increasing times [s], N >= 2
+    positions : (N, m); velocities, accelerations : (N, m) or None
+    """
+
+    def __init__(self, names, t, positions, velocities=None, accelerations=None):
+        t = np.asarray(t, float)
+        if t.size < 2:
+            raise InputError("output trajectory: expected at least 2 points (a motion), got "
+                             f"{t.size}")
+        self.names = tuple(names)
+        self.law = TimeLaw(float(t[0]), float(t[-1]))  # t0, tf of the motion
+        if velocities is None:
+            from scipy.interpolate import CubicSpline
+
+            self.kind = "clamped cubic spline"
+            spline = CubicSpline(t, np.asarray(positions, float), axis=0, bc_type="clamped")
+            self._pieces = (spline, spline.derivative(1), spline.derivative(2))
+            self._interp = None
+        else:
+            self._interp = TrajectoryInterpolator(t, positions, velocities, accelerations)
+            self.kind = f"{self._interp.kind} Hermite"
+        self._t = t
+        self._first = np.asarray(positions, float)[0]
+        self._last = np.asarray(positions, float)[-1]
+
+    def _one(self, tk: float):
+        m = len(self.names)
+        if tk <= self._t[0]:
+            return self._first.copy(), np.zeros(m), np.zeros(m)
+        if tk >= self._t[-1]:
+            return self._last.copy(), np.zeros(m), np.zeros(m)
+        if self._interp is not None:
+            return self._interp.sample(tk)[:3]
+        return tuple(np.asarray(f(tk), float) for f in self._pieces)
+
+    def __call__(self, t):
+        """(y, y', y'') each (m,) at a scalar t, or (N, m) at times t (N,)."""
+        if np.ndim(t) == 0:
+            return self._one(float(t))
+        rows = [self._one(float(tk)) for tk in np.ravel(t)]
+        return tuple(np.array([r[k] for r in rows]) for k in range(3))
+
+
+class _OutputNames:
+    """Name -> row index of the output, for :func:`trajectory_from_msg` (which reorders by it)."""
+
+    def __init__(self, names):
+        self.names = tuple(names)
+        self._index = {n: i for i, n in enumerate(self.names)}
+
+    def order(self, names, what: str) -> np.ndarray:
+        names = tuple(names)
+        unknown = [n for n in names if n not in self._index]
+        if unknown:
+            raise MessageError(f"{what}: unknown output name(s) {', '.join(map(repr, unknown))}; "
+                               f"the output rows are: {', '.join(map(repr, self.names))}")
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise MessageError(f"{what}: duplicate output name(s) {', '.join(dup)}")
+        missing = [n for n in self.names if n not in names]
+        if missing:
+            raise MessageError(f"{what}: missing output(s) {', '.join(map(repr, missing))}")
+        return np.array([self._index[n] for n in names], dtype=int)
+
+
+# -- result -> message --------------------------------------------------------------------------
+
+def joint_trajectory_msg(model, coords: JointCoordinates, result: InversionResult,
+                         start: float | None = None) -> JointTrajectory:
+    """The published trajectory of an inversion result (see the module docstring)."""
+    msg = JointTrajectory()
+    if start is not None:
+        msg.header.stamp = sec_to_stamp(max(start + float(result.t[0]), 0.0))
+    msg.joint_names = list(coords.names)
+    B = np.asarray(model.B, float)
+    effort = result.u @ B.T
+    t0 = float(result.t[0])
+    for k, tk in enumerate(result.t):
+        msg.points.append(JointTrajectoryPoint(
+            positions=coords.positions(result.q[k]).tolist(),
+            velocities=np.asarray(result.v[k], float).tolist(),
+            accelerations=np.asarray(result.a[k], float).tolist(),
+            effort=effort[k].tolist(),
+            time_from_start=sec_to_duration(float(tk) - t0)))
+    return msg
+
+
+# -- the node -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Setup:
+    """What the current parameters select: scenario (or None), output, method, dt."""
+
+    scenario: InversionScenario | None
+    output: Output
+    method: str
+    dt: float
+
+
+@dataclass
+class _Job:
+    source: str
+    setup: _Setup
+    task: WaypointTask | None = None   # None: the scenario's task
+    start: float | None = None         # header.stamp of the request [s], None: zero
+    generation: int = 0
+
+
+def resolve_scenario(path: str) -> Path:
+    """Absolute path of a scenario parameter value (relative: in <share>/config/scenarios)."""
+    p = Path(path).expanduser()
+    if not p.is_absolute():
+        p = share_dir() / "config" / "scenarios" / p
+    if not p.suffix and not p.exists():
+        p = p.with_suffix(".yaml")
+    return p
+
+
+class InverterNode(Node):
+    """Model inversion of desired output trajectories, published as joint trajectories."""
+
+    node_name = "inverter_node"
+
+    def __init__(self, **kwargs):
+        super().__init__(self.node_name, **kwargs)
+        self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
+        p = self.params
+        self.throttle = Throttle(self.get_logger())
+        self.model = load_model(p["robot"])
+        self.coords = JointCoordinates(self.model)
+        try:
+            self.setup = self._make_setup(p.values)
+        except ValueError as exc:
+            raise StartupError(str(exc)) from None
+        self.rejected = 0
+        self.published = 0
+
+        self._cond = threading.Condition()
+        self._pending: _Job | None = None
+        self._running: _Job | None = None
+        self._running_since = 0.0
+        self._generation = 0
+        self._stop = False
+
+        self._pub = self.create_publisher(JointTrajectory, "~/joint_trajectory", LATCHED)
+        self.create_subscription(JointTrajectory, "~/output_trajectory", self._on_output_trajectory,
+                                 QoSProfile(depth=10))
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._progress_timer = self.create_timer(p["progress_period"], self._progress,
+                                                 clock=self._steady)
+        self._worker = threading.Thread(target=self._work, name="inversion", daemon=True)
+        self._worker.start()
+        s = self.setup
+        self.get_logger().info(
+            f"inverting for {self.model.name} (inputs {', '.join(self.model.input_names)}): "
+            f"output [{', '.join(s.output.names)}], method {s.method}, dt {s.dt:g} s; requests on "
+            f"{self.resolve_topic_name('~/output_trajectory')}, results (latched) on "
+            f"{self.resolve_topic_name('~/joint_trajectory')}")
+        if s.scenario is not None:
+            self._submit(_Job(f"scenario {s.scenario.path}", s))
+
+    # -- parameters --------------------------------------------------------------------------
+    def _make_setup(self, values) -> _Setup:
+        sc = None
+        if values["scenario"]:
+            path = resolve_scenario(values["scenario"])
+            sc = load_inversion_scenario(path)
+            if sc.model.name != self.model.name:
+                raise InputError(f"scenario {path}: robot {sc.model.name!r} but the node's robot "
+                                 f"is {self.model.name!r}")
+        model = sc.model if sc is not None else self.model
+        if values["output_names"]:
+            output = Output(model, values["output_names"])
+        elif sc is not None:
+            output = sc.output
+        else:
+            output = Output.collocated(model)
+        if output.m != model.nu:
+            raise InputError(f"output_names: {output.m} rows ({', '.join(output.names)}) but "
+                             f"{model.name} has {model.nu} inputs "
+                             f"({', '.join(model.input_names)}); the inverse model needs as many")
+        method = values["method"]
+        if method == "scenario":
+            method = sc.method if sc is not None else DEFAULT_METHOD
+        dt = values["dt"] or (sc.dt if sc is not None else DEFAULT_DT)
+        return _Setup(sc, output, method, dt)
+
+    def _on_change(self, changes):
+        if "progress_period" in changes:
+            self.destroy_timer(self._progress_timer)
+            self._progress_timer = self.create_timer(changes["progress_period"], self._progress,
+                                                     clock=self._steady)
+        if not {"scenario", "output_names", "method", "dt"} & set(changes):
+            return
+        setup = self._make_setup({**self.params.values, **changes})  # ValueError: refused
+        self.setup = setup
+        self.get_logger().info(f"output [{', '.join(setup.output.names)}], method {setup.method}, "
+                               f"dt {setup.dt:g} s")
+        if setup.scenario is not None:
+            self._submit(_Job(f"scenario {setup.scenario.path}", setup))
+
+    # -- requests ----------------------------------------------------------------------------
+    def _on_output_trajectory(self, msg: JointTrajectory):
+        setup = self.setup
+        try:
+            arr = trajectory_from_msg(msg, _OutputNames(setup.output.names))
+            if arr is None:
+                raise MessageError("no points")
+            if arr.effort is not None:
+                raise MessageError("effort given; an output trajectory carries positions "
+                                   "[, velocities [, accelerations]] of the outputs only")
+            task = WaypointTask(setup.output.names, arr.t, arr.positions, arr.velocities,
+                                arr.accelerations)
+        except (MessageError, MultibodyError) as exc:
+            self.rejected += 1
+            # one throttle key per kind of problem: repeats are throttled, a new problem shows
+            key = "request:" + re.sub(r"[-+0-9.eE]+", "#", str(exc))[:60]
+            self.throttle.warn(key, f"rejected output trajectory: {exc}")
+            return
+        for label, rows in (("velocities", arr.velocities), ("accelerations", arr.accelerations)):
+            if rows is not None and (np.any(rows[0] != 0) or np.any(rows[-1] != 0)):
+                self.throttle.warn("rest", f"output trajectory: {label} not zero at the first "
+                                   "or last point; the output rests there, so it jumps")
+        self._submit(_Job(f"output trajectory ({len(arr.t)} points, {task.kind}, "
+                          f"{arr.t[0]:g}..{arr.t[-1]:g} s)", setup, task, arr.start))
+
+    def _submit(self, job: _Job):
+        with self._cond:
+            self._generation += 1
+            job.generation = self._generation
+            if self._pending is not None:
+                self.get_logger().info(f"{self._pending.source}: superseded before it started")
+            self._pending = job
+            if self._running is not None:
+                self.get_logger().info(f"queued {job.source}; waiting for the running inversion")
+            self._cond.notify()
+
+    def _progress(self):
+        with self._cond:
+            job, since = self._running, self._running_since
+        if job is not None:
+            self.get_logger().info(f"inverting {job.source}: {time.monotonic() - since:.0f} s "
+                                   "so far")
+
+    # -- worker thread -----------------------------------------------------------------------
+    def _work(self):
+        while True:
+            with self._cond:
+                while self._pending is None and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                job, self._pending = self._pending, None
+                self._running, self._running_since = job, time.monotonic()
+            try:
+                self._solve(job)
+            except Exception as exc:  # the worker must survive anything a solve raises
+                self.get_logger().error(f"inversion of {job.source} failed: "
+                                        f"{type(exc).__name__}: {' '.join(str(exc).split())}; "
+                                        "nothing published")
+            finally:
+                with self._cond:
+                    self._running = None
+
+    def _solve(self, job: _Job):
+        s = job.setup
+        log = self.get_logger()
+        log.info(f"inverting {job.source}: output [{', '.join(s.output.names)}], method "
+                 f"{s.method}, dt {s.dt:g} s")
+        start = time.monotonic()
+        verification = None
+        if job.task is None:
+            sc = dataclasses.replace(s.scenario, output=s.output, method=s.method, dt=s.dt)
+            result, verification, guess = run_inversion_scenario(sc)
+        else:
+            options = {k: v for k, v in (s.scenario.options if s.scenario else {}).items()
+                       if k not in ("t_start", "t_end")}
+            result = invert(s.output.model, s.output, job.task, s.method, dt=s.dt, **options)
+        elapsed = time.monotonic() - start
+        if self._stop:
+            return
+        with self._cond:
+            superseded = self._pending is not None and self._pending.generation > job.generation
+        if not result.success or result.t.size < 2:
+            log.error(f"inversion of {job.source} failed after {elapsed:.2f} s: {result.message}; "
+                      "nothing published")
+            return
+        if superseded:
+            log.info(f"{job.source}: inverted in {elapsed:.2f} s but superseded by a newer "
+                     "request; not published")
+            return
+        msg = joint_trajectory_msg(self.model, self.coords, result, job.start)
+        self._pub.publish(msg)
+        self.published += 1
+        log.info(f"published {len(msg.points)} points over {result.t[-1] - result.t[0]:.4g} s "
+                 f"on {self._pub.topic_name} ({job.source} inverted in {elapsed:.2f} s)\n"
+                 + summary(result, verification))
+
+    def destroy_node(self):
+        cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
+        if cond is not None:
+            with cond:
+                self._stop = True
+                cond.notify_all()
+        return super().destroy_node()
+
+
+main = main_for(InverterNode)
+
+if __name__ == "__main__":
+    main()
