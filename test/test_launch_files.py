@@ -33,18 +33,18 @@ PARAMETERS = {
     "simulator_node": {
         "robot": str, "rate_hz": float, "controller_name": str, "command_timeout": float,
         "initial_positions": list, "publish_clock": bool, "realtime": bool,
+        "diagnostics_period": int,
     },
     "controller_node": {
         "robot": str, "rate_hz": float, "controller_name": str, "law": str,
-        "kp": list, "kd": list, "ki": list, "integral_limit": float,
+        "kp": list, "kd": list, "ki": list, "integral_limit": list,
     },
     "dynamics_node": {"robot": str},
     "inverter_node": {"robot": str, "scenario": str, "output_names": list, "method": str,
                       "dt": float, "progress_period": float},
 }
 #: Left out of the files (documented in a comment): a ROS parameter file cannot hold the
-#: empty-list defaults, and integral_limit's type (double here, double[] in controller_node
-#: as written) must agree with the node before the file may set it.
+#: empty-list defaults.
 OPTIONAL = {"initial_positions", "kp", "kd", "ki", "output_names", "integral_limit"}
 
 spec = importlib.util.spec_from_file_location("make_robots", ROOT / "tools" / "make_robots.py")

@@ -12,9 +12,15 @@ Publishes
     ``/clock`` (rosgraph_msgs/Clock) when ``publish_clock``.
 
 The integration is :class:`multibody_dynamics.simulate.Simulator` (fixed step,
-zero-order hold).  Open chains only (springs and dampers of passive joints
-included); a model with loop closures is refused at start-up until the
-constrained simulator exists.
+zero-order hold), open chains and constrained models alike: loop closures and rolling
+contacts go through the projection method with the state projected onto the constraint
+manifold after every step.  For a constrained model the node also publishes
+``~/constraint_forces`` (std_msgs/Float64MultiArray: the minimum-norm multipliers,
+one per constraint row, dim[0].label = the comma-separated row labels, N | N m) and
+``~/constraint_residual`` (Float64MultiArray, labels ``phi,Av``: max |phi| [m | rad] and
+max |A v| [m/s | rad/s]) every ``diagnostics_period`` steps.  ``initial_positions`` of
+a closed loop are projected onto the manifold first (Newton); a start that cannot be
+assembled is refused with a message.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from std_msgs.msg import Float64MultiArray
 
 from ..errors import MultibodyError
 from ..model import load_model
+from ..rolling import model_constraints
 from ..simulate import METHODS, Simulator, SimulatorConfig
 from .conversions import (
     JointCoordinates,
@@ -36,6 +43,7 @@ from .conversions import (
     joint_state_msg,
     sec_to_stamp,
     vector_from_msg,
+    vector_msg,
 )
 from .parameters import ParameterSet, ParameterSpec
 from .runtime import StartupError, Throttle, main_for
@@ -61,6 +69,9 @@ PARAMETERS = (
                   "per 1/rate_hz); false: step as fast as possible (use with publish_clock)"),
     ParameterSpec("integrator", "rk4", "fixed-step integration method", choices=METHODS,
                   read_only=True),
+    ParameterSpec("diagnostics_period", 10, "publish ~/constraint_forces and "
+                  "~/constraint_residual every this many steps (constrained models only)",
+                  unit="steps", range=(1, 100000)),
 )
 
 
@@ -75,13 +86,9 @@ class SimulatorNode(Node):
         p = self.params
         self.throttle = Throttle(self.get_logger())
         self.model = model = load_model(p["robot"])
-        if model.closures:
-            names = ", ".join(f"{c.name} ({c.type})" for c in model.closures)
-            raise StartupError(
-                f"robot {model.name!r} has loop closure(s) {names}; simulator_node integrates "
-                "open chains only until the constrained simulator exists")
         self.coords = JointCoordinates(model)
-        self.sim = Simulator(model, SimulatorConfig(dt=1.0 / p["rate_hz"], method=p["integrator"]))
+        self.sim = Simulator(model, SimulatorConfig(dt=1.0 / p["rate_hz"], method=p["integrator"]),
+                             constraints=model_constraints(model))
         q0 = None
         if p["initial_positions"]:
             if len(p["initial_positions"]) != model.nv:
@@ -89,7 +96,12 @@ class SimulatorNode(Node):
                     f"parameter initial_positions: expected {model.nv} values (one per joint: "
                     f"{', '.join(model.coordinate_names)}), got {len(p['initial_positions'])}")
             q0 = self.coords.configuration(p["initial_positions"])
-        self.sim.reset(q0)
+        try:
+            self.sim.reset(q0)
+        except MultibodyError as exc:
+            raise StartupError(f"{model.name}: the initial configuration cannot be assembled "
+                               f"({exc}); set initial_positions near an assembled "
+                               "configuration of the loop") from None
         self.u = np.zeros(model.nu)
         self.tau = np.zeros(model.nv)
         self._B = np.asarray(model.B, float)
@@ -102,6 +114,12 @@ class SimulatorNode(Node):
         self._pub_js = self.create_publisher(JointState, "/joint_states", qos)
         self._pub_clock = self.create_publisher(ClockMsg, "/clock", qos) if p["publish_clock"] else None
         self.create_subscription(Float64MultiArray, self.topic, self._on_command, qos)
+        self._pub_lam = self._pub_res = None
+        self._steps = 0
+        if self.sim.constrained:
+            self._lam_labels = list(self.sim.constraints.labels)
+            self._pub_lam = self.create_publisher(Float64MultiArray, "~/constraint_forces", qos)
+            self._pub_res = self.create_publisher(Float64MultiArray, "~/constraint_residual", qos)
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._timer = None
         self._start_timer()
@@ -184,6 +202,16 @@ class SimulatorNode(Node):
         else:
             stamp = self.get_clock().now().to_msg()
         self._pub_js.publish(joint_state_msg(self.coords, sim.q, sim.v, self.tau, stamp))
+        self._steps += 1
+        if self._pub_lam is not None and self._steps % self.params["diagnostics_period"] == 0:
+            try:
+                lam, phi, av = sim.sample(self.tau)
+            except MultibodyError as exc:
+                self.throttle.warn("diagnostics", f"constraint forces not available: {exc}")
+                return
+            if np.all(np.isfinite(lam)):
+                self._pub_lam.publish(vector_msg(lam, self._lam_labels))
+                self._pub_res.publish(vector_msg([phi, av], ["phi", "Av"]))
 
 
 main = main_for(SimulatorNode)
