@@ -61,6 +61,9 @@ from ..controllers import (
 )
 
 DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a double delivery
+#: Laws the node can run from a joint trajectory alone.  tv_lqr needs gains precomputed along
+#: a whole trajectory and rmrc a task-space twist command, so they are library-only for now.
+NODE_LAWS = tuple(law for law in LAWS if law in ("pd", "pid", "computed_torque"))
 
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file",
@@ -69,7 +72,7 @@ PARAMETERS = (
                   "time (simulated time with use_sim_time)", unit="Hz", range=(1.0, 5000.0)),
     ParameterSpec("controller_name", "effort_controller", "commands are published on "
                   "/<controller_name>/commands", read_only=True),
-    ParameterSpec("law", "computed_torque", "control law", choices=LAWS),
+    ParameterSpec("law", "computed_torque", "control law", choices=NODE_LAWS),
     ParameterSpec("kp", [100.0], "position gains, one value for all inputs or one per input; "
                   "pd/pid: N m/rad | N/m, computed_torque: 1/s^2", range=(0.0, 1e7),
                   min_length=1),
