@@ -94,13 +94,31 @@ def load_inversion_scenario(path: str | Path) -> InversionScenario:
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: malformed YAML ({exc})") from None
     raw = _mapping(path, "", raw or {}, _TOP)
-    for req in ("robot", "task"):
-        if req not in raw:
-            raise _err(path, req, "missing")
+    if "robot" not in raw:
+        raise _err(path, "robot", "missing")
     robot = str(raw["robot"])
     if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute():
         robot = str(path.parent / robot)
     model = load_model(robot)
+    rest = {k: v for k, v in raw.items() if k != "robot"}
+    return inversion_scenario_from_mapping(rest, model, path)
+
+
+def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path | None = None,
+                                    where: str | None = None) -> InversionScenario:
+    """Validate the inversion keys of a scenario (all of :func:`load_inversion_scenario`'s but
+    ``robot``) given as a mapping, for ``model``.
+
+    ``where`` prefixes the error messages (default: ``path``), e.g. ``"run.yaml: reference.
+    inversion"`` when the keys are embedded in a closed-loop scenario
+    (:mod:`multibody_control.scenarios`).
+    """
+    path = Path(path) if path is not None else None
+    here = where if where is not None else path
+    raw = _mapping(here, "", raw or {}, _TOP - {"robot"})
+    if "task" not in raw:
+        raise _err(here, "task", "missing")
+    file_path, path = path, here  # below, ``path`` only labels the error messages
 
     t = _mapping(path, "task", raw["task"], _TASK)
     for req in ("t0", "tf"):
@@ -176,8 +194,8 @@ def load_inversion_scenario(path: str | Path) -> InversionScenario:
     verify_flag = raw.get("verify", True)
     if not isinstance(verify_flag, bool):
         raise _err(path, "verify", f"expected true or false, got {verify_flag!r}")
-    return InversionScenario(path, model, task, output, method, dt, options, verify_flag, gamma,
-                             str(raw.get("description", "")))
+    return InversionScenario(file_path, model, task, output, method, dt, options,
+                             verify_flag, gamma, str(raw.get("description", "")))
 
 
 def run_inversion_scenario(sc: InversionScenario, method: str | None = None,

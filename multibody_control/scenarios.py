@@ -1,0 +1,900 @@
+"""Closed-loop scenarios: a YAML file -> reference, controller, perturbed plant -> run, summary,
+CSV, PNG (the ``multibody run`` command).
+
+Schema (every key validated; unknown keys and wrong types are errors naming the key)::
+
+    description: free text
+    robot: prr_surface              # shipped name or model-YAML path (relative to this file)
+    duration: 10.0                  # s, simulated time from the start of the reference
+    task_frame: tip                 # frame of the task-space error (default: the model's
+                                    #   end effector; null: no task-space error)
+    reference:                      # exactly one of joints, sines, inversion
+      joints:                       # rest-to-rest polynomial in joint coordinates
+        t0: 0.0                     #   s
+        tf: 1.0                     #   s
+        order: 5                    #   3, 5, 7, 9
+        start: {q1: 0.0, ...}       #   rad | m; open chains: unnamed coordinates stay at
+        end: {q1: 0.5, ...}         #   the rest configuration; closed loops: name the
+                                    #   independent ones, the others are solved from phi = 0
+      sines:                        # y_i(t) = offset + amplitude sin(2 pi frequency t + phase)
+        tip.x: {offset: 0.5, amplitude: 0.3, frequency: 0.3, phase: 0.0}
+        q2 + q3: {...}              #   rows as in inversion outputs (joint sums, frame.x|y|z);
+                                    #   with the closures they fix q (square system)
+      inversion: {task: ..., output: ..., method: stable, dt: 0.001, options: ...}
+                                    # the keys of an inversion scenario (invert_*.yaml, without
+                                    # robot); its t, q, v, a and feedforward u are the reference,
+                                    # starting at the first sample (pre-actuation included)
+      guess: {q2: 1.3, q3: 4.0}     # start of the assembly Newton iterations (closed loops)
+      lambda_d: [50.0]              # N | N m, desired constraint multipliers (force control)
+    controller:
+      law: pd | pid | computed_torque | projected_inverse_dynamics | tv_lqr
+      kp: 3.0                       # scalar or list; units as in make_controller
+      kd: 5.0
+      ki: 0.0                       # pid only
+      integral_limit: .inf          # pid only
+      effort_limit: .inf            # controller output saturation [N | N m]
+      options: {...}                # law-specific: projected_inverse_dynamics: independent,
+                                    # force_control, force_kp, force_ki, force_integral_limit;
+                                    # tv_lqr: R, terminal, interpolation; computed_torque:
+                                    # add_feedforward
+    plant:
+      rate: 1000.0                  # Hz, control rate; the input is held between samples (ZOH)
+      substeps: 1                   # simulator steps per control period
+      method: rk4                   # rk4 | semi_implicit_euler
+      max_speed: 1.0e4              # rad/s | m/s, above: diverged
+      effort_limit: [50, 20, 20]    # actuator limits |u| [N | N m], scalar or one per input
+      disturbances:                 # the plant is a perturbed copy of the model (the
+        link: beta                  #   controller keeps the nominal one); body of this joint
+        mass: 0.05                  #   (default: the last joint); relative changes:
+        inertia: 0.05               #   mass, rotational inertia about the CoM,
+        com: 0.05                   #   CoM position in the body frame,
+        stiffness: 0.15             #   every spring,
+        damping: -1.0               #   every damper (-1: removed)
+      noise: {q: 1.0e-4, v: 1.0e-3, seed: 1}   # std of the measurement noise [rad | m],
+                                    #   [rad/s | m/s], Gaussian, seeded
+    initial_error:                  # added to the reference's start state (closed loops:
+      q: {x: 0.05}                  #   on the named coordinates; the others are assembled)
+      v: {}
+
+The run (:func:`run_scenario`) samples the reference at the control instants, calls the
+controller with the (noisy) measured state, clips the input to the actuator limits, holds it
+over the period and steps the embedded :class:`~multibody_dynamics.simulate.Simulator`.
+Divergence (NaN, ``|v| > max_speed``, a failed projection) ends the run with
+``success = False`` and the simulator's message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import yaml
+
+from multibody_dynamics.constraints import Constraints
+from multibody_dynamics.errors import InputError, MultibodyError, SolverError
+from multibody_dynamics.model import MultibodyModel, load_model
+from multibody_dynamics.simulate import METHODS as SIM_METHODS
+from multibody_dynamics.simulate import Simulator, SimulatorConfig
+
+from .controllers import LAWS, Controller, Reference, TrajectoryInterpolator, make_controller
+from .inversion.scenario import inversion_scenario_from_mapping, run_inversion_scenario
+from .outputs import Output
+from .trajectories import rest_to_rest
+
+_TOP = {"description", "robot", "duration", "task_frame", "reference", "controller", "plant",
+        "initial_error"}
+_REFERENCE = {"joints", "sines", "inversion", "guess", "lambda_d"}
+_JOINTS = {"t0", "tf", "order", "start", "end"}
+_SINE = {"offset", "amplitude", "frequency", "phase"}
+_CONTROLLER = {"law", "kp", "kd", "ki", "integral_limit", "effort_limit", "options"}
+_OPTIONS = {
+    "pd": set(), "pid": set(), "computed_torque": {"add_feedforward"},
+    "projected_inverse_dynamics": {"independent", "force_control", "force_kp", "force_ki",
+                                   "force_integral_limit"},
+    "tv_lqr": {"R", "terminal", "interpolation"},
+}
+_PLANT = {"rate", "substeps", "method", "max_speed", "effort_limit", "disturbances", "noise"}
+_DISTURBANCES = {"link", "mass", "inertia", "com", "stiffness", "damping"}
+_NOISE = {"q", "v", "seed"}
+_INITIAL = {"q", "v"}
+#: laws whose closed loop obeys e'' + K_D e' + K_P e = 0 with an exact model
+_EXACT_LAWS = ("computed_torque", "projected_inverse_dynamics")
+
+
+# -- validation helpers --------------------------------------------------------------------------
+def _err(where, key, msg):
+    return InputError(f"{where}: {key}: {msg}")
+
+
+def _mapping(where, key, value, allowed=None):
+    if not isinstance(value, dict):
+        raise _err(where, key or "file", f"expected a mapping, got {type(value).__name__}")
+    if allowed is not None:
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            raise _err(where, f"{key}.{unknown[0]}" if key else unknown[0],
+                       f"unknown key; expected one of {', '.join(sorted(allowed))}")
+    return value
+
+
+def _number(where, key, value, *, positive=False, minimum=None):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise _err(where, key, f"expected a number, got {value!r}")
+    if positive and not value > 0:
+        raise _err(where, key, f"expected a positive number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise _err(where, key, f"expected a number >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def _gain(where, key, value):
+    """A gain: number or list of numbers (the length is checked by the controller)."""
+    if isinstance(value, list):
+        return tuple(_number(where, f"{key}[{i}]", v) for i, v in enumerate(value))
+    return _number(where, key, value)
+
+
+def _coordinates(where, key, value, model) -> dict[str, float]:
+    value = _mapping(where, key, value or {})
+    out = {}
+    for name, x in value.items():
+        if name not in model.coordinate_names:
+            raise _err(where, f"{key}.{name}", "unknown joint; expected one of "
+                       f"{', '.join(model.coordinate_names)}")
+        out[name] = _number(where, f"{key}.{name}", x)
+    return out
+
+
+# -- the scenario ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Disturbances:
+    """Relative parameter changes of the plant (0: none; damping -1: removed)."""
+
+    link: str | None = None
+    mass: float = 0.0
+    inertia: float = 0.0
+    com: float = 0.0
+    stiffness: float = 0.0
+    damping: float = 0.0
+
+    @property
+    def any(self) -> bool:
+        return any((self.mass, self.inertia, self.com, self.stiffness, self.damping))
+
+
+@dataclass(frozen=True)
+class RunScenario:
+    """A validated closed-loop scenario (see the module docstring for the schema)."""
+
+    path: Path | None
+    model: MultibodyModel
+    duration: float
+    task_frame: str | None
+    reference: dict
+    controller: dict
+    rate: float
+    substeps: int
+    method: str
+    max_speed: float
+    effort_limit: np.ndarray | None
+    disturbances: Disturbances
+    noise_q: float
+    noise_v: float
+    noise_seed: int
+    initial_q: dict
+    initial_v: dict
+    description: str = ""
+
+    @property
+    def dt(self) -> float:
+        """Control period [s]."""
+        return 1.0 / self.rate
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_run_scenario(path: str | Path, overrides: dict | None = None) -> RunScenario:
+    """Read and validate a closed-loop scenario YAML.
+
+    ``overrides`` is merged into the file's mapping (nested keys merge) before validation:
+    shorter test versions, parameter studies.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: scenario file not found")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: malformed YAML ({' '.join(str(exc).split())})") from None
+    raw = _mapping(path, "", raw or {}, _TOP)
+    if overrides:
+        raw = _mapping(path, "", _merge(raw, overrides), _TOP)
+    return scenario_from_mapping(raw, path)
+
+
+def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:
+    """Validate a scenario given as a mapping (``path`` labels errors, resolves robot paths)."""
+    where = path or "scenario"
+    raw = _mapping(where, "", raw, _TOP)
+    for req in ("robot", "duration", "reference", "controller"):
+        if req not in raw:
+            raise _err(where, req, "missing")
+    robot = raw["robot"]
+    if not isinstance(robot, str):
+        raise _err(where, "robot", f"expected a robot name or a path, got {robot!r}")
+    if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute() and path is not None:
+        robot = str(Path(path).parent / robot)
+    model = load_model(robot)
+    duration = _number(where, "duration", raw["duration"], positive=True)
+    task_frame = raw.get("task_frame", model.end_effector)
+    if task_frame is not None:
+        if not isinstance(task_frame, str):
+            raise _err(where, "task_frame", f"expected a frame name or null, got {task_frame!r}")
+        try:
+            model.frame_id(task_frame)
+        except MultibodyError as exc:
+            raise _err(where, "task_frame", str(exc)) from None
+
+    ref = dict(_mapping(where, "reference", raw["reference"], _REFERENCE))
+    kinds = [k for k in ("joints", "sines", "inversion") if k in ref]
+    if len(kinds) != 1:
+        raise _err(where, "reference", "expected exactly one of joints, sines, inversion, got "
+                   f"{', '.join(kinds) or 'none'}")
+    if "joints" in ref:
+        j = _mapping(where, "reference.joints", ref["joints"], _JOINTS)
+        for req in ("t0", "tf", "start", "end"):
+            if req not in j:
+                raise _err(where, f"reference.joints.{req}", "missing")
+        t0 = _number(where, "reference.joints.t0", j["t0"])
+        tf = _number(where, "reference.joints.tf", j["tf"])
+        if not tf > t0:
+            raise _err(where, "reference.joints.tf", f"expected tf > t0 = {t0:g}, got {tf:g}")
+        order = j.get("order", 5)
+        if order not in (3, 5, 7, 9) or isinstance(order, bool):
+            raise _err(where, "reference.joints.order", f"expected 3, 5, 7 or 9, got {order!r}")
+        start = _coordinates(where, "reference.joints.start", j["start"], model)
+        end = _coordinates(where, "reference.joints.end", j["end"], model)
+        if set(start) != set(end):
+            raise _err(where, "reference.joints.end", f"expected the joints of start "
+                       f"({', '.join(start)}), got {', '.join(end)}")
+        if not start:
+            raise _err(where, "reference.joints.start", "expected at least one joint")
+        if model.nq != model.nv:
+            raise _err(where, "reference.joints", f"needs nq == nv; {model.name} has nq = "
+                       f"{model.nq}, nv = {model.nv}")
+        ref["joints"] = {"t0": t0, "tf": tf, "order": order, "start": start, "end": end}
+    elif "sines" in ref:
+        s = _mapping(where, "reference.sines", ref["sines"])
+        if not s:
+            raise _err(where, "reference.sines", "expected at least one output row")
+        rows = {}
+        for row, spec in s.items():
+            key = f"reference.sines.{row}"
+            spec = _mapping(where, key, spec, _SINE)
+            rows[str(row)] = tuple(_number(where, f"{key}.{k}", spec.get(k, 0.0))
+                                   for k in ("offset", "amplitude", "frequency", "phase"))
+        try:
+            Output(model, list(rows))
+        except MultibodyError as exc:
+            raise _err(where, "reference.sines", str(exc)) from None
+        ref["sines"] = rows
+    else:
+        inv = _mapping(where, "reference.inversion", ref["inversion"])
+        ref["inversion"] = inversion_scenario_from_mapping(
+            inv, model, path, where=f"{where}: reference.inversion")
+    ref["guess"] = _coordinates(where, "reference.guess", ref.get("guess"), model)
+    if ref.get("lambda_d") is not None:
+        lam = ref["lambda_d"]
+        if not isinstance(lam, list):
+            raise _err(where, "reference.lambda_d", f"expected a list of multipliers [N | N m], "
+                       f"got {lam!r}")
+        ref["lambda_d"] = np.array([_number(where, f"reference.lambda_d[{i}]", x)
+                                    for i, x in enumerate(lam)])
+        m = Constraints(model).n_rows if model.closures else 0
+        if ref["lambda_d"].size != m:
+            raise _err(where, "reference.lambda_d", f"expected {m} values (one per constraint "
+                       f"row of {model.name}), got {ref['lambda_d'].size}")
+
+    c = dict(_mapping(where, "controller", raw["controller"], _CONTROLLER))
+    law = c.get("law")
+    if law not in _OPTIONS:
+        supported = [x for x in LAWS if x in _OPTIONS]
+        raise _err(where, "controller.law", f"expected one of {', '.join(supported)}, got {law!r}")
+    for k in ("kp", "kd", "ki", "integral_limit", "effort_limit"):
+        if k in c:
+            c[k] = _gain(where, f"controller.{k}", c[k])
+    if "ki" in c and law != "pid":
+        raise _err(where, "controller.ki", f"only the pid law has an integral gain, not {law}")
+    options = dict(_mapping(where, "controller.options", c.get("options") or {}, _OPTIONS[law]))
+    for k, v in options.items():
+        key = f"controller.options.{k}"
+        if k in ("force_control", "add_feedforward"):
+            if not isinstance(v, bool):
+                raise _err(where, key, f"expected true or false, got {v!r}")
+        elif k == "independent":
+            if not (isinstance(v, list) and all(isinstance(n, str) for n in v)):
+                raise _err(where, key, f"expected a list of joint names, got {v!r}")
+            for n in v:
+                if n not in model.coordinate_names:
+                    raise _err(where, key, f"unknown joint {n!r}; expected one of "
+                               f"{', '.join(model.coordinate_names)}")
+            options[k] = tuple(v)
+        elif k == "interpolation":
+            if not isinstance(v, str):
+                raise _err(where, key, f"expected 'hold' or 'linear', got {v!r}")
+        elif k == "terminal" and v is None:
+            pass
+        elif isinstance(v, list) and v and isinstance(v[0], list):
+            options[k] = tuple(tuple(_number(where, key, x) for x in row) for row in v)
+        else:
+            options[k] = _gain(where, key, v)
+    if law == "tv_lqr" and "inversion" not in ref:
+        raise _err(where, "controller.law", "tv_lqr needs an inversion reference (the nominal "
+                   "motion and feedforward it is designed along)")
+    if options.get("force_control") and ref.get("lambda_d") is None:
+        raise _err(where, "reference.lambda_d", "missing; force_control needs the desired "
+                   "multipliers")
+    c["options"] = options
+    c["law"] = law
+
+    p = _mapping(where, "plant", raw.get("plant") or {}, _PLANT)
+    rate = _number(where, "plant.rate", p.get("rate", 1000.0), positive=True)
+    substeps = p.get("substeps", 1)
+    if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
+        raise _err(where, "plant.substeps", f"expected an integer >= 1, got {substeps!r}")
+    method = p.get("method", "rk4")
+    if method not in SIM_METHODS:
+        raise _err(where, "plant.method", f"expected one of {', '.join(SIM_METHODS)}, got "
+                   f"{method!r}")
+    max_speed = _number(where, "plant.max_speed", p.get("max_speed", 1e4), positive=True)
+    limit = None
+    if p.get("effort_limit") is not None:
+        lim = _gain(where, "plant.effort_limit", p["effort_limit"])
+        limit = np.broadcast_to(np.asarray(lim, float), (model.nu,)).copy() \
+            if np.ndim(lim) == 0 or len(lim) == model.nu else None
+        if limit is None:
+            raise _err(where, "plant.effort_limit", f"expected a scalar or {model.nu} values "
+                       f"({', '.join(model.input_names)}), got {len(lim)}")
+        if np.any(limit <= 0):
+            raise _err(where, "plant.effort_limit", f"expected values > 0, got {limit.tolist()}")
+    d = _mapping(where, "plant.disturbances", p.get("disturbances") or {}, _DISTURBANCES)
+    link = d.get("link")
+    if link is not None and link not in model.joint_names:
+        raise _err(where, "plant.disturbances.link", f"unknown joint {link!r}; expected one of "
+                   f"{', '.join(model.joint_names)}")
+    dist = Disturbances(link, *(_number(where, f"plant.disturbances.{k}", d.get(k, 0.0),
+                                        minimum=-1.0)
+                                for k in ("mass", "inertia", "com", "stiffness", "damping")))
+    if dist.mass <= -1.0:
+        raise _err(where, "plant.disturbances.mass", "expected > -1 (a positive mass)")
+    n = _mapping(where, "plant.noise", p.get("noise") or {}, _NOISE)
+    noise_q = _number(where, "plant.noise.q", n.get("q", 0.0), minimum=0.0)
+    noise_v = _number(where, "plant.noise.v", n.get("v", 0.0), minimum=0.0)
+    seed = n.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise _err(where, "plant.noise.seed", f"expected an integer >= 0, got {seed!r}")
+
+    ie = _mapping(where, "initial_error", raw.get("initial_error") or {}, _INITIAL)
+    iq = _coordinates(where, "initial_error.q", ie.get("q"), model)
+    iv = _coordinates(where, "initial_error.v", ie.get("v"), model)
+    desc = raw.get("description", "")
+    if not isinstance(desc, str):
+        raise _err(where, "description", f"expected text, got {desc!r}")
+    return RunScenario(path, model, duration, task_frame, ref, c, rate, substeps, method,
+                       max_speed, limit, dist, noise_q, noise_v, seed, iq, iv, desc)
+
+
+# -- plant -----------------------------------------------------------------------------------------
+def perturbed_model(model: MultibodyModel, disturbances: Disturbances) -> MultibodyModel:
+    """A copy of ``model`` with the parameter changes of ``disturbances`` (the controller keeps
+    the nominal model).
+
+    The body moved by joint ``disturbances.link`` (default: the last joint; fixed children are
+    part of it, as pinocchio merges them) gets mass ``m (1 + mass)``, CoM ``c (1 + com)`` in its
+    frame and rotational inertia about the CoM ``I_c (1 + inertia)``; every spring constant is
+    scaled by ``1 + stiffness`` and every damper by ``1 + damping``.
+    """
+    if not disturbances.any:
+        return model
+    pm = pin.Model(model.pin_model)
+    jid = pm.getJointId(disturbances.link) if disturbances.link else pm.njoints - 1
+    old = pm.inertias[jid]
+    pm.inertias[jid] = pin.Inertia(old.mass * (1.0 + disturbances.mass),
+                                   old.lever * (1.0 + disturbances.com),
+                                   old.inertia * (1.0 + disturbances.inertia))
+    stiffness = np.asarray(model.stiffness, float) * (1.0 + disturbances.stiffness)
+    damping = np.asarray(model.damping, float) * (1.0 + disturbances.damping)
+    for arr in (stiffness, damping):
+        arr.setflags(write=False)
+    return dataclasses.replace(model, pin_model=pm, stiffness=stiffness, damping=damping,
+                               name=f"{model.name} (perturbed)")
+
+
+# -- reference ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SampledReference:
+    """The reference at the control instants: t (N,), q (N, nq), v, a (N, nv), u_ff (N, nu) or
+    None, lambda_d (m,) or None; ``trajectory`` is the inversion result, if any."""
+
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    u_ff: np.ndarray | None
+    lambda_d: np.ndarray | None
+    trajectory: object = None
+
+    def at(self, k: int) -> Reference:
+        u = None if self.u_ff is None else self.u_ff[k]
+        return Reference(self.q[k], self.v[k], self.a[k], u, self.lambda_d)
+
+
+def _complete(model, output: Output, y, yd, ydd, q_guess, what: str):
+    """Joint trajectory (q, v, a) of an output trajectory y (N, m) with the closures: Newton on
+    [h(q) - y; phi(q)] = 0 (warm-started sample to sample), then [H; A] v = [y'; 0] and
+    [H; A] a = [y'' - h_bar; -A' v]."""
+    cons = Constraints(model) if model.closures else None
+    n = y.shape[0]
+    nv = model.nv
+    Q, V, A_ = np.empty((n, model.nq)), np.empty((n, nv)), np.empty((n, nv))
+    q = np.array(q_guess, float)
+    for k in range(n):
+        for _ in range(50):
+            r = output.value(q) - y[k]
+            J = output.jacobian(q)
+            if cons is not None and cons.n_holonomic:
+                phi, Ah = cons.residual_and_jacobian(q)
+                r, J = np.concatenate([r, phi]), np.vstack([J, Ah])
+            if np.max(np.abs(r)) < 1e-12:
+                break
+            q = pin.integrate(model.pin_model, q, -np.linalg.lstsq(J, r, rcond=None)[0])
+        else:
+            raise SolverError(f"{what}: no configuration reaches the reference at sample {k} "
+                              f"(residual {np.max(np.abs(r)):.3g}); give reference.guess")
+        H = output.jacobian(q)
+        if cons is not None:
+            Ac = cons.jacobian(q)
+            K = np.vstack([H, Ac])
+            if np.linalg.matrix_rank(K) < nv:
+                raise SolverError(f"{what}: the {output.m} reference rows and the closures do "
+                                  f"not fix the motion at sample {k} (rank {np.linalg.matrix_rank(K)}"
+                                  f" < nv = {nv}): a singular configuration, or too few rows")
+            v = np.linalg.lstsq(K, np.concatenate([yd[k], np.zeros(Ac.shape[0])]), rcond=None)[0]
+            _, gamma = cons.jacobian_and_bias(q, v)
+            rhs = np.concatenate([ydd[k] - output.bias(q, v), -gamma])
+            a = np.linalg.lstsq(K, rhs, rcond=None)[0]
+        else:
+            if np.linalg.matrix_rank(H) < nv:
+                raise SolverError(f"{what}: {output.m} rows do not fix the {nv} coordinates")
+            v = np.linalg.solve(H, yd[k])
+            a = np.linalg.solve(H, ydd[k] - output.bias(q, v))
+        Q[k], V[k], A_[k] = q, v, a
+    return Q, V, A_
+
+
+def sample_reference(sc: RunScenario, progress: bool = False) -> SampledReference:
+    """The reference at the control instants of the run (and the inversion result, if any)."""
+    model, ref = sc.model, sc.reference
+    n = int(round(sc.duration * sc.rate))
+    lam_d = ref.get("lambda_d")
+    guess = model.q_rest.copy()
+    for name, x in ref["guess"].items():
+        guess[model.pin_model.joints[model.pin_model.getJointId(name)].idx_q] = x
+    if "inversion" in ref:
+        inv = dataclasses.replace(ref["inversion"], verify=False)
+        res, _, _ = run_inversion_scenario(inv, progress=progress)
+        if not res.success:
+            raise SolverError(f"reference.inversion: {res.message}")
+        t = res.t[0] + sc.dt * np.arange(n + 1)
+        # quintic Hermite through (q, v, a), feedforward linear (the JointTrajectory rules)
+        interp = TrajectoryInterpolator(res.t, res.q, res.v, res.a)
+        Q, V, A_ = (np.empty((n + 1, d)) for d in (model.nq, model.nv, model.nv))
+        for k, tk in enumerate(t):
+            Q[k], V[k], A_[k], _ = interp.sample(tk)
+        U = np.column_stack([np.interp(t, res.t, c) for c in res.u.T])
+        return SampledReference(t, Q, V, A_, U, lam_d, res)
+    t = sc.dt * np.arange(n + 1)
+    if "joints" in ref:
+        j = ref["joints"]
+        names = list(j["start"])
+        traj = rest_to_rest(t, [j["start"][x] for x in names], [j["end"][x] for x in names],
+                            j["t0"], j["tf"], j["order"])
+        if not model.closures:
+            idx = [model.joint_index(x) for x in names]
+            Q = np.tile(model.q_rest, (t.size, 1))
+            V, A_ = np.zeros((t.size, model.nv)), np.zeros((t.size, model.nv))
+            Q[:, idx], V[:, idx], A_[:, idx] = traj.q, traj.v, traj.a
+            return SampledReference(t, Q, V, A_, None, lam_d)
+        for x in names:
+            guess[model.joint_index(x)] = j["start"][x]
+        output = Output(model, names)
+        y, yd, ydd = traj.q, traj.v, traj.a
+    else:
+        rows = ref["sines"]
+        output = Output(model, list(rows))
+        p = np.array(list(rows.values()))  # (m, 4): offset, amplitude, frequency, phase
+        w = 2 * np.pi * p[:, 2]
+        arg = np.outer(t, w) + p[:, 3]
+        y = p[:, 0] + p[:, 1] * np.sin(arg)
+        yd = p[:, 1] * w * np.cos(arg)
+        ydd = -p[:, 1] * w**2 * np.sin(arg)
+    Q, V, A_ = _complete(model, output, y, yd, ydd, guess, "reference")
+    return SampledReference(t, Q, V, A_, None, lam_d)
+
+
+def _initial_state(sc: RunScenario, ref: SampledReference):
+    """Reference start plus the initial error; closed loops: the unnamed coordinates are
+    re-assembled (Newton on phi = 0) and their velocities solved from A v = 0."""
+    model = sc.model
+    dq, dv = np.zeros(model.nv), np.zeros(model.nv)
+    for name, x in sc.initial_q.items():
+        dq[model.joint_index(name)] = x
+    for name, x in sc.initial_v.items():
+        dv[model.joint_index(name)] = x
+    q = pin.integrate(model.pin_model, ref.q[0], dq)
+    v = ref.v[0] + dv
+    if not model.closures:
+        return q, v
+    cons = Constraints(model)
+    fixed = np.zeros(model.nv, bool)
+    fixed[[model.joint_index(n) for n in {**sc.initial_q, **sc.initial_v}]] = True
+    free = ~fixed
+    for _ in range(50):
+        phi, A = cons.residual_and_jacobian(q)
+        if np.max(np.abs(phi)) < 1e-13:
+            break
+        step = np.zeros(model.nv)
+        step[free] = np.linalg.lstsq(A[:, free], phi, rcond=None)[0]
+        q = pin.integrate(model.pin_model, q, -step)
+    else:
+        raise SolverError("initial_error: the loop does not close with these offsets "
+                          f"(residual {np.max(np.abs(phi)):.3g}); make them smaller")
+    A = cons.jacobian(q)
+    v[free] = -np.linalg.lstsq(A[:, free], A[:, fixed] @ v[fixed], rcond=None)[0]
+    return q, v
+
+
+def build_controller(sc: RunScenario, ref: SampledReference) -> Controller:
+    c = sc.controller
+    kw = {k: c[k] for k in ("ki", "integral_limit", "effort_limit") if k in c}
+    options = dict(c["options"])
+    if c["law"] == "tv_lqr":
+        options.setdefault("dt", sc.dt)
+        options["trajectory"] = ref.trajectory
+    try:
+        return make_controller(c["law"], sc.model, c.get("kp", 100.0), c.get("kd", 20.0),
+                               **kw, **options)
+    except (MultibodyError, ValueError) as exc:
+        raise InputError(f"{sc.path or 'scenario'}: controller: {exc}") from None
+
+
+# -- run -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunResult:
+    """Samples and summary of a closed-loop run.
+
+    Attributes
+    ----------
+    t : (N,) [s]; q : (N, nq); v : (N, nv) plant state; q_ref, v_ref : the reference
+    u : (N, nu) input applied from each sample on [N | N m] (after the actuator limits)
+    joint_error : (N, nv) ``q_ref (-) q`` [rad | m]
+    task_error : (N,) distance of the task frame from its reference position [m] (empty
+        without a task frame)
+    lam : (N, m) constraint multipliers of the plant [N | N m]; residual : (N,) max |phi|
+    analytic_error : (N, k) or None  solution of e'' + K_D e' + K_P e = 0 on the controlled
+        coordinates (computed torque, projected inverse dynamics)
+    controlled : (k,) indices of the coordinates the law's error dynamics act on
+    passive_torque : float  largest generalized force on a passive coordinate [N m | N]
+    success, message : outcome (the simulator's message when it diverged)
+    wall_time : [s]
+    """
+
+    scenario: RunScenario
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    q_ref: np.ndarray
+    v_ref: np.ndarray
+    u: np.ndarray
+    joint_error: np.ndarray
+    task_error: np.ndarray
+    lam: np.ndarray
+    lam_labels: tuple[str, ...]
+    residual: np.ndarray
+    analytic_error: np.ndarray | None
+    controlled: np.ndarray
+    passive_torque: float
+    success: bool
+    message: str
+    wall_time: float
+    metrics: dict = field(default_factory=dict)
+
+
+def error_dynamics_solution(t, e0, de0, kp, kd) -> np.ndarray:
+    """e(t) (N, k) of e'' + kd e' + kp e = 0 from e(0) = e0, e'(0) = de0, per coordinate
+    (Aghili 2005 eq. 47), via the 2x2 matrix exponential."""
+    from scipy.linalg import expm
+
+    t = np.asarray(t, float)
+    e0, de0 = np.atleast_1d(e0), np.atleast_1d(de0)
+    kp = np.broadcast_to(np.asarray(kp, float), e0.shape)
+    kd = np.broadcast_to(np.asarray(kd, float), e0.shape)
+    out = np.empty((t.size, e0.size))
+    for i in range(e0.size):
+        F = np.array([[0.0, 1.0], [-kp[i], -kd[i]]])
+        h = t[1] - t[0] if t.size > 1 else 0.0
+        step = expm(F * h)
+        x = expm(F * t[0]) @ np.array([e0[i], de0[i]]) if t[0] else np.array([e0[i], de0[i]])
+        for k in range(t.size):
+            out[k, i] = x[0]
+            x = step @ x
+    return out
+
+
+def _frame_positions(model, frame, Q):
+    data = model.create_data()
+    fid = model.frame_id(frame)
+    out = np.empty((Q.shape[0], 3))
+    for k, q in enumerate(Q):
+        pin.framesForwardKinematics(model.pin_model, data, q)
+        out[k] = data.oMf[fid].translation
+    return out
+
+
+def run_scenario(sc: RunScenario, progress: bool = False,
+                 reference: SampledReference | None = None) -> RunResult:
+    """Run the closed loop (see the module docstring); never raises on divergence."""
+    model = sc.model
+    ref = reference if reference is not None else sample_reference(sc, progress)
+    ctl = build_controller(sc, ref)
+    plant = perturbed_model(model, sc.disturbances)
+    q0, v0 = _initial_state(sc, ref)
+    sim_cfg = SimulatorConfig(dt=sc.dt / sc.substeps, method=sc.method, max_speed=sc.max_speed)
+    sim = Simulator(plant, sim_cfg)
+    start = time.perf_counter()
+    sim.reset(q0, v0, t=float(ref.t[0]))
+    n = ref.t.size - 1
+    B = np.asarray(model.B, float)
+    m = sim.constraints.n_rows if sim.constrained else 0
+    labels = sim.constraints.labels if sim.constrained else ()
+    T, Qs, Vs = np.empty(n + 1), np.empty((n + 1, model.nq)), np.empty((n + 1, model.nv))
+    U, L, R = np.zeros((n + 1, model.nu)), np.zeros((n + 1, m)), np.zeros(n + 1)
+    rng = np.random.default_rng(sc.noise_seed)
+    noisy = sc.noise_q > 0 or sc.noise_v > 0
+    opts = sc.controller["options"]
+    force_feedback = opts.get("force_control") and (np.any(np.asarray(opts.get("force_kp", 0)))
+                                                    or np.any(np.asarray(opts.get("force_ki", 0))))
+    passive = np.asarray(model.passive, bool)
+    passive_torque = 0.0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n, desc="run", unit="step", leave=False)
+    success, message, k = True, f"completed {n} control periods of {sc.dt:g} s", 0
+    tau_prev = None
+    try:
+        for k in range(n + 1):
+            T[k], Qs[k], Vs[k] = sim.t, sim.q, sim.v
+            qm, vm = sim.q, sim.v
+            if noisy:
+                qm = pin.integrate(model.pin_model, qm, sc.noise_q * rng.standard_normal(model.nv))
+                vm = vm + sc.noise_v * rng.standard_normal(model.nv)
+            r = ref.at(k)
+            try:
+                if force_feedback:
+                    lam = None if tau_prev is None else sim.constraint_forces(tau_prev).lam
+                    u = ctl.step(sim.t, qm, vm, r, lam=lam)
+                else:
+                    u = ctl.step(sim.t, qm, vm, r)
+            except MultibodyError as exc:
+                success, message = False, f"controller failed at t = {sim.t:.6g} s: {exc}"
+                break
+            if sc.effort_limit is not None:
+                u = np.clip(u, -sc.effort_limit, sc.effort_limit)
+            U[k] = u
+            tau = B @ u
+            if hasattr(ctl, "tau_generalized") and passive.any():
+                passive_torque = max(passive_torque,
+                                     float(np.max(np.abs(ctl.tau_generalized[passive]))))
+            if m:
+                lam_k, R[k], _ = sim.sample(tau)
+                L[k] = lam_k
+            if k == n:
+                break
+            try:
+                for _ in range(sc.substeps):
+                    sim.step(tau)
+            except MultibodyError as exc:
+                success, message = False, str(exc)
+                break
+            tau_prev = tau
+            if not (np.all(np.isfinite(sim.q)) and np.all(np.isfinite(sim.v))):
+                success, message = False, f"state became NaN/inf at t = {sim.t:.6g} s"
+                break
+            if np.max(np.abs(sim.v)) > sc.max_speed:
+                success, message = False, (f"diverged at t = {sim.t:.6g} s: |v| > "
+                                           f"{sc.max_speed:g} (plant.max_speed)")
+                break
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - start
+    N = k + 1 if success else k + 1
+    # on failure the last recorded sample is the one that failed to advance: keep it
+    T, Qs, Vs, U, L, R = T[:N], Qs[:N], Vs[:N], U[:N], L[:N], R[:N]
+    Qr, Vr = ref.q[:N], ref.v[:N]
+    err = np.array([pin.difference(model.pin_model, q, qr) for q, qr in zip(Qs, Qr)])
+    task = np.zeros(0)
+    if sc.task_frame is not None:
+        task = np.linalg.norm(_frame_positions(model, sc.task_frame, Qs)
+                              - _frame_positions(model, sc.task_frame, Qr), axis=1)
+    controlled = np.asarray(getattr(ctl, "independent", None) if
+                            getattr(ctl, "independent", None) is not None else
+                            np.arange(model.nv), int)
+    analytic = None
+    if sc.controller["law"] in _EXACT_LAWS:
+        e0 = err[0, controlled]
+        de0 = (Vr[0] - Vs[0])[controlled]
+        analytic = error_dynamics_solution(T - T[0], e0, de0, ctl.kp, ctl.kd)
+    res = RunResult(sc, T, Qs, Vs, Qr, Vr, U, err, task, L, labels, R, analytic, controlled,
+                    passive_torque, success, message, wall)
+    res.metrics.update(_metrics(res, ref))
+    return res
+
+
+def _rms(x):
+    return float(np.sqrt(np.mean(np.square(x)))) if x.size else 0.0
+
+
+def _metrics(res: RunResult, ref: SampledReference) -> dict:
+    """The summary figures (keys documented in :func:`summary_table`)."""
+    model = res.scenario.model
+    enorm = np.linalg.norm(res.joint_error, axis=1)
+    mt = {
+        "joint_error_max": float(np.max(np.abs(res.joint_error))),
+        "joint_error_rms": _rms(enorm),
+        "joint_error_final": float(np.max(np.abs(res.joint_error[-1]))),
+        "u_peak": np.max(np.abs(res.u), axis=0),
+        "u_norm_mean": float(np.mean(np.linalg.norm(res.u, axis=1))),
+        "residual_max": float(np.max(res.residual)) if res.residual.size else 0.0,
+        "passive_torque_max": res.passive_torque,
+    }
+    for i, name in enumerate(model.coordinate_names):
+        mt[f"error_max.{name}"] = float(np.max(np.abs(res.joint_error[:, i])))
+        mt[f"error_rms.{name}"] = _rms(res.joint_error[:, i])
+    if res.task_error.size:
+        mt["task_error_max"] = float(np.max(res.task_error))
+        mt["task_error_rms"] = _rms(res.task_error)
+        mt["task_error_final"] = float(res.task_error[-1])
+    if ref.lambda_d is not None and res.lam.size:
+        dl = res.lam - ref.lambda_d
+        mt["force_error_max"] = float(np.max(np.abs(dl)))
+        mt["force_error_final"] = float(np.max(np.abs(dl[-1])))
+    if res.analytic_error is not None:
+        mt["analytic_deviation"] = float(np.max(np.abs(res.joint_error[:, res.controlled]
+                                                       - res.analytic_error)))
+    return mt
+
+
+def summary_table(res: RunResult) -> str:
+    """The summary printed by ``multibody run``: one quantity per line with its unit."""
+    sc, mt = res.scenario, res.metrics
+    model = sc.model
+    rows = [("outcome", "ok" if res.success else "DIVERGED", res.message),
+            ("simulated", f"{res.t[-1] - res.t[0]:.4g}", f"s in {res.wall_time:.3g} s wall, "
+             f"control {sc.rate:g} Hz (ZOH), {sc.substeps} substep(s)"),
+            ("joint error max", f"{mt['joint_error_max']:.4g}", "rad | m (largest coordinate)"),
+            ("joint error rms", f"{mt['joint_error_rms']:.4g}", "rad | m (2-norm over joints)"),
+            ("joint error final", f"{mt['joint_error_final']:.4g}", "rad | m")]
+    for name in model.coordinate_names:
+        rows.append((f"  {name}", f"{mt[f'error_max.{name}']:.4g}",
+                     f"max; rms {mt[f'error_rms.{name}']:.4g}"))
+    if "task_error_max" in mt:
+        rows += [("task error max", f"{mt['task_error_max'] * 1e3:.4g}", f"mm ({sc.task_frame})"),
+                 ("task error rms", f"{mt['task_error_rms'] * 1e3:.4g}", "mm"),
+                 ("task error final", f"{mt['task_error_final'] * 1e3:.4g}", "mm")]
+    for name, val in zip(model.input_names, mt["u_peak"]):
+        rows.append((f"peak |u| {name}", f"{val:.4g}", "N | N m"))
+    rows.append(("mean |u|", f"{mt['u_norm_mean']:.4g}", "N | N m (2-norm)"))
+    if "force_error_max" in mt:
+        rows += [("force error max", f"{mt['force_error_max']:.4g}", "N | N m"),
+                 ("force error final", f"{mt['force_error_final']:.4g}", "N | N m"),
+                 ("lambda final", ", ".join(f"{x:.4g}" for x in res.lam[-1]),
+                  f"N | N m (desired {', '.join(f'{x:g}' for x in sc.reference['lambda_d'])})")]
+    if res.lam_labels:
+        rows.append(("constraint residual", f"{mt['residual_max']:.3g}", "m | rad (max |phi|)"))
+    if model.passive.any() and "passive_torque_max" in mt and sc.controller["law"] == \
+            "projected_inverse_dynamics":
+        rows.append(("passive torque max", f"{mt['passive_torque_max']:.3g}", "N m | N"))
+    if "analytic_deviation" in mt:
+        rows.append(("vs e''+Kd e'+Kp e=0", f"{mt['analytic_deviation']:.3g}",
+                     "rad | m (max deviation from the analytic error)"))
+    w = max(len(r[0]) for r in rows)
+    v = max(len(r[1]) for r in rows)
+    return "\n".join(f"{a.ljust(w)}  {b.rjust(v)}  {c}" for a, b, c in rows)
+
+
+def write_csv(res: RunResult, path: str | Path) -> Path:
+    """t, q.*, q_ref.*, v.*, u.*, e.*, task_error, lambda.*, residual (SI units)."""
+    model = res.scenario.model
+    names = model.coordinate_names
+    cols = (["t"] + [f"q.{n}" for n in names] + [f"q_ref.{n}" for n in names]
+            + [f"v.{n}" for n in names] + [f"u.{n}" for n in model.input_names]
+            + [f"e.{n}" for n in names])
+    parts = [res.t[:, None], res.q, res.q_ref, res.v, res.u, res.joint_error]
+    if res.task_error.size:
+        cols.append("task_error")
+        parts.append(res.task_error[:, None])
+    cols += [f"lambda.{lab}" for lab in res.lam_labels] + ["residual"]
+    parts += [res.lam, res.residual[:, None]]
+    path = Path(path)
+    np.savetxt(path, np.hstack(parts), delimiter=",", header=",".join(cols), comments="",
+               fmt="%.10g")
+    return path
+
+
+def plot(res: RunResult, path: str | Path, title: str = "") -> Path:
+    """PNG: joint errors (analytic error dynamics dashed), task error, inputs, multipliers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model = res.scenario.model
+    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    t = res.t
+    for i, name in enumerate(model.coordinate_names):
+        axes[0].plot(t, res.joint_error[:, i], lw=1.1, label=name)
+    if res.analytic_error is not None:
+        for j in range(res.analytic_error.shape[1]):
+            axes[0].plot(t, res.analytic_error[:, j], "k--", lw=0.8)
+    axes[0].set_ylabel("joint error\nq_ref - q [rad | m]")
+    if res.task_error.size:
+        axes[1].plot(t, res.task_error * 1e3, lw=1.1, label=res.scenario.task_frame)
+    axes[1].set_ylabel("task error [mm]")
+    for i, name in enumerate(model.input_names):
+        axes[2].plot(t, res.u[:, i], lw=1.1, label=name)
+    axes[2].set_ylabel("input u [N | N m]")
+    if res.lam_labels:
+        for i, lab in enumerate(res.lam_labels):
+            axes[3].plot(t, res.lam[:, i], lw=1.1, label=lab)
+        lam_d = res.scenario.reference.get("lambda_d")
+        if lam_d is not None:
+            for x in lam_d:
+                axes[3].axhline(x, color="k", ls="--", lw=0.8)
+        axes[3].set_ylabel("multipliers [N | N m]")
+    else:
+        axes[3].text(0.5, 0.5, "no constraints", ha="center", va="center",
+                     transform=axes[3].transAxes)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper right", ncol=4)
+    axes[-1].set_xlabel("t [s]")
+    status = "" if res.success else f" (DIVERGED: {res.message})"
+    fig.suptitle((title or f"{model.name}: {res.scenario.controller['law']}") + status,
+                 fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["Disturbances", "RunResult", "RunScenario", "SampledReference", "build_controller",
+           "error_dynamics_solution", "load_run_scenario", "perturbed_model", "plot",
+           "run_scenario", "sample_reference", "scenario_from_mapping", "summary_table",
+           "write_csv"]
