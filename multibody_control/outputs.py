@@ -23,7 +23,7 @@ from multibody_dynamics.errors import InputError, SolverError
 from multibody_dynamics.model import MultibodyModel
 
 _AXES = {"x": 0, "y": 1, "z": 2}
-_TERM = re.compile(r"^\s*([+-]?\s*(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)?\s*\*?\s*([A-Za-z_][\w.]*)\s*$")
+_TERM = re.compile(r"^([+-]?)((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)?\*?([A-Za-z_][\w.]*)$")
 
 
 @dataclass(frozen=True)
@@ -107,15 +107,16 @@ class Output:
             raise InputError(f"output {expr!r}: linear outputs need nq == nv; {model.name} has "
                              f"nq={model.nq}, nv={model.nv}")
         coef = np.zeros(model.nv)
-        for raw in re.split(r"(?=[+-])", expr.replace(" ", "")):
+        # split before every sign that is not an exponent's ("1e-3*beta" stays whole)
+        for raw in re.split(r"(?<!\d[eE])(?=[+-])", expr.replace(" ", "")):
             if not raw:
                 continue
             match = _TERM.match(raw)
             if not match:
                 raise InputError(f"output {expr!r}: cannot read term {raw!r}; expected "
                                  "'coef*joint', 'joint' or 'frame.x|y|z'")
-            c_txt, name = match.groups()
-            c = 1.0 if c_txt in (None, "", "+") else (-1.0 if c_txt == "-" else float(c_txt))
+            sign, number, name = match.groups()
+            c = (-1.0 if sign == "-" else 1.0) * (float(number) if number else 1.0)
             if name not in model.coordinate_names:
                 raise InputError(f"output {expr!r}: unknown joint {name!r}; expected one of "
                                  f"{', '.join(model.coordinate_names)} or a frame coordinate "

@@ -189,3 +189,20 @@ def test_closed_loop_inversion_five_bar(models):
     err = np.abs(np.interp(r.t, sim.t, sim.q[:, 0]) - r.q[:, 0])[r.t < 0.69].max()
     # the input is held over each 0.2 ms step (first-order error): measured 1.1e-4 rad
     assert err < 5e-4, err
+
+
+@pytest.mark.parametrize("expr, coefficients", [
+    ("q2 + q3", [0, 1, 1]), ("q2 - q3", [0, 1, -1]), ("-q2+2.5*q3", [0, -1, 2.5]),
+    ("1e-3*q2 + q3", [0, 1e-3, 1]), ("2*q2 - 1.5e+1*q3", [0, 2, -15]), ("q1", [1, 0, 0]),
+])
+def test_output_rows_parse(models, expr, coefficients):
+    np.testing.assert_array_equal(Output(models["prr_surface"], [expr])._S[0], coefficients)
+
+
+@pytest.mark.parametrize("expr, words", [("q2 + foo", "unknown joint 'foo'"),
+                                         ("q2 ++ q3", "cannot read term")])
+def test_output_rows_errors(models, expr, words):
+    from multibody_dynamics.errors import InputError
+
+    with pytest.raises(InputError, match=words):
+        Output(models["prr_surface"], [expr])
