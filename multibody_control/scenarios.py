@@ -73,7 +73,6 @@ from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
-import yaml
 
 from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError, MultibodyError, SolverError
@@ -82,7 +81,11 @@ from multibody_dynamics.simulate import METHODS as SIM_METHODS
 from multibody_dynamics.simulate import Simulator, SimulatorConfig
 
 from .controllers import LAWS, Controller, Reference, TrajectoryInterpolator, make_controller
-from .inversion.scenario import inversion_scenario_from_mapping, run_inversion_scenario
+from .inversion.scenario import (
+    inversion_scenario_from_mapping,
+    read_scenario_file,
+    run_inversion_scenario,
+)
 from .outputs import Output
 from .trajectories import rest_to_rest
 
@@ -210,13 +213,7 @@ def load_run_scenario(path: str | Path, overrides: dict | None = None) -> RunSce
     shorter test versions, parameter studies.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: scenario file not found")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: malformed YAML ({' '.join(str(exc).split())})") from None
-    raw = _mapping(path, "", raw or {}, _TOP)
+    raw = _mapping(path, "", read_scenario_file(path), _TOP)
     if overrides:
         raw = _mapping(path, "", _merge(raw, overrides), _TOP)
     return scenario_from_mapping(raw, path)

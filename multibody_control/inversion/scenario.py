@@ -84,16 +84,20 @@ def _mapping(path, key, value, allowed):
     return value
 
 
-def load_inversion_scenario(path: str | Path) -> InversionScenario:
-    """Read and validate an inversion scenario YAML."""
-    path = Path(path)
+def read_scenario_file(path: Path) -> dict:
+    """The content of a scenario YAML (empty file: {}); InputError naming the file otherwise."""
     if not path.is_file():
         raise InputError(f"{path}: scenario file not found")
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: malformed YAML ({exc})") from None
-    raw = _mapping(path, "", raw or {}, _TOP)
+        raise InputError(f"{path}: malformed YAML ({' '.join(str(exc).split())})") from None
+
+
+def load_inversion_scenario(path: str | Path) -> InversionScenario:
+    """Read and validate an inversion scenario YAML."""
+    path = Path(path)
+    raw = _mapping(path, "", read_scenario_file(path), _TOP)
     if "robot" not in raw:
         raise _err(path, "robot", "missing")
     robot = str(raw["robot"])

@@ -76,7 +76,7 @@ PARAMETERS = (
 
 
 class SimulatorNode(Node):
-    """Fixed-step simulation of an open-chain model exposed over ROS 2 topics."""
+    """Fixed-step simulation of a model (open chain or constrained) exposed over ROS 2 topics."""
 
     node_name = "simulator_node"
 
