@@ -1,0 +1,307 @@
+"""Flexible model descriptions: ``config/flexible/<robot>.yaml`` -> :class:`FlexibleChain`.
+
+The flexible models live in their own folder, not in ``config/robots/``: every file there is a
+URDF-backed pinocchio model that the rigid tools (and their tests, parametrized over all shipped
+robots) load with :func:`~multibody_dynamics.model.load_model`. A chain of floating-frame bodies
+has no URDF spanning tree, so it gets this loader. The rigid counterpart of a flexible model
+(same masses and inertias) is named by ``rigid_counterpart`` and stays a normal robot.
+
+Schema (units in brackets; every key but ``name`` and ``bodies`` optional)::
+
+    name: flexible_cart_manipulator
+    description: "..."                    # one line
+    source: "Seifried (2014) Sect. 2.3"
+    rigid_counterpart: cart_double_pendulum   # shipped robot with the same inertia
+    gravity: [0.0, -9.81]                 # [m/s^2] in the plane of motion
+    second_order_inertia: true            # exact q_e^T M_e q_e term of the inertia
+    geometric_stiffening: false           # centrifugal stiffening (Komega)
+    end_effector: link2                   # body whose distal point is the end effector
+    bodies:                               # parents before children
+      - name: cart
+        joint: {name: x, type: prismatic, axis: [1, 0], angle: 0.0, parent: null}
+        rigid: {mass: 0.3, com: [0, 0], inertia: 0.00125, distal: [0, 0]}
+                                          # [kg], [m], [kg m^2] about the com, [m]
+      - name: link1
+        joint: {name: alpha, angle: -1.5707963267948966}   # revolute by default [rad]
+        beam:                             # clamped at the frame origin, along x of K_i
+          length: 1.0                     # [m]
+          elements: 100
+          theory: timoshenko              # or euler-bernoulli
+          section: {width: 0.01, height: 0.01}      # rectangle [m] (height bends)
+          material: {E: 7.0e+10, rho: 2700.0, nu: 0.33}  # [Pa], [kg/m^3], [-]
+          modes: 2                        # lowest clamped-free eigenmodes kept
+          damping: {alpha: 0.0, beta: 0.0}          # Rayleigh [1/s], [s]
+      - name: link2
+        joint: {name: beta}
+        modal_data: link2.npz             # alternatively: a modal data file (sid.py format),
+        distal_node: -1                   #   relative to this YAML; node for child joints
+
+``joint.parent`` names an earlier body (``null``: the previous one, the world for the first).
+Errors name the file, the key and what was expected (:class:`ModelError`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ..errors import InputError, ModelError
+from ..model.resources import share_dir
+from .beam import BeamConfig, BeamSection, assemble_beam
+from .modal import clamped_modes
+from .sid import ModalData, load_modal_data, modal_data_from_beam
+from .system import ChainBody, FlexibleChain, FlexibleChainConfig
+
+__all__ = ["flexible_models_dir", "shipped_flexible_models", "read_flexible_config",
+           "load_flexible_model", "beam_modal_data"]
+
+_TOP = {"name", "description", "source", "rigid_counterpart", "gravity", "second_order_inertia",
+        "geometric_stiffening", "end_effector", "bodies"}
+_BODY = {"name", "joint", "rigid", "beam", "modal_data", "distal_node"}
+_JOINT = {"name", "type", "axis", "angle", "parent"}
+_RIGID = {"mass", "com", "inertia", "distal"}
+_BEAM = {"length", "elements", "theory", "section", "material", "modes", "damping"}
+
+
+def flexible_models_dir() -> Path:
+    """``config/flexible`` of the package data."""
+    return share_dir() / "config" / "flexible"
+
+
+def shipped_flexible_models() -> list[str]:
+    """Names of the shipped flexible models, sorted."""
+    return sorted(p.stem for p in flexible_models_dir().glob("*.yaml"))
+
+
+class _Where:
+    def __init__(self, path):
+        self.path = path
+
+    def error(self, key, msg):
+        return ModelError(f"{self.path}: {key}: {msg}" if key else f"{self.path}: {msg}")
+
+    def mapping(self, value, key, allowed):
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a mapping, got {type(value).__name__}")
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            raise self.error(f"{key}.{unknown[0]}" if key else unknown[0],
+                             f"unknown key; expected one of {', '.join(sorted(allowed))}")
+        return value
+
+    def number(self, value, key, minimum=None, positive=False):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(key, f"expected a number, got {value!r}")
+        value = float(value)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise self.error(key, f"expected a finite number, got {value!r}")
+        if positive and value <= 0.0:
+            raise self.error(key, f"expected a number > 0, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"expected a number >= {minimum}, got {value!r}")
+        return value
+
+    def integer(self, value, key, minimum=None):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"expected an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    def vector(self, value, key, n):
+        if not isinstance(value, (list, tuple)) or len(value) != n:
+            raise self.error(key, f"expected a list of {n} numbers, got {value!r}")
+        return tuple(self.number(x, f"{key}[{i}]") for i, x in enumerate(value))
+
+    def string(self, value, key):
+        if not isinstance(value, str) or not value:
+            raise self.error(key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def boolean(self, value, key):
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {value!r}")
+        return value
+
+
+def beam_modal_data(length: float, elements: int, width: float, height: float, E: float,
+                    rho: float, nu: float = 0.3, modes: int = 2, theory: str = "timoshenko",
+                    alpha: float = 0.0, beta: float = 0.0) -> ModalData:
+    """Modal data of a uniform rectangular beam clamped at its root (tangent frame).
+
+    Parameters
+    ----------
+    length : float
+        [m]. elements : int, number of finite elements.
+    width, height : float
+        Section [m]; ``height`` is the bending direction (y of K_i).
+    E, rho, nu : float
+        Young's modulus [Pa], density [kg/m^3], Poisson's ratio [-].
+    modes : int
+        Lowest clamped-free eigenmodes kept (mass-normalised).
+    theory : {"timoshenko", "euler-bernoulli"}
+    alpha, beta : float
+        Rayleigh damping ``D = alpha M + beta K`` [1/s], [s].
+    """
+    section = BeamSection.rectangle(width, height, E=E, rho=rho, nu=nu)
+    beam = assemble_beam(BeamConfig(length, elements, section, theory=theory,
+                                    rayleigh_alpha=alpha, rayleigh_beta=beta))
+    return modal_data_from_beam(clamped_modes(beam, modes))
+
+
+def _beam(w: _Where, raw, key) -> ModalData:
+    raw = w.mapping(raw, key, _BEAM)
+    for req in ("length", "elements", "section", "material", "modes"):
+        if req not in raw:
+            raise w.error(f"{key}.{req}", "missing")
+    sec = w.mapping(raw["section"], f"{key}.section", {"width", "height"})
+    mat = w.mapping(raw["material"], f"{key}.material", {"E", "rho", "nu"})
+    damp = w.mapping(raw.get("damping") or {}, f"{key}.damping", {"alpha", "beta"})
+    for req, where in (("width", sec), ("height", sec), ("E", mat), ("rho", mat)):
+        if req not in where:
+            sub = "section" if where is sec else "material"
+            raise w.error(f"{key}.{sub}.{req}", "missing")
+    theory = raw.get("theory", "timoshenko")
+    if theory not in ("timoshenko", "euler-bernoulli"):
+        raise w.error(f"{key}.theory", f"expected 'timoshenko' or 'euler-bernoulli', "
+                                       f"got {theory!r}")
+    try:
+        return beam_modal_data(
+            length=w.number(raw["length"], f"{key}.length", positive=True),
+            elements=w.integer(raw["elements"], f"{key}.elements", minimum=1),
+            width=w.number(sec["width"], f"{key}.section.width", positive=True),
+            height=w.number(sec["height"], f"{key}.section.height", positive=True),
+            E=w.number(mat["E"], f"{key}.material.E", positive=True),
+            rho=w.number(mat["rho"], f"{key}.material.rho", positive=True),
+            nu=w.number(mat.get("nu", 0.3), f"{key}.material.nu"),
+            modes=w.integer(raw["modes"], f"{key}.modes", minimum=1),
+            theory=theory,
+            alpha=w.number(damp.get("alpha", 0.0), f"{key}.damping.alpha", minimum=0.0),
+            beta=w.number(damp.get("beta", 0.0), f"{key}.damping.beta", minimum=0.0),
+        )
+    except InputError as exc:  # e.g. nu out of range, too many modes
+        raise w.error(key, str(exc)) from None
+
+
+def read_flexible_config(path: str | Path) -> FlexibleChainConfig:
+    """Read and validate a flexible model YAML (beam models are reduced here)."""
+    path = Path(path)
+    w = _Where(path)
+    if not path.is_file():
+        raise ModelError(f"{path}: flexible model file not found")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ModelError(f"{path}: malformed YAML ({exc})") from None
+    if raw is None:
+        raise ModelError(f"{path}: empty file; expected a mapping with 'name' and 'bodies'")
+    w.mapping(raw, "", _TOP)
+    for req in ("name", "bodies"):
+        if req not in raw:
+            raise w.error(req, "missing")
+    name = w.string(raw["name"], "name")
+    if not isinstance(raw["bodies"], list) or not raw["bodies"]:
+        raise w.error("bodies", "expected a non-empty list of bodies")
+    bodies, names = [], []
+    for i, rb in enumerate(raw["bodies"]):
+        key = f"bodies[{i}]"
+        rb = w.mapping(rb, key, _BODY)
+        bname = w.string(rb.get("name"), f"{key}.name")
+        kinds = [k for k in ("rigid", "beam", "modal_data") if k in rb]
+        if len(kinds) != 1:
+            raise w.error(key, f"expected exactly one of rigid, beam, modal_data; got {kinds}")
+        if "joint" not in rb:
+            raise w.error(f"{key}.joint", "missing")
+        rj = w.mapping(rb["joint"], f"{key}.joint", _JOINT)
+        jtype = rj.get("type", "revolute")
+        if jtype not in ("revolute", "prismatic"):
+            raise w.error(f"{key}.joint.type", f"expected 'revolute' or 'prismatic', got {jtype!r}")
+        parent = rj.get("parent")
+        if parent is not None:
+            pname = w.string(parent, f"{key}.joint.parent")
+            if pname not in names:
+                raise w.error(f"{key}.joint.parent", f"unknown or later body {pname!r}; expected "
+                                                     f"one of {names}")
+            parent = names.index(pname)
+        kw = dict(
+            name=bname,
+            joint=w.string(rj.get("name"), f"{key}.joint.name"),
+            joint_type=jtype,
+            parent=parent,
+            axis=w.vector(rj.get("axis", [1.0, 0.0]), f"{key}.joint.axis", 2),
+            angle=w.number(rj.get("angle", 0.0), f"{key}.joint.angle"),
+        )
+        if "rigid" in rb:
+            rr = w.mapping(rb["rigid"], f"{key}.rigid", _RIGID)
+            if "mass" not in rr:
+                raise w.error(f"{key}.rigid.mass", "missing")
+            kw.update(
+                mass=w.number(rr["mass"], f"{key}.rigid.mass", positive=True),
+                com=w.vector(rr.get("com", [0.0, 0.0]), f"{key}.rigid.com", 2),
+                inertia=w.number(rr.get("inertia", 0.0), f"{key}.rigid.inertia", minimum=0.0),
+                distal=w.vector(rr.get("distal", [0.0, 0.0]), f"{key}.rigid.distal", 2),
+            )
+        else:
+            if "beam" in rb:
+                data = _beam(w, rb["beam"], f"{key}.beam")
+            else:
+                file = path.parent / w.string(rb["modal_data"], f"{key}.modal_data")
+                data = load_modal_data(file)
+            kw.update(modal_data=data,
+                      distal_node=w.integer(rb.get("distal_node", -1), f"{key}.distal_node"))
+        try:
+            bodies.append(ChainBody(**kw))
+        except InputError as exc:
+            raise w.error(key, str(exc)) from None
+        names.append(bname)
+    opts = {}
+    for k in ("second_order_inertia", "geometric_stiffening"):
+        if k in raw:
+            opts[k] = w.boolean(raw[k], k)
+    try:
+        return FlexibleChainConfig(
+            bodies=bodies,
+            gravity=w.vector(raw.get("gravity", [0.0, -9.81]), "gravity", 2),
+            name=name,
+            description=str(raw.get("description", "")).strip(),
+            source=str(raw.get("source", "")).strip(),
+            rigid_counterpart=(w.string(raw["rigid_counterpart"], "rigid_counterpart")
+                               if raw.get("rigid_counterpart") is not None else None),
+            end_effector=(w.string(raw["end_effector"], "end_effector")
+                          if raw.get("end_effector") is not None else None),
+            **opts,
+        )
+    except InputError as exc:
+        raise w.error("", str(exc)) from None
+
+
+def resolve_flexible_path(robot: str | Path) -> Path:
+    """Model YAML for a shipped flexible model name or a path to a YAML file."""
+    p = Path(robot)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    candidate = flexible_models_dir() / f"{robot}.yaml"
+    if not candidate.is_file():
+        raise ModelError(
+            f"unknown flexible model {str(robot)!r}: not shipped "
+            f"({', '.join(shipped_flexible_models())}) and not a path to a model YAML file"
+        )
+    return candidate
+
+
+def load_flexible_model(robot: str | Path, backend: str = "auto") -> FlexibleChain:
+    """Load a flexible model by shipped name (``"flexible_cart_manipulator"``) or YAML path.
+
+    Parameters
+    ----------
+    robot : str or Path
+    backend : {"auto", "numba", "numpy"}
+        See :class:`FlexibleChain`.
+
+    Raises
+    ------
+    ModelError
+        With the file, the key and what was expected.
+    """
+    return FlexibleChain(read_flexible_config(resolve_flexible_path(robot)), backend=backend)
