@@ -39,6 +39,16 @@ def cmd_models(args) -> int:
     widths = [max(len(r[k]) for r in rows + [head]) for k in range(len(head) - 1)]
     for r in [head] + rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    from multibody_dynamics.flexible.loader import load_flexible_model, shipped_flexible_models
+
+    flexible = shipped_flexible_models()
+    if flexible:
+        print("\nflexible models (config/flexible/; Python: "
+              "multibody_dynamics.flexible.loader.load_flexible_model)")
+        for name in flexible:
+            chain = load_flexible_model(name)
+            print(f"  {name}: nq={chain.nq} ({chain.nq_r} rigid + {chain.nq_e} elastic), "
+                  f"inputs={chain.nu}; {chain.config.description}")
     return 0
 
 
