@@ -145,3 +145,17 @@ def test_frame_lookup_lists_valid_names(models):
         models["arm7"].frame_id("gripper")
     with pytest.raises(FrameNotFound, match="joint1"):
         models["arm7"].joint_index("joint9")
+
+
+def test_cli_models_and_check(capsys):
+    from multibody_control.cli import main
+
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name in list(EXPECTED) + ["flexible_cart_manipulator"]:
+        assert name in out
+    assert main(["check", "five_bar"]) == 0
+    assert "end_effector planar_revolute" in capsys.readouterr().out
+    assert main(["check", "no_such_robot"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown robot" in err[0]
