@@ -100,6 +100,7 @@ _OPTIONS = {
     "projected_inverse_dynamics": {"independent", "force_control", "force_kp", "force_ki",
                                    "force_integral_limit"},
     "tv_lqr": {"R", "terminal", "interpolation"},
+    "quasi_velocity": {"independent", "force_control"},
 }
 _PLANT = {"rate", "substeps", "method", "max_speed", "effort_limit", "disturbances", "noise"}
 _DISTURBANCES = {"link", "mass", "inertia", "com", "stiffness", "damping"}

@@ -183,3 +183,12 @@ def test_passive_arm_disturbances_increase_the_lqr_error(passive_arm_runs):
     lqr, dist = passive_arm_runs["lqr"], passive_arm_runs["lqr_disturbed"]
     assert dist.success
     assert dist.metrics["error_rms.beta"] > 1.2 * lqr.metrics["error_rms.beta"]
+
+
+def test_prr_surface_quasi_velocity_scenario():
+    """Aghili 2010 Sect. 5 with the quasi-velocity law: force 50 N, tracking converges."""
+    res = run_scenario(load_run_scenario(DIR / "run_prr_surface_quasi.yaml", {"duration": 1.5}))
+    assert res.success, res.message
+    assert res.metrics["force_error_max"] < 1e-9 * 50  # eq. 47 sets lambda algebraically
+    err = np.abs(res.joint_error[:, res.controlled]).max(axis=1)
+    assert err[-1] < 0.6 * err[0]  # theta error ~ exp(-3 t) after the epsilon transient

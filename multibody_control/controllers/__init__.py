@@ -12,10 +12,12 @@ from .projected_inverse_dynamics import (
     ProjectedInverseDynamicsConfig,
     ProjectedInverseDynamicsController,
 )
+from .quasi_velocity import QuasiVelocityConfig, QuasiVelocityController
 from .reference import Reference, TrajectoryInterpolator
 from .rmrc import RMRCConfig, RMRCController, TwistReference
 
-LAWS = ("pd", "pid", "computed_torque", "projected_inverse_dynamics", "tv_lqr", "rmrc")
+LAWS = ("pd", "pid", "computed_torque", "projected_inverse_dynamics", "tv_lqr", "rmrc",
+        "quasi_velocity")
 
 
 def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf"),
@@ -35,7 +37,11 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
       velocity errors; options ``trajectory`` (an InversionResult, or a mapping with ``t``,
       ``q``, ``v``, ``u``; required) and the other :class:`LQRConfig` fields (``dt``, ``R``, ...);
     * ``rmrc``: ``kp``, ``kd`` are the inner-loop gains; options are the other
-      :class:`RMRCConfig` fields (``redundant_joint``, ``inner``, ...).
+      :class:`RMRCConfig` fields (``redundant_joint``, ``inner``, ...);
+    * ``quasi_velocity``: ``kp`` [1/s] acts on the minimal-coordinate error, ``kd`` [1/s] on
+      the quasi-velocity error eps (Aghili 2010 eqs. 37-39); options are the other fields of
+      :class:`QuasiVelocityConfig` (``independent``, ``force_control``, ...) and
+      ``constraints``.
     """
     if law == "pd":
         return PDController(model, PDConfig(kp, kd, 0.0, integral_limit, effort_limit))
@@ -61,6 +67,10 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
     if law == "rmrc":
         return RMRCController(model, RMRCConfig(kp=kp, kd=kd, effort_limit=effort_limit,
                                                 **options))
+    if law == "quasi_velocity":
+        constraints = options.pop("constraints", None)
+        return QuasiVelocityController(model, QuasiVelocityConfig(
+            kp=kp, kd=kd, effort_limit=effort_limit, **options), constraints)
     if options:
         raise InputError(f"{law}: unexpected options {', '.join(sorted(options))}")
     raise ValueError(f"law: expected one of {', '.join(LAWS)}, got {law!r}")
@@ -69,7 +79,8 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
 __all__ = [
     "LAWS", "ComputedTorqueConfig", "ComputedTorqueController", "Controller", "ControllerConfig",
     "LQRConfig", "PDConfig", "PDController", "ProjectedInverseDynamicsConfig",
-    "ProjectedInverseDynamicsController", "RMRCConfig", "RMRCController", "Reference",
+    "ProjectedInverseDynamicsController", "QuasiVelocityConfig", "QuasiVelocityController",
+    "RMRCConfig", "RMRCController", "Reference",
     "TimeVariantLQRController", "TrajectoryInterpolator", "TwistReference", "gain_vector",
     "inputs_from_generalized", "make_controller",
 ]
