@@ -28,11 +28,15 @@ from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 PACKAGE = "multibody_suite"
-# (robot = namespace, x offset of its world frame [m], initial_positions [rad] or None)
+# (robot = namespace, x offset of its world frame [m], initial_positions [rad] or None,
+#  controller_node parameter overrides)
 ROBOTS = [
-    ("arm7", -0.6, None),
-    # left_motor, left_elbow, right_motor, right_elbow: closure residual below 1e-10 m
-    ("five_bar", 0.6, [2.260904311, -1.549961486, 0.880688343, 1.549961486]),
+    ("arm7", -0.6, None, {}),
+    # left_motor, left_elbow, right_motor, right_elbow: closure residual below 1e-10 m.
+    # Computed torque needs a fully actuated open chain: joint PD on the two motors, gains
+    # sized for the five-bar's 0.8 kg of links (N m/rad, N m s/rad).
+    ("five_bar", 0.6, [2.260904311, -1.549961486, 0.880688343, 1.549961486],
+     {"law": "pd", "kp": [1.0], "kd": [0.05]}),
 ]
 REMAP = [
     ("/joint_states", "joint_states"),
@@ -48,7 +52,7 @@ def node_parameters(share, node, **overrides):
     return params
 
 
-def _robot_actions(share, robot, x, q0):
+def _robot_actions(share, robot, x, q0, controller):
     xacro_file = PathJoinSubstitution([FindPackageShare(PACKAGE), "urdf", f"{robot}.urdf.xacro"])
     description = ParameterValue(
         Command([PathJoinSubstitution([FindExecutable(name="xacro")]), " ", xacro_file,
@@ -79,7 +83,7 @@ def _robot_actions(share, robot, x, q0):
             executable="controller_node",
             name="controller_node",
             output="screen",
-            parameters=[node_parameters(share, "controller_node", robot=robot)],
+            parameters=[node_parameters(share, "controller_node", robot=robot, **controller)],
             remappings=REMAP,
         ),
     ]
@@ -98,8 +102,8 @@ def _robot_actions(share, robot, x, q0):
 def _setup(context):
     share = get_package_share_directory(PACKAGE)
     actions = []
-    for robot, x, q0 in ROBOTS:
-        actions += _robot_actions(share, robot, x, q0)
+    for robot, x, q0, controller in ROBOTS:
+        actions += _robot_actions(share, robot, x, q0, controller)
     return actions
 
 
