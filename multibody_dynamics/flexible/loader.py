@@ -31,6 +31,10 @@ Schema (units in brackets; every key but ``name`` and ``bodies`` optional)::
           material: {E: 7.0e+10, rho: 2700.0, nu: 0.33}  # [Pa], [kg/m^3], [-]
           modes: 2                        # lowest clamped-free eigenmodes kept
           damping: {alpha: 0.0, beta: 0.0}          # Rayleigh [1/s], [s]
+          proximal: {length: 0.06, mass: 0.2}       # optional rigid parts before the beam
+          distal: {length: 0.08, mass: 0.5, inertia: 1.0e-4, com: 0.04}   # and after it
+                                          # [m], [kg], [kg m^2] about the com, [m] from the
+                                          # beam end (default length/2); see flexible.output
       - name: link2
         joint: {name: beta}
         modal_data: link2.npz             # alternatively: a modal data file (sid.py format),
@@ -50,6 +54,7 @@ from ..errors import InputError, ModelError
 from ..model.resources import share_dir
 from .beam import BeamConfig, BeamSection, assemble_beam
 from .modal import clamped_modes
+from .output import RigidPart, arm_modal_data
 from .sid import ModalData, load_modal_data, modal_data_from_beam
 from .system import ChainBody, FlexibleChain, FlexibleChainConfig
 
@@ -61,7 +66,9 @@ _TOP = {"name", "description", "source", "rigid_counterpart", "gravity", "second
 _BODY = {"name", "joint", "rigid", "beam", "modal_data", "distal_node"}
 _JOINT = {"name", "type", "axis", "angle", "parent"}
 _RIGID = {"mass", "com", "inertia", "distal"}
-_BEAM = {"length", "elements", "theory", "section", "material", "modes", "damping"}
+_BEAM = {"length", "elements", "theory", "section", "material", "modes", "damping", "proximal",
+         "distal"}
+_PART = {"length", "mass", "inertia", "com"}
 
 
 def flexible_models_dir() -> Path:
@@ -127,7 +134,8 @@ class _Where:
 
 def beam_modal_data(length: float, elements: int, width: float, height: float, E: float,
                     rho: float, nu: float = 0.3, modes: int = 2, theory: str = "timoshenko",
-                    alpha: float = 0.0, beta: float = 0.0) -> ModalData:
+                    alpha: float = 0.0, beta: float = 0.0, proximal: RigidPart | None = None,
+                    distal: RigidPart | None = None) -> ModalData:
     """Modal data of a uniform rectangular beam clamped at its root (tangent frame).
 
     Parameters
@@ -143,11 +151,32 @@ def beam_modal_data(length: float, elements: int, width: float, height: float, E
     theory : {"timoshenko", "euler-bernoulli"}
     alpha, beta : float
         Rayleigh damping ``D = alpha M + beta K`` [1/s], [s].
+    proximal, distal : RigidPart, optional
+        Rigid end parts of an arm (:func:`~multibody_dynamics.flexible.output.arm_modal_data`):
+        the beam then starts at ``proximal.length`` and the last node is the distal end. The
+        modes stay those of the beam alone.
     """
     section = BeamSection.rectangle(width, height, E=E, rho=rho, nu=nu)
     beam = assemble_beam(BeamConfig(length, elements, section, theory=theory,
                                     rayleigh_alpha=alpha, rayleigh_beta=beta))
-    return modal_data_from_beam(clamped_modes(beam, modes))
+    basis = clamped_modes(beam, modes)
+    if proximal is None and distal is None:
+        return modal_data_from_beam(basis)
+    return arm_modal_data(basis, proximal, distal)
+
+
+def _part(w: _Where, raw, key) -> RigidPart | None:
+    if raw is None:
+        return None
+    raw = w.mapping(raw, key, _PART)
+    if "length" not in raw:
+        raise w.error(f"{key}.length", "missing")
+    return RigidPart(
+        length=w.number(raw["length"], f"{key}.length", minimum=0.0),
+        mass=w.number(raw.get("mass", 0.0), f"{key}.mass", minimum=0.0),
+        inertia=w.number(raw.get("inertia", 0.0), f"{key}.inertia", minimum=0.0),
+        com=w.number(raw["com"], f"{key}.com") if raw.get("com") is not None else None,
+    )
 
 
 def _beam(w: _Where, raw, key) -> ModalData:
@@ -179,6 +208,8 @@ def _beam(w: _Where, raw, key) -> ModalData:
             theory=theory,
             alpha=w.number(damp.get("alpha", 0.0), f"{key}.damping.alpha", minimum=0.0),
             beta=w.number(damp.get("beta", 0.0), f"{key}.damping.beta", minimum=0.0),
+            proximal=_part(w, raw.get("proximal"), f"{key}.proximal"),
+            distal=_part(w, raw.get("distal"), f"{key}.distal"),
         )
     except InputError as exc:  # e.g. nu out of range, too many modes
         raise w.error(key, str(exc)) from None
