@@ -35,3 +35,15 @@ def random_state(model, rng, scale=1.0):
     v = scale * rng.uniform(-1, 1, model.nv)
     a = scale * rng.uniform(-1, 1, model.nv)
     return q, v, a
+
+
+def assembled(model, rng, guess):
+    """A consistent state of a closed-loop model: q on the manifold (Newton from ``guess``),
+    v in null(A), and a random torque."""
+    from multibody_dynamics.projection import ProjectedDynamics
+
+    pd = ProjectedDynamics(model)
+    res = pd.project_position(np.asarray(guess, float))
+    assert res.success, res.message
+    v = pd.project_velocity(res.q, rng.normal(size=model.nv))
+    return res.q, v, rng.normal(size=model.nv)

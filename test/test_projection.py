@@ -4,7 +4,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import yaml
-from conftest import ASSEMBLY_GUESS
+from conftest import ASSEMBLY_GUESS, assembled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,13 +35,6 @@ FULL_RANK = ["five_bar", "slider_crank", "prr_surface"]
 RTOL = 1e-9
 
 
-def assembled(model, rng, guess):
-    """A consistent state: q on the manifold (Newton), v in null(A), random torque."""
-    pd = ProjectedDynamics(model)
-    res = pd.project_position(np.asarray(guess, float))
-    assert res.success, res.message
-    v = pd.project_velocity(res.q, rng.normal(size=model.nv))
-    return res.q, v, rng.normal(size=model.nv)
 
 
 def write_model(tmp_path, name, urdf, closures, passive=None, gravity=(0.0, -9.81, 0.0)):

@@ -3,7 +3,7 @@
 import numpy as np
 import pinocchio as pin
 import pytest
-from conftest import ASSEMBLY_GUESS
+from conftest import ASSEMBLY_GUESS, assembled
 
 from multibody_dynamics.errors import InputError, SolverError
 from multibody_dynamics.projection import ProjectedDynamics
@@ -28,13 +28,6 @@ def scale(x):
     return max(1.0, float(np.max(np.abs(x))))
 
 
-def assembled(model, rng, guess):
-    """A consistent state: q on the manifold, v in null(A), random torque."""
-    pd = ProjectedDynamics(model)
-    res = pd.project_position(np.asarray(guess, float))
-    assert res.success, res.message
-    v = pd.project_velocity(res.q, rng.normal(size=model.nv))
-    return res.q, v, rng.normal(size=model.nv)
 
 
 def matrices(model, q, v, tau):
