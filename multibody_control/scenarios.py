@@ -846,13 +846,10 @@ def write_csv(res: RunResult, path: str | Path) -> Path:
 
 def plot(res: RunResult, path: str | Path, title: str = "") -> Path:
     """PNG: joint errors (analytic error dynamics dashed), task error, inputs, multipliers."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from multibody_dynamics.plotting import save_figure, subplots
 
     model = res.scenario.model
-    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    fig, axes = subplots(4, 1, figsize=(9, 10), sharex=True)
     t = res.t
     for i, name in enumerate(model.coordinate_names):
         axes[0].plot(t, res.joint_error[:, i], lw=1.1, label=name)
@@ -885,11 +882,7 @@ def plot(res: RunResult, path: str | Path, title: str = "") -> Path:
     status = "" if res.success else f" (DIVERGED: {res.message})"
     fig.suptitle((title or f"{model.name}: {res.scenario.controller['law']}") + status,
                  fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 __all__ = ["Disturbances", "RunResult", "RunScenario", "SampledReference", "build_controller",

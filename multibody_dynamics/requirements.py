@@ -87,13 +87,10 @@ class RequirementsResult:
 
     def plot(self, path: str | Path, title: str = "") -> Path:
         """Force and torque components per joint over time, one row per joint."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from .plotting import save_figure, subplots
 
         n = len(self.joint_names)
-        fig, axes = plt.subplots(n, 2, figsize=(11, 1.6 * n + 1.0), sharex=True, squeeze=False)
+        fig, axes = subplots(n, 2, figsize=(11, 1.6 * n + 1.0), sharex=True, squeeze=False)
         for j, name in enumerate(self.joint_names):
             for side, (sl, unit) in enumerate(((slice(0, 3), "N"), (slice(3, 6), "N m"))):
                 ax = axes[j, side]
@@ -108,11 +105,7 @@ class RequirementsResult:
         for ax in axes[-1]:
             ax.set_xlabel("t [s]")
         fig.suptitle(title or "joint reaction loads")
-        fig.tight_layout()
-        path = Path(path)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return path
+        return save_figure(fig, path)
 
 
 def requirements_analysis(model: MultibodyModel, t, q, v, a, payload: Payload | None = None,

@@ -299,12 +299,9 @@ class SimulationResult:
 
     def plot(self, path: str | Path, title: str = "") -> Path:
         """PNG: joint positions, residual (log axis) and energy drift over time."""
-        import matplotlib
+        from .plotting import save_figure, subplots
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+        fig, axes = subplots(3, 1, figsize=(9, 8), sharex=True)
         ax = axes[0]
         for k, name in enumerate(self.q_names):
             ax.plot(self.t, self.q[:, k], lw=1.1, label=name)
@@ -329,11 +326,7 @@ class SimulationResult:
             a.grid(alpha=0.3)
         fig.suptitle(title or ("simulation" + ("" if self.success else f" (FAILED: {self.message})")),
                      fontsize=10)
-        fig.tight_layout()
-        path = Path(path)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return path
+        return save_figure(fig, path)
 
 
 class Simulator:

@@ -244,12 +244,9 @@ def write_csv(result: InversionResult, model: MultibodyModel, path: str | Path) 
 def plot(result: InversionResult, model: MultibodyModel, path: str | Path, title: str = "",
          verification: VerificationResult | None = None) -> Path:
     """Output vs desired, joint motion, feedforward, internal states; pre/post-actuation shaded."""
-    import matplotlib
+    from multibody_dynamics.plotting import save_figure, subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    fig, axes = subplots(4, 1, figsize=(9, 10), sharex=True)
     t = result.t
 
     def shade(ax):
@@ -282,11 +279,7 @@ def plot(result: InversionResult, model: MultibodyModel, path: str | Path, title
         ax.legend(fontsize=7, loc="upper right", ncol=3)
     axes[-1].set_xlabel("t [s]")
     fig.suptitle(title or f"{model.name}: {result.method} inversion")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def summary(result: InversionResult, verification: VerificationResult | None) -> str:
