@@ -323,22 +323,11 @@ class ManifoldProjectionResult:
 # The SVD of A is a one-sided Jacobi SVD (accurate to eps * sigma_max like LAPACK's), the solve an
 # LU with partial pivoting; results equal the numpy path to round-off (checked in
 # test/test_projection_fast.py and before every benchmark).
-def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
-    """Returns ``(a, f_c, lam, rank, residual)``; ``cl`` (nc, 6) ints [slot a, slot b, row
-    offset, position rows, rotation rows, m], ``cf`` (nc, 90 + nv) [D (3x3), L_g (9x9), sel (nv)],
-    ``par`` [rank_atol, rank_rtol, variant code, alpha]."""
-    nv = M.shape[0]
+def _closure_rows(v, J, dJ, H, cl, cf, A, gamma):  # pragma: no cover - numba
+    """Fills the closure rows ``A`` (m, nv) and their bias ``gamma`` (m,) from the world joint
+    Jacobians ``J``, their variation ``dJ`` and the frame placements ``H`` (see above)."""
+    nv = J.shape[1]
     nc = cl.shape[0]
-    m = cl[0, 5]
-    rank_atol, rank_rtol, variant, alpha = par[0], par[1], int(par[2]), par[3]
-    A = np.empty((m, nv))
-    gamma = np.empty(m)
-    a = np.empty(nv)
-    f_c = np.empty(nv)
-    lam = np.empty(m)
-    f = np.empty(nv)
-    for k in range(nv):
-        f[k] = tau[k] - nle[k]
     Va = np.empty(6)
     Vr = np.empty(6)
     Ar = np.empty(6)
@@ -436,38 +425,28 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
                 gamma[row] = (Gd[r, 0] * wr[0] + Gd[r, 1] * wr[1] + Gd[r, 2] * wr[2]
                               + G[r, 0] * wrd[0] + G[r, 1] * wrd[1] + G[r, 2] * wrd[2])
 
+
+def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
+    """Returns ``(a, f_c, lam, rank, residual)``; ``cl`` (nc, 6) ints [slot a, slot b, row
+    offset, position rows, rotation rows, m], ``cf`` (nc, 90 + nv) [D (3x3), L_g (9x9), sel (nv)],
+    ``par`` [rank_atol, rank_rtol, variant code, alpha]."""
+    nv = M.shape[0]
+    m = cl[0, 5]
+    rank_atol, rank_rtol, variant, alpha = par[0], par[1], int(par[2]), par[3]
+    A = np.empty((m, nv))
+    gamma = np.empty(m)
+    a = np.empty(nv)
+    f_c = np.empty(nv)
+    lam = np.empty(m)
+    f = np.empty(nv)
+    for k in range(nv):
+        f[k] = tau[k] - nle[k]
+    _closure_rows(v, J, dJ, H, cl, cf, A, gamma)
+
     # one-sided Jacobi SVD of A^T (nv x m): B = A^T Q with orthogonal columns, A = Q Sigma V^T
     B = A.T.copy()
     Q = np.eye(m)
-    eps = 2.220446049250313e-16
-    for _sweep in range(60):
-        rotated = False
-        for i in range(m - 1):
-            for j in range(i + 1, m):
-                al = 0.0
-                be = 0.0
-                ga = 0.0
-                for k in range(nv):
-                    al += B[k, i] * B[k, i]
-                    be += B[k, j] * B[k, j]
-                    ga += B[k, i] * B[k, j]
-                if ga == 0.0 or abs(ga) <= eps * np.sqrt(al * be):
-                    continue
-                rotated = True
-                ze = (be - al) / (2.0 * ga)
-                t = (1.0 if ze >= 0.0 else -1.0) / (abs(ze) + np.sqrt(1.0 + ze * ze))
-                cs = 1.0 / np.sqrt(1.0 + t * t)
-                sn = cs * t
-                for k in range(nv):
-                    bi, bj = B[k, i], B[k, j]
-                    B[k, i] = cs * bi - sn * bj
-                    B[k, j] = sn * bi + cs * bj
-                for k in range(m):
-                    qi, qj = Q[k, i], Q[k, j]
-                    Q[k, i] = cs * qi - sn * qj
-                    Q[k, j] = sn * qi + cs * qj
-        if not rotated:
-            break
+    _jacobi_columns(B, Q)
     norms = np.empty(m)
     for j in range(m):
         sq = 0.0
@@ -591,19 +570,246 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
     return a, f_c, lam, rank, res
 
 
+def _jacobi_columns(B, Q):  # pragma: no cover - numba
+    """One-sided Jacobi: rotates the columns of B (n, p) in place until they are orthogonal,
+    accumulating the rotations in Q (p, p) (start from the identity): ``B_in Q = B_out``."""
+    n, p = B.shape
+    eps = 2.220446049250313e-16
+    for _sweep in range(60):
+        rotated = False
+        for i in range(p - 1):
+            for j in range(i + 1, p):
+                al = 0.0
+                be = 0.0
+                ga = 0.0
+                for k in range(n):
+                    al += B[k, i] * B[k, i]
+                    be += B[k, j] * B[k, j]
+                    ga += B[k, i] * B[k, j]
+                if ga == 0.0 or abs(ga) <= eps * np.sqrt(al * be):
+                    continue
+                rotated = True
+                ze = (be - al) / (2.0 * ga)
+                t = (1.0 if ze >= 0.0 else -1.0) / (abs(ze) + np.sqrt(1.0 + ze * ze))
+                cs = 1.0 / np.sqrt(1.0 + t * t)
+                sn = cs * t
+                for k in range(n):
+                    bi, bj = B[k, i], B[k, j]
+                    B[k, i] = cs * bi - sn * bj
+                    B[k, j] = sn * bi + cs * bj
+                for k in range(p):
+                    qi, qj = Q[k, i], Q[k, j]
+                    Q[k, i] = cs * qi - sn * qj
+                    Q[k, j] = sn * qi + cs * qj
+        if not rotated:
+            break
+
+
+def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, passive,
+                             f_cmd_lam, mode):  # pragma: no cover - numba
+    """Projected inverse dynamics of a commanded motion (Aghili 2005 eqs. 45, 51, 59-62) for the
+    controllers, after one ``computeAllTerms`` (M, nle, J, dJ) and the frame placements H.
+
+    ``a`` (nv,) holds the commanded accelerations of the independent coordinates and zeros on
+    ``dep`` (m,) (a square partition); the dependent ones are solved from ``A a + gamma = 0`` in
+    place.  ``b = M a + nle - tau_s``; ``tau = P b`` (eq. 45), plus with ``mode`` 1 the force term
+    ``(I-P) b - A^T f_cmd_lam`` (eq. 51), or with ``mode`` 2 the passive correction
+    ``- V (E V)^+ E tau`` (eqs. 59-62, E the rows ``passive``).
+
+    Returns ``(tau, f_c, lam, status, rank, passive_rank)``, status 0 ok, 1 ``A_d`` singular
+    (or rank A < m), 2 ``E V`` rank deficient, 3 non-finite A or gamma.
+    """
+    nv = M.shape[0]
+    m = cl[0, 5]
+    rank_atol, rank_rtol = par[0], par[1]
+    A = np.empty((m, nv))
+    gamma = np.empty(m)
+    tau = np.empty(nv)
+    f_c = np.empty(nv)
+    lam = np.zeros(m)
+    _closure_rows(v, J, dJ, H, cl, cf, A, gamma)
+    for i in range(m):
+        if not np.isfinite(gamma[i]):
+            return tau, f_c, lam, 3, 0, 0
+        for k in range(nv):
+            if not np.isfinite(A[i, k]):
+                return tau, f_c, lam, 3, 0, 0
+    # dependent accelerations: A_d a_d = -(A a + gamma), LU with partial pivoting
+    K = np.empty((m, m))
+    rhs = np.empty(m)
+    for i in range(m):
+        sm = gamma[i]
+        for k in range(nv):
+            sm += A[i, k] * a[k]
+        rhs[i] = -sm
+        for j in range(m):
+            K[i, j] = A[i, dep[j]]
+    for col in range(m):
+        piv = col
+        big = abs(K[col, col])
+        for i in range(col + 1, m):
+            if abs(K[i, col]) > big:
+                big = abs(K[i, col])
+                piv = i
+        if big == 0.0:
+            return tau, f_c, lam, 1, 0, 0
+        if piv != col:
+            for j in range(m):
+                tmp = K[col, j]
+                K[col, j] = K[piv, j]
+                K[piv, j] = tmp
+            tmp = rhs[col]
+            rhs[col] = rhs[piv]
+            rhs[piv] = tmp
+        for i in range(col + 1, m):
+            fac = K[i, col] / K[col, col]
+            if fac != 0.0:
+                for j in range(col + 1, m):
+                    K[i, j] -= fac * K[col, j]
+                rhs[i] -= fac * rhs[col]
+    for i in range(m - 1, -1, -1):
+        sm = rhs[i]
+        for j in range(i + 1, m):
+            sm -= K[i, j] * a[dep[j]]
+        a[dep[i]] = sm / K[i, i]
+    # b = M a + h - tau_s (rnea)
+    b = np.empty(nv)
+    for i in range(nv):
+        sm = nle[i] - tau_s[i]
+        for k in range(nv):
+            sm += M[i, k] * a[k]
+        b[i] = sm
+    # SVD of A by one-sided Jacobi on A^T: A = Q diag(s) V^T, V[:, j] = B[:, j] / s_j
+    B = A.T.copy()
+    Q = np.eye(m)
+    _jacobi_columns(B, Q)
+    s = np.empty(m)
+    for j in range(m):
+        sq = 0.0
+        for k in range(nv):
+            sq += B[k, j] * B[k, j]
+        s[j] = np.sqrt(sq)
+    order = np.argsort(-s)
+    tol = rank_rtol * s[order[0]]
+    if tol < rank_atol:
+        tol = rank_atol
+    r = 0
+    for i in range(m):
+        if s[order[i]] > tol:
+            r += 1
+    if r < m:
+        return tau, f_c, lam, 1, r, 0
+    V = np.empty((nv, r))
+    sr = np.empty(r)
+    for ii in range(r):
+        j = order[ii]
+        sr[ii] = s[j]
+        for k in range(nv):
+            V[k, ii] = B[k, j] / s[j]
+    # f_perp = (I - P) b = V V^T b; tau = P b (eq. 45)
+    c = np.zeros(r)
+    for ii in range(r):
+        for k in range(nv):
+            c[ii] += V[k, ii] * b[k]
+    for k in range(nv):
+        sm = 0.0
+        for ii in range(r):
+            sm += V[k, ii] * c[ii]
+        f_c[k] = sm
+        tau[k] = b[k] - sm
+    r2 = 0
+    if mode == 1:  # eq. 51: tau += f_perp - A^T lam_cmd; f_c = (I - P) A^T lam_cmd
+        fcmd = np.zeros(nv)
+        for k in range(nv):
+            for i in range(m):
+                fcmd[k] += A[i, k] * f_cmd_lam[i]
+            tau[k] += f_c[k] - fcmd[k]
+        for ii in range(r):
+            c[ii] = 0.0
+            for k in range(nv):
+                c[ii] += V[k, ii] * fcmd[k]
+        for k in range(nv):
+            sm = 0.0
+            for ii in range(r):
+                sm += V[k, ii] * c[ii]
+            f_c[k] = sm
+    elif mode == 2:  # eqs. 59-62: tau -= V (E V)^+ E tau; f_c = f_perp + that correction
+        npas = passive.shape[0]
+        B2 = np.empty((r, npas))  # (E V)^T
+        for ii in range(r):
+            for jj in range(npas):
+                B2[ii, jj] = V[passive[jj], ii]
+        Q2 = np.eye(npas)
+        _jacobi_columns(B2, Q2)
+        # E V = sum_j s2_j Q2[:, j] u_j^T with u_j = B2[:, j] / s2_j
+        corr = np.zeros(r)
+        for jj in range(npas):
+            sq = 0.0
+            for ii in range(r):
+                sq += B2[ii, jj] * B2[ii, jj]
+            s2 = np.sqrt(sq)
+            if s2 > 1e-9:
+                r2 += 1
+                qt = 0.0
+                for kk in range(npas):
+                    qt += Q2[kk, jj] * tau[passive[kk]]
+                for ii in range(r):
+                    corr[ii] += B2[ii, jj] / s2 * qt / s2
+        if r2 < npas:
+            return tau, f_c, lam, 2, r, r2
+        for k in range(nv):
+            sm = 0.0
+            for ii in range(r):
+                sm += V[k, ii] * corr[ii]
+            tau[k] -= sm
+            f_c[k] += sm
+    # minimum-norm multipliers (A^T)^+ f_c = Q S^-1 V^T f_c
+    for ii in range(r):
+        c[ii] = 0.0
+        for k in range(nv):
+            c[ii] += V[k, ii] * f_c[k]
+        c[ii] /= sr[ii]
+    for i in range(m):
+        sm = 0.0
+        for ii in range(r):
+            sm += Q[i, order[ii]] * c[ii]
+        lam[i] = sm
+    return tau, f_c, lam, 0, r, r2
+
+
 _KERNEL = []  # [compiled kernel] once numba has compiled it; [None] without numba
+_ID_KERNEL = []  # [compiled _inverse_dynamics_kernel] likewise
+
+
+def _numba_jit():
+    """numba.njit with the options of the kernels, or None; compiles the helpers first (the
+    kernels resolve them as globals when they are compiled)."""
+    global _closure_rows, _jacobi_columns
+    try:
+        import numba
+    except ImportError:  # the plain numpy path is used
+        return None
+    jit = numba.njit(cache=True, nogil=True)
+    if not hasattr(_closure_rows, "py_func"):
+        _closure_rows = jit(_closure_rows)
+        _jacobi_columns = jit(_jacobi_columns)
+    return jit
 
 
 def _compiled_kernel():
     """The numba-compiled :func:`_projection_kernel`, or None when numba is not installed."""
     if not _KERNEL:
-        try:
-            import numba
-        except ImportError:  # the plain numpy path is used
-            _KERNEL.append(None)
-        else:
-            _KERNEL.append(numba.njit(cache=True, nogil=True)(_projection_kernel))
+        jit = _numba_jit()
+        _KERNEL.append(None if jit is None else jit(_projection_kernel))
     return _KERNEL[0]
+
+
+def _compiled_inverse_kernel():
+    """The numba-compiled :func:`_inverse_dynamics_kernel`, or None without numba."""
+    if not _ID_KERNEL:
+        jit = _numba_jit()
+        _ID_KERNEL.append(None if jit is None else jit(_inverse_dynamics_kernel))
+    return _ID_KERNEL[0]
 
 
 class _FastPlan:

@@ -58,7 +58,12 @@ from scipy.linalg import lapack
 
 from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError, ModelError, SolverError
-from multibody_dynamics.projection import ProjectedDynamics, ProjectionSettings
+from multibody_dynamics.projection import (
+    ProjectedDynamics,
+    ProjectionSettings,
+    _compiled_inverse_kernel,
+    _FastPlan,
+)
 from multibody_dynamics.rigid import RigidDynamics
 from multibody_dynamics.validation import as_vector
 
@@ -212,6 +217,9 @@ class ProjectedInverseDynamicsController(Controller):
         self.tau_generalized = np.zeros(nv)
         self.f_c = np.zeros(nv)
         self.lam = np.zeros(self._m)
+        self._fast_plan = self._kernel = None  # compiled path, set up on the first step
+        self._fast_checked = False
+        self.use_fast_path = True
         self.reset()
 
     # -- setup ---------------------------------------------------------------------------------
@@ -226,11 +234,30 @@ class ProjectedInverseDynamicsController(Controller):
         nv = self._nv
         dep = np.setdiff1d(np.arange(nv), ind)
         self.independent, self.dependent = ind, dep
+        self._dep64 = dep.astype(np.int64)
         self._square = dep.size == self._m
         self._mask = np.zeros(nv)
         self._mask[ind] = 1.0
         self._kp_full, self._kd_full = np.zeros(nv), np.zeros(nv)
         self._kp_full[ind], self._kd_full[ind] = self.kp, self.kd
+
+    def _fast_ready(self) -> bool:
+        """Whether the compiled step applies: numba present, closures only (no Pfaffian rows),
+        a square partition (``A_d`` (m, m))."""
+        if not self._fast_checked:
+            self._fast_checked = True
+            c = self.constraints
+            if type(c) is Constraints and not c._pfaffian and c.n_holonomic > 0:
+                self._kernel = _compiled_inverse_kernel()
+                if self._kernel is not None:
+                    self._fast_plan = _FastPlan(c, self._pm, self._data)
+                    self._par = np.array([self._atol, self._rtol])
+                    self._passive_idx = np.flatnonzero(self._passive).astype(np.int64)
+                    self._zero_nv = np.zeros(self._nv)
+                    self._no_lam = np.zeros(self._m)
+                    self._mode = 1 if self.config.force_control else (
+                        2 if self._has_passive else 0)
+        return self._kernel is not None and self._square and self.use_fast_path
 
     def _choose_partition(self, A):
         """Dependent coordinates = the first rank(A) pivots of a column-pivoted QR of A."""
@@ -301,6 +328,8 @@ class ProjectedInverseDynamicsController(Controller):
         if not (v.__class__ is _ND and v.dtype is _F8 and v.shape == (self._nv,)):
             v = as_vector(v, self._nv, "v")
         m = self._m
+        if m and self.independent is not None and self._fast_ready():
+            return self._step_fast(t, q, v, reference, lam)
         if m:
             A, gamma = self.constraints.jacobian_and_bias(q, v)
             if self.independent is None:
@@ -349,19 +378,7 @@ class ProjectedInverseDynamicsController(Controller):
             if lam_d is None:
                 raise InputError("projected inverse dynamics with force control: "
                                  f"reference.lambda_d ({m},) [N | N m] is required")
-            lam_d = as_vector(lam_d, m, "reference.lambda_d")
-            lam_cmd = lam_d
-            if lam is not None:
-                e_f = lam_d - as_vector(lam, m, "lam")
-                dt = 0.0 if self._t_prev is None else max(float(t) - self._t_prev, 0.0)
-                if dt > 0:
-                    self.integral += e_f * dt
-                    lim = self.config.force_integral_limit
-                    if np.isfinite(lim):
-                        with np.errstate(divide="ignore", invalid="ignore"):
-                            bound = np.where(self.force_ki > 0, lim / self.force_ki, 0.0)
-                        np.clip(self.integral, -bound, bound, out=self.integral)
-                lam_cmd = lam_d + self.force_kp * e_f + self.force_ki * self.integral
+            lam_cmd, self.integral = self._force_command(t, lam_d, lam)
             f_cmd = A.T @ lam_cmd  # f_cd + u_f
             tau += f_perp - f_cmd  # (51)
             f_c = (Vr @ f_cmd) @ Vr
@@ -382,6 +399,65 @@ class ProjectedInverseDynamicsController(Controller):
         self.f_c = f_c
         # minimum-norm multipliers (A^T)^+ f_c = U S^-1 V^T f_c
         self.lam = U[:, :r] @ ((Vr @ f_c) / s[:r])
+        self.tau_generalized = tau
+        return self._inputs(tau)
+
+    def _force_command(self, t, lam_d, lam):
+        """Commanded multipliers ``lam_d + K_Pf e_f + K_If int e_f`` (eqs. 52-54) and the updated
+        integral (not stored here)."""
+        m = self._m
+        lam_d = as_vector(lam_d, m, "reference.lambda_d")
+        integral = self.integral
+        if lam is None:
+            return lam_d, integral
+        e_f = lam_d - as_vector(lam, m, "lam")
+        dt = 0.0 if self._t_prev is None else max(float(t) - self._t_prev, 0.0)
+        if dt > 0:
+            integral = integral + e_f * dt
+            lim = self.config.force_integral_limit
+            if np.isfinite(lim):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    bound = np.where(self.force_ki > 0, lim / self.force_ki, 0.0)
+                np.clip(integral, -bound, bound, out=integral)
+        return lam_d + self.force_kp * e_f + self.force_ki * integral, integral
+
+    def _step_fast(self, t, q, v, reference, lam):
+        """:meth:`step` with one ``computeAllTerms`` and the compiled kernel
+        (:func:`multibody_dynamics.projection._inverse_dynamics_kernel`); same results as the
+        numpy path to round-off."""
+        pm, data, plan = self._pm, self._data, self._fast_plan
+        e = reference.q - q if self._euclidean else pin.difference(pm, q, reference.q)
+        a = self._kd_full * (reference.v - v)
+        a += self._kp_full * e
+        a += self._mask * reference.a
+        pin.computeAllTerms(pm, data, q, v)  # M, h, J, dJ and the joint placements
+        H = plan.H
+        for i, fid in plan.moving:
+            H[i] = pin.updateFramePlacement(pm, data, fid).homogeneous
+        tau_s = self._rigid.spring_forces(q, v) if self._springs else self._zero_nv
+        lam_cmd, integral = self._no_lam, None
+        if self._mode == 1:
+            lam_d = reference.lambda_d
+            if lam_d is None:
+                raise InputError("projected inverse dynamics with force control: "
+                                 f"reference.lambda_d ({self._m},) [N | N m] is required")
+            lam_cmd, integral = self._force_command(t, lam_d, lam)
+        tau, f_c, lam_out, status, r, r2 = self._kernel(
+            plan.M, plan.nle, tau_s, v, plan.J, plan.dJ, H, plan.cl, plan.cf, self._par, a,
+            self._dep64, self._passive_idx, lam_cmd, self._mode)
+        if status:
+            if status == 1:
+                raise SolverError(self._partition_message(q))
+            if status == 2:
+                raise SolverError(self.dynamics._controllability_message(r2, self._passive, r))
+            raise SolverError("projected inverse dynamics: non-finite constraint Jacobian or "
+                              f"bias at q = {np.round(q, 6).tolist()}")
+        if integral is not None:
+            self.integral = integral
+        self._t_prev = float(t)
+        self.a = a
+        self.f_c = f_c
+        self.lam = lam_out
         self.tau_generalized = tau
         return self._inputs(tau)
 
