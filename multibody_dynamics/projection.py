@@ -516,33 +516,11 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
             for j in range(nv):
                 K[i, j] = PM[i, j] + alpha * ((1.0 if i == j else 0.0) - P[i, j])
             rhs[i] = Pf[i] + alpha * Cv[i]
-    # LU with partial pivoting
-    for col in range(nv):
-        piv = col
-        big = abs(K[col, col])
-        for i in range(col + 1, nv):
-            if abs(K[i, col]) > big:
-                big = abs(K[i, col])
-                piv = i
-        if piv != col:
-            for j in range(nv):
-                tmp = K[col, j]
-                K[col, j] = K[piv, j]
-                K[piv, j] = tmp
-            tmp = rhs[col]
-            rhs[col] = rhs[piv]
-            rhs[piv] = tmp
-        for i in range(col + 1, nv):
-            fac = K[i, col] / K[col, col]
-            if fac != 0.0:
-                for j in range(col + 1, nv):
-                    K[i, j] -= fac * K[col, j]
-                rhs[i] -= fac * rhs[col]
-    for i in range(nv - 1, -1, -1):
-        sm = rhs[i]
-        for j in range(i + 1, nv):
-            sm -= K[i, j] * a[j]
-        a[i] = sm / K[i, i]
+    # LU with partial pivoting (M_c is positive definite, Theorem 2: no zero pivot; should one
+    # occur, NaN marks the result as failed, as a division by the zero pivot did)
+    if not _gauss_solve(K, rhs, a):
+        for i in range(nv):
+            a[i] = np.nan
     # f_c = (I - P)(M a - f) (eq. 32); lam = (A^+)^T f_c; residual ||A a + gamma||_inf
     e = np.empty(nv)
     for i in range(nv):
@@ -568,6 +546,41 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
         if abs(sm) > res or sm != sm:
             res = abs(sm) if sm == sm else np.inf
     return a, f_c, lam, rank, res
+
+
+def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
+    """Solve K x = rhs by Gaussian elimination with partial pivoting, overwriting K and rhs;
+    False (x untouched) when a pivot column is exactly zero."""
+    n = rhs.shape[0]
+    for col in range(n):
+        piv = col
+        big = abs(K[col, col])
+        for i in range(col + 1, n):
+            if abs(K[i, col]) > big:
+                big = abs(K[i, col])
+                piv = i
+        if big == 0.0:
+            return False
+        if piv != col:
+            for j in range(n):
+                tmp = K[col, j]
+                K[col, j] = K[piv, j]
+                K[piv, j] = tmp
+            tmp = rhs[col]
+            rhs[col] = rhs[piv]
+            rhs[piv] = tmp
+        for i in range(col + 1, n):
+            fac = K[i, col] / K[col, col]
+            if fac != 0.0:
+                for j in range(col + 1, n):
+                    K[i, j] -= fac * K[col, j]
+                rhs[i] -= fac * rhs[col]
+    for i in range(n - 1, -1, -1):
+        sm = rhs[i]
+        for j in range(i + 1, n):
+            sm -= K[i, j] * x[j]
+        x[i] = sm / K[i, i]
+    return True
 
 
 def _jacobi_columns(B, Q):  # pragma: no cover - numba
@@ -644,34 +657,11 @@ def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, pa
         rhs[i] = -sm
         for j in range(m):
             K[i, j] = A[i, dep[j]]
-    for col in range(m):
-        piv = col
-        big = abs(K[col, col])
-        for i in range(col + 1, m):
-            if abs(K[i, col]) > big:
-                big = abs(K[i, col])
-                piv = i
-        if big == 0.0:
-            return tau, f_c, lam, 1, 0, 0
-        if piv != col:
-            for j in range(m):
-                tmp = K[col, j]
-                K[col, j] = K[piv, j]
-                K[piv, j] = tmp
-            tmp = rhs[col]
-            rhs[col] = rhs[piv]
-            rhs[piv] = tmp
-        for i in range(col + 1, m):
-            fac = K[i, col] / K[col, col]
-            if fac != 0.0:
-                for j in range(col + 1, m):
-                    K[i, j] -= fac * K[col, j]
-                rhs[i] -= fac * rhs[col]
-    for i in range(m - 1, -1, -1):
-        sm = rhs[i]
-        for j in range(i + 1, m):
-            sm -= K[i, j] * a[dep[j]]
-        a[dep[i]] = sm / K[i, i]
+    a_dep = np.empty(m)
+    if not _gauss_solve(K, rhs, a_dep):
+        return tau, f_c, lam, 1, 0, 0
+    for i in range(m):
+        a[dep[i]] = a_dep[i]
     # b = M a + h - tau_s (rnea)
     b = np.empty(nv)
     for i in range(nv):
@@ -784,7 +774,7 @@ _ID_KERNEL = []  # [compiled _inverse_dynamics_kernel] likewise
 def _numba_jit():
     """numba.njit with the options of the kernels, or None; compiles the helpers first (the
     kernels resolve them as globals when they are compiled)."""
-    global _closure_rows, _jacobi_columns
+    global _closure_rows, _jacobi_columns, _gauss_solve
     try:
         import numba
     except ImportError:  # the plain numpy path is used
@@ -793,6 +783,7 @@ def _numba_jit():
     if not hasattr(_closure_rows, "py_func"):
         _closure_rows = jit(_closure_rows)
         _jacobi_columns = jit(_jacobi_columns)
+        _gauss_solve = jit(_gauss_solve)
     return jit
 
 
