@@ -51,6 +51,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import InputError, ModelError
+from ..model.config import YamlChecker
 from ..model.resources import share_dir
 from .beam import BeamConfig, BeamSection, assemble_beam
 from .modal import clamped_modes
@@ -79,57 +80,6 @@ def flexible_models_dir() -> Path:
 def shipped_flexible_models() -> list[str]:
     """Names of the shipped flexible models, sorted."""
     return sorted(p.stem for p in flexible_models_dir().glob("*.yaml"))
-
-
-class _Where:
-    def __init__(self, path):
-        self.path = path
-
-    def error(self, key, msg):
-        return ModelError(f"{self.path}: {key}: {msg}" if key else f"{self.path}: {msg}")
-
-    def mapping(self, value, key, allowed):
-        if not isinstance(value, dict):
-            raise self.error(key, f"expected a mapping, got {type(value).__name__}")
-        unknown = sorted(set(value) - allowed)
-        if unknown:
-            raise self.error(f"{key}.{unknown[0]}" if key else unknown[0],
-                             f"unknown key; expected one of {', '.join(sorted(allowed))}")
-        return value
-
-    def number(self, value, key, minimum=None, positive=False):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(key, f"expected a number, got {value!r}")
-        value = float(value)
-        if value != value or value in (float("inf"), float("-inf")):
-            raise self.error(key, f"expected a finite number, got {value!r}")
-        if positive and value <= 0.0:
-            raise self.error(key, f"expected a number > 0, got {value!r}")
-        if minimum is not None and value < minimum:
-            raise self.error(key, f"expected a number >= {minimum}, got {value!r}")
-        return value
-
-    def integer(self, value, key, minimum=None):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(key, f"expected an integer, got {value!r}")
-        if minimum is not None and value < minimum:
-            raise self.error(key, f"expected an integer >= {minimum}, got {value!r}")
-        return value
-
-    def vector(self, value, key, n):
-        if not isinstance(value, (list, tuple)) or len(value) != n:
-            raise self.error(key, f"expected a list of {n} numbers, got {value!r}")
-        return tuple(self.number(x, f"{key}[{i}]") for i, x in enumerate(value))
-
-    def string(self, value, key):
-        if not isinstance(value, str) or not value:
-            raise self.error(key, f"expected a non-empty string, got {value!r}")
-        return value
-
-    def boolean(self, value, key):
-        if not isinstance(value, bool):
-            raise self.error(key, f"expected true or false, got {value!r}")
-        return value
 
 
 def beam_modal_data(length: float, elements: int, width: float, height: float, E: float,
@@ -165,7 +115,7 @@ def beam_modal_data(length: float, elements: int, width: float, height: float, E
     return arm_modal_data(basis, proximal, distal)
 
 
-def _part(w: _Where, raw, key) -> RigidPart | None:
+def _part(w: YamlChecker, raw, key) -> RigidPart | None:
     if raw is None:
         return None
     raw = w.mapping(raw, key, _PART)
@@ -179,7 +129,7 @@ def _part(w: _Where, raw, key) -> RigidPart | None:
     )
 
 
-def _beam(w: _Where, raw, key) -> ModalData:
+def _beam(w: YamlChecker, raw, key) -> ModalData:
     raw = w.mapping(raw, key, _BEAM)
     for req in ("length", "elements", "section", "material", "modes"):
         if req not in raw:
@@ -218,7 +168,7 @@ def _beam(w: _Where, raw, key) -> ModalData:
 def read_flexible_config(path: str | Path) -> FlexibleChainConfig:
     """Read and validate a flexible model YAML (beam models are reduced here)."""
     path = Path(path)
-    w = _Where(path)
+    w = YamlChecker(path)
     if not path.is_file():
         raise ModelError(f"{path}: flexible model file not found")
     try:

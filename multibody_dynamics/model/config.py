@@ -103,8 +103,11 @@ class ModelConfig:
     closures: tuple[ClosureSpec, ...] = ()
 
 
-class _Where:
-    """Builds error messages 'FILE: KEY: problem; expected ...'."""
+class YamlChecker:
+    """Checks values read from a YAML file; errors read 'FILE: KEY: problem; expected ...'.
+
+    Shared by every loader of the project's description files (model YAML, flexible models).
+    """
 
     def __init__(self, path):
         self.path = path
@@ -112,17 +115,31 @@ class _Where:
     def error(self, key, msg):
         return ModelError(f"{self.path}: {key}: {msg}" if key else f"{self.path}: {msg}")
 
-    def number(self, value, key, *, minimum=None):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+    def number(self, value, key, *, minimum=None, positive=False):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(key, f"expected a number, got {value!r}")
+        if not np.isfinite(value):
             raise self.error(key, f"expected a finite number, got {value!r}")
+        if positive and value <= 0.0:
+            raise self.error(key, f"expected a number > 0, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"expected a number >= {minimum}, got {value!r}")
         return float(value)
 
-    def vector3(self, value, key):
-        if not isinstance(value, (list, tuple)) or len(value) != 3:
-            raise self.error(key, f"expected a list of 3 numbers, got {value!r}")
+    def integer(self, value, key, *, minimum=None):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"expected an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    def vector(self, value, key, n):
+        if not isinstance(value, (list, tuple)) or len(value) != n:
+            raise self.error(key, f"expected a list of {n} numbers, got {value!r}")
         return tuple(self.number(x, f"{key}[{i}]") for i, x in enumerate(value))
+
+    def vector3(self, value, key):
+        return self.vector(value, key, 3)
 
     def unit3(self, value, key):
         vec = np.array(self.vector3(value, key))
@@ -151,7 +168,7 @@ class _Where:
 def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:
     """Read and validate the model YAML at ``path`` (structure and types only)."""
     path = Path(path)
-    w = _Where(path)
+    w = YamlChecker(path)
     if not path.is_file():
         raise ModelError(f"{path}: model file not found")
     try:
