@@ -75,7 +75,9 @@ def test_timoshenko_approaches_euler_bernoulli_for_slender_beams():
         sec = BeamSection.rectangle(0.01, height, E=70e9, rho=2700.0, nu=0.33)
         eb = frequencies(BeamConfig(1.0, 32, sec))
         ti = frequencies(BeamConfig(1.0, 32, sec, theory="timoshenko"))
-        assert np.all(ti < eb)  # shear flexibility and rotary inertia only lower frequencies
+        # shear flexibility and rotary inertia only lower bending frequencies; the stubby beam's
+        # third mode is axial, equal in both theories up to eigensolver rounding (4e-7 Hz seen)
+        assert np.all(ti < eb * (1 + 1e-9))
         ratios[height] = 1.0 - ti / eb
         # first-order Timoshenko correction of a slender beam:
         # d omega / omega ~ 1/2 (beta l)^2 (r/l)^2 (1 + E / (kappa G)), r^2 = I / A
