@@ -16,7 +16,12 @@ One entry point, :func:`invert`, returns an :class:`InversionResult` for
   eta on an extended interval [t0 - t_pre, tf + t_post] with the start on the unstable
   and the end on the stable eigenspace of the linearized zero dynamics: B^s (eta(ta) -
   eta0) = 0 and B^u (eta(tb) - etaf) = 0 (labels of the printed (3.76) swapped, see NOTES.md),
-  solved with ``scipy.integrate.solve_bvp`` (the analogue of Matlab's bvp5c).
+  solved with ``scipy.integrate.solve_bvp`` (the analogue of Matlab's bvp5c);
+* ``"causal"``: causal inversion with free trajectory parameters (Seifried eqs. 3.77-3.82,
+  4.129-4.135): the desired output gets ``n_free`` extra shape terms during the motion,
+  chosen by a Newton-type least-squares iteration so that the forward-integrated internal
+  dynamics end on the final equilibrium; no pre-/post-actuation, the output deviates from
+  the nominal one during the motion (:mod:`.causal`).
 
 Failures (diverging internal dynamics, singular decoupling matrix, non-convergent BVP, an
 interval too short for the pre-actuation) end in ``success=False`` with a message naming
@@ -39,7 +44,7 @@ from ..tasks import Task
 from .desired import DesiredOutput
 from .servo import ServoConstraints
 
-METHODS = ("classical", "ode", "index1", "index2_euler", "stable")
+METHODS = ("classical", "ode", "index1", "index2_euler", "stable", "causal")
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,8 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
            rtol: float = 1e-9, atol: float = 1e-11, decay_tol: float = 1e-6,
            max_nodes: int = 100000, bvp_tol: float = 1e-6, eta_limit: float = 10.0,
            max_step: float | None = None, euler_dt: float | None = None, guess=None,
-           ik_guess=None,
+           ik_guess=None, n_free: int | None = None, free_rows=None,
+           segments: int | None = None, end_tol: float = 1e-8,
            verbose: int = 0, progress: bool = False) -> InversionResult:
     """Feedforward for ``output`` to follow ``task`` (see the module docstring for methods).
 
@@ -171,6 +177,13 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
         linearly-combined solution when solving for the exact output.
     ik_guess : (nq,), optional
         Start of the inverse kinematics of the desired output (selects the branch).
+    n_free, free_rows, segments, end_tol :
+        Causal inversion only: number of free trajectory parameters (default: the number
+        of internal states 2 n_u), the output rows carrying them (default: the last row),
+        shooting segments (default: from the fastest unstable mode) and the accepted
+        end-state error; see :func:`.causal.invert_causal`.  Its result is a
+        :class:`.causal.CausalInversionResult` (an :class:`InversionResult` with the
+        parameters, the output deviation and the end-state error).
     progress : bool
         Show a live count of inverse-dynamics evaluations on stderr (tqdm).
     """
@@ -194,6 +207,13 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
         bar = tqdm(desc=f"{method} inversion", unit=" evaluations", leave=False, mininterval=0.5)
         servo.on_evaluate = bar.update
     try:
+        if method == "causal":
+            from .causal import invert_causal
+
+            return invert_causal(model, output, task, servo, desired, dt=dt, t_start=t_start,
+                                 t_end=t_end, rtol=rtol, atol=atol, eta_limit=eta_limit,
+                                 n_free=n_free, free_rows=free_rows, segments=segments,
+                                 end_tol=end_tol, verbose=verbose)
         return _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_start,
                        t_end, rtol, atol, decay_tol, max_nodes, bvp_tol, eta_limit, max_step,
                        euler_dt, guess, verbose)
@@ -302,7 +322,7 @@ def _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_st
     if not status and method != "stable" and np.any(np.real(lam0) > 0):
         msg += (f"; the zero dynamics are unstable (eigenvalues "
                 f"{np.round(lam0[np.real(lam0) > 0], 3).tolist()} 1/s): the system is non-minimum "
-                "phase for this output, use method 'stable' (stable inversion)")
+                "phase for this output, use method 'stable' (stable inversion) or 'causal'")
     y_des = np.array([ytraj(tk)[0] for tk in t_out])
     y = np.array([output.value(qk) for qk in q])
     err = float(np.max(np.abs(y - y_des))) if len(y) else np.inf

@@ -16,13 +16,16 @@ Schema (every key validated; unknown keys are errors naming the key)::
     output:                         # default: the task coordinates themselves (exact output)
       gamma: [[0.0], [0.0], [0.5]]  # linearly combined y = q_a + Gamma q_u (n_a x n_u), or
       rows: [x, tip.x, tip.y]       # explicit rows (joint sums or frame.x|y|z)
-    method: stable                  # classical | ode | index1 | index2_euler | stable
+    method: stable                  # classical | ode | index1 | index2_euler | stable | causal
     dt: 0.001                       # s, sample spacing of the result
     initial_guess: combined         # stable inversion of an exact output: start the BVP from
       # the solution for this Gamma (the `combined_gamma` key), as the book recommends
     combined_gamma: [[0, 0], [0, 0], [0.6667, 0.3333]]
     options: {decay_tol: 1.0e-6, bvp_tol: 1.0e-6, rtol: 1.0e-9, atol: 1.0e-11,
-              t_start: null, t_end: null, euler_dt: null, max_nodes: 100000}
+              t_start: null, t_end: null, euler_dt: null, max_nodes: 100000,
+              n_free: null, free_rows: null, segments: null, end_tol: 1.0e-8}
+      # causal only: number of free trajectory parameters, the output rows (names or
+      # indices) carrying them, shooting segments, accepted end-state error
     verify: true                    # simulate the plant open loop with the feedforward
 """
 
@@ -45,7 +48,8 @@ _TOP = {"robot", "task", "output", "method", "dt", "options", "verify", "initial
         "combined_gamma", "description"}
 _TASK = {"t0", "tf", "order", "joints", "arcs", "lines"}
 _OPTIONS = {"decay_tol", "bvp_tol", "rtol", "atol", "t_start", "t_end", "euler_dt", "max_nodes",
-            "max_step", "eta_limit"}
+            "max_step", "eta_limit", "n_free", "free_rows", "segments", "end_tol"}
+_COUNT_OPTIONS = {"n_free", "segments"}
 
 
 @dataclass(frozen=True)
@@ -185,8 +189,23 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
     dt = _number(path, "dt", raw.get("dt", 1e-3), positive=True)
     options = dict(_mapping(path, "options", raw.get("options") or {}, _OPTIONS))
     for k, v in options.items():
-        if v is not None:
-            options[k] = int(v) if k == "max_nodes" else _number(path, f"options.{k}", v)
+        if v is None:
+            continue
+        if k == "free_rows":
+            rows = v if isinstance(v, list) else [v]
+            bad = [r for r in rows if r not in output.names and not (
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r < output.m)]
+            if not rows or bad:
+                raise _err(path, "options.free_rows", f"expected output rows (names "
+                           f"{', '.join(output.names)} or indices 0..{output.m - 1}), got {v!r}")
+            options[k] = rows
+        elif k == "max_nodes":
+            options[k] = int(v)
+        elif k in _COUNT_OPTIONS:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise _err(path, f"options.{k}", f"expected a positive integer, got {v!r}")
+        else:
+            options[k] = _number(path, f"options.{k}", v)
     guess = raw.get("initial_guess")
     gamma = None
     if guess is not None:
@@ -249,16 +268,22 @@ def plot(result: InversionResult, model: MultibodyModel, path: str | Path, title
     fig, axes = subplots(4, 1, figsize=(9, 10), sharex=True)
     t = result.t
 
+    causal = result.method == "causal"  # at rest outside [t0, tf]: no pre-/post-actuation
+
     def shade(ax):
         if t[0] < result.t0:
-            ax.axvspan(t[0], result.t0, color="0.9", label="pre-actuation")
+            ax.axvspan(t[0], result.t0, color="0.9", label="rest" if causal else "pre-actuation")
         if t[-1] > result.tf:
-            ax.axvspan(result.tf, t[-1], color="0.95", label="post-actuation")
+            ax.axvspan(result.tf, t[-1], color="0.95",
+                       label="rest" if causal else "post-actuation")
 
+    y_nominal = getattr(result, "y_nominal", None)  # causal inversion: before modification
     for k, name in enumerate(result.output_names):
         axes[0].plot(t, result.y_desired[:, k], "k--", lw=1)
+        if y_nominal is not None and y_nominal.shape == result.y.shape:
+            axes[0].plot(t, y_nominal[:, k], "k:", lw=0.8)
         axes[0].plot(t, result.y[:, k], lw=1.2, label=name)
-    axes[0].set_ylabel("output y\n(-- desired)")
+    axes[0].set_ylabel("output y\n(-- desired" + (", : nominal)" if causal else ")"))
     for k, name in enumerate(model.coordinate_names):
         axes[1].plot(t, result.q[:, k], lw=1.2, label=name)
     axes[1].set_ylabel("q [m, rad]")
