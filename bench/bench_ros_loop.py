@@ -12,6 +12,11 @@ loop runs:
   simulator's ``Simulator.step`` (rk4) timed in-process on the same model, divided by the
   nominal period (the rest of a cycle is rclpy, message conversion and DDS).
 
+The executors (``--executor single_threaded|events``, multibody_dynamics/ros/runtime.py) are
+compared on arm7 at 500 Hz and 1 kHz: both nodes in the same executor, the two executors
+alternating in the same run, and the ratios events / single_threaded of the achieved rate
+and of the p99 period error.  ``BENCH_ROS_LOOP_ONLY=executors`` measures only that.
+
 The same for five_bar (closed loop: the simulator projects onto the constraint manifold
 after every step) with a joint PD on the two motors.  The machine load (1-minute load
 average, CPU count) is recorded with every entry: the figures are those of a shared machine.
@@ -46,6 +51,10 @@ CASES = (
     ("five_bar", "pd", [2.0, -1.2, 1.1, 1.2], 1.0, 0.05),
 )
 DOMAIN_ID = 200 + os.getpid() % 30
+#: executor comparison (runtime.EXECUTORS): arm7 at these rates, each executor REPEATS times
+EXECUTORS = ("single_threaded", "events")
+EXECUTOR_RATES = (500.0, 1000.0)
+REPEATS = int(os.environ.get("BENCH_ROS_LOOP_REPEATS", "2"))
 
 
 def _env() -> dict:
@@ -55,9 +64,10 @@ def _env() -> dict:
     return env
 
 
-def _start(executable: str, params: dict, log: Path) -> subprocess.Popen:
+def _start(executable: str, params: dict, log: Path,
+           executor: str = "single_threaded") -> subprocess.Popen:
     exe = Path(sys.executable).parent / executable
-    args = [str(exe), "--ros-args"]
+    args = [str(exe), "--executor", executor, "--ros-args"]
     for k, v in params.items():
         v = "true" if v is True else "false" if v is False else (
             "[" + ",".join(map(repr, v)) + "]" if isinstance(v, list) else repr(v)
@@ -86,7 +96,8 @@ def _stats(periods_s: np.ndarray, nominal: float) -> dict:
             "rate_hz": round(float(1.0 / periods_s.mean()), 1)}
 
 
-def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd) -> dict:
+def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd,
+             kind: str = "single_threaded") -> dict:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
@@ -114,10 +125,11 @@ def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd) -> dict:
     thread.start()
     # the controller first, as in the tests
     ctl = _start("controller_node", {"robot": robot, "rate_hz": rate, "law": law, "kp": [kp],
-                                     "kd": [kd]}, logdir / f"controller_{robot}_{rate:g}.log")
+                                     "kd": [kd]},
+                 logdir / f"controller_{robot}_{rate:g}_{kind}.log", kind)
     sim = _start("simulator_node", {"robot": robot, "rate_hz": rate, "realtime": True,
                                     "initial_positions": q0},
-                 logdir / f"simulator_{robot}_{rate:g}.log")
+                 logdir / f"simulator_{robot}_{rate:g}_{kind}.log", kind)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while (len(stamps) < 50 or len(arrivals) < 50) and time.monotonic() < deadline:
@@ -156,10 +168,51 @@ def _library_times(rate: float, robot, law, q0, kp, kd) -> tuple[float, float]:
     return t_ctl, t_sim
 
 
+def compare_executors(logdir: Path) -> list[dict]:
+    """arm7 at EXECUTOR_RATES with both nodes in each executor, alternating, ``REPEATS`` times.
+
+    One entry per rate and executor (the run with the median p99 period error of the
+    states), then one ratio entry per rate: events / single_threaded of the achieved rates
+    and of the p99 period errors (same run, the baseline is single_threaded).
+    """
+    robot, law, q0, kp, kd = CASES[0]
+    out = []
+    for rate in EXECUTOR_RATES:
+        runs = {ex: [] for ex in EXECUTORS}
+        for _ in range(REPEATS):
+            for ex in EXECUTORS:
+                m = _measure(rate, logdir, robot, law, q0, kp, kd, ex)
+                m["load_1min"] = round(os.getloadavg()[0], 2)
+                runs[ex].append(m)
+        best = {}
+        for ex in EXECUTORS:
+            ok = [m for m in runs[ex] if "joint_states" in m]
+            if not ok:
+                out.append({"name": f"{robot} {rate:g} Hz {ex}", **runs[ex][-1]})
+                continue
+            ok.sort(key=lambda m: m["joint_states"]["p99_error_ms"])
+            best[ex] = ok[len(ok) // 2]
+            out.append({"name": f"{robot} {rate:g} Hz {ex}", "executor": ex,
+                        "repeats": len(ok), **best[ex],
+                        "rates_all": [m["joint_states"]["rate_hz"] for m in ok],
+                        "p99_error_all_ms": [m["joint_states"]["p99_error_ms"] for m in ok]})
+        if len(best) == 2:
+            ev, st = best["events"], best["single_threaded"]
+            entry = {"name": f"{robot} {rate:g} Hz events / single_threaded"}
+            for topic in ("joint_states", "commands"):
+                entry[f"{topic}_rate_ratio"] = round(ev[topic]["rate_hz"] / st[topic]["rate_hz"], 3)
+                entry[f"{topic}_p99_error_ratio"] = round(
+                    ev[topic]["p99_error_ms"] / max(st[topic]["p99_error_ms"], 1e-6), 3)
+            out.append(entry)
+    return out
+
+
 def run() -> list[dict]:
     logdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_ros_loop_{os.getpid()}"
     logdir.mkdir(parents=True, exist_ok=True)
     out = []
+    if os.environ.get("BENCH_ROS_LOOP_ONLY") == "executors":
+        return compare_executors(logdir)
     for case in CASES:
         robot = case[0]
         for rate in RATES:
@@ -176,4 +229,4 @@ def run() -> list[dict]:
                 entry["meets_goal"] = bool(max(m["joint_states"]["p99_error_ms"],
                                                m["commands"]["p99_error_ms"]) <= GOAL_P99_ERROR_MS)
             out.append(entry)
-    return out
+    return out + compare_executors(logdir)

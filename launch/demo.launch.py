@@ -1,12 +1,15 @@
 """Two robots tracking on the embedded simulator: arm7 (serial) and five_bar (closed loop).
 
-    ros2 launch multibody_suite demo.launch.py [rviz:=false]
+    ros2 launch multibody_suite demo.launch.py [rviz:=false] [with_inverter:=true]
 
 Each robot runs in its own namespace (``/arm7``, ``/five_bar``) with robot_state_publisher
 (frames prefixed ``<namespace>/``, placed side by side under ``world`` by a static
 transform), ``simulator_node`` and ``controller_node``, which tracks the reference it is
 sent (``/<robot>/controller_node/joint_trajectory`` or the FollowJointTrajectory action)
-and holds the start until then.  five_bar starts in an assembled configuration (end
+and holds the start until then.  With ``with_inverter:=true`` each open-chain robot (arm7)
+also gets an ``inverter_node``: desired outputs sent to
+``/<robot>/inverter_node/output_trajectory`` are inverted and the joint trajectory with its
+feedforward goes (latched) to that robot's controller.  five_bar starts in an assembled configuration (end
 effector at (0, 0.35) m), since its spring rest (all zero) violates the loop closure.
 
 Parameters come from ``config/<node>.yaml``, read here and passed as dictionaries: the
@@ -29,14 +32,14 @@ from launch_ros.substitutions import FindPackageShare
 
 PACKAGE = "multibody_suite"
 # (robot = namespace, x offset of its world frame [m], initial_positions [rad] or None,
-#  controller_node parameter overrides)
+#  controller_node parameter overrides, inverter_node with with_inverter:=true)
 ROBOTS = [
-    ("arm7", -0.6, None, {}),
+    ("arm7", -0.6, None, {}, True),
     # left_motor, left_elbow, right_motor, right_elbow: closure residual below 1e-10 m.
     # Computed torque needs a fully actuated open chain: joint PD on the two motors, gains
     # sized for the five-bar's 0.8 kg of links (N m/rad, N m s/rad).
     ("five_bar", 0.6, [2.260904311, -1.549961486, 0.880688343, 1.549961486],
-     {"law": "pd", "kp": [1.0], "kd": [0.05]}),
+     {"law": "pd", "kp": [1.0], "kd": [0.05]}, False),  # closed loop: no inverter
 ]
 REMAP = [
     ("/joint_states", "joint_states"),
@@ -52,7 +55,7 @@ def node_parameters(share, node, **overrides):
     return params
 
 
-def _robot_actions(share, robot, x, q0, controller):
+def _robot_actions(share, robot, x, q0, controller, inverter):
     xacro_file = PathJoinSubstitution([FindPackageShare(PACKAGE), "urdf", f"{robot}.urdf.xacro"])
     description = ParameterValue(
         Command([PathJoinSubstitution([FindExecutable(name="xacro")]), " ", xacro_file,
@@ -87,6 +90,17 @@ def _robot_actions(share, robot, x, q0, controller):
             remappings=REMAP,
         ),
     ]
+    if inverter:
+        nodes.append(Node(
+            package=PACKAGE,
+            executable="inverter_node",
+            name="inverter_node",
+            output="screen",
+            parameters=[node_parameters(share, "inverter_node", robot=robot)],
+            # its latched result is the controller's reference (both in the namespace)
+            remappings=[("~/joint_trajectory", "controller_node/joint_trajectory")],
+            condition=IfCondition(LaunchConfiguration("with_inverter")),
+        ))
     return [
         GroupAction(nodes),
         Node(
@@ -102,8 +116,8 @@ def _robot_actions(share, robot, x, q0, controller):
 def _setup(context):
     share = get_package_share_directory(PACKAGE)
     actions = []
-    for robot, x, q0, controller in ROBOTS:
-        actions += _robot_actions(share, robot, x, q0, controller)
+    for robot, x, q0, controller, inverter in ROBOTS:
+        actions += _robot_actions(share, robot, x, q0, controller, inverter)
     return actions
 
 
@@ -114,6 +128,14 @@ def generate_launch_description():
             default_value="true",
             choices=["true", "false"],
             description="Start RViz with config/rviz/demo.rviz (both robots, fixed frame world).",
+        ),
+        DeclareLaunchArgument(
+            "with_inverter",
+            default_value="false",
+            choices=["true", "false"],
+            description="Also start inverter_node for the open-chain robot (arm7): desired "
+            "outputs on /arm7/inverter_node/output_trajectory are inverted and sent, with their "
+            "feedforward, to /arm7/controller_node/joint_trajectory (latched).",
         ),
         OpaqueFunction(function=_setup),
         Node(

@@ -1,5 +1,7 @@
 """Helpers for the node tests: nodes as real processes over DDS, and an in-test probe node.
 
+``MULTIBODY_TEST_EXECUTOR`` (single_threaded | events) selects the nodes' executor.
+
 Isolation: every test run uses its own ``ROS_DOMAIN_ID`` (100 + pid % 100) and
 localhost-only discovery (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` for
 Iron and later, ``ROS_LOCALHOST_ONLY=1`` for Humble), so parallel runs and
@@ -23,6 +25,9 @@ from pathlib import Path
 import pytest
 
 DOMAIN_ID = 100 + os.getpid() % 100
+#: ``MULTIBODY_TEST_EXECUTOR=events`` runs every started node in that executor
+#: (``--executor``, multibody_dynamics/ros/runtime.py); unset: the nodes' default
+EXECUTOR = os.environ.get("MULTIBODY_TEST_EXECUTOR", "")
 STARTUP_TIMEOUT = 30.0   # s; generous: node start imports pinocchio + rclpy on a loaded 2-core box
 STOP_TIMEOUT = 10.0      # s between SIGINT and SIGKILL
 
@@ -82,7 +87,8 @@ class NodeProcess:
     def __init__(self, executable: str, params: dict, log_dir: Path, remap: dict | None = None):
         self.name = executable
         self.log_path = log_dir / f"{executable}-{len(list(log_dir.glob(executable + '*')))}.log"
-        args = node_command(executable) + ["--ros-args"]
+        args = node_command(executable) + (["--executor", EXECUTOR] if EXECUTOR else [])
+        args += ["--ros-args"]
         for key, value in params.items():
             args += ["-p", f"{key}:={_param(value)}"]
         for old, new in (remap or {}).items():

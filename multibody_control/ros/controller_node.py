@@ -1,4 +1,5 @@
-"""controller_node: trajectory tracking with PD, PID or computed torque, as an effort controller.
+"""controller_node: trajectory tracking (PD, PID, computed torque, time-variant LQR) or
+resolved-motion rate control, as an effort controller.
 
 Subscribes
     ``/joint_states`` (sensor_msgs/JointState): the measured state (all model coordinates);
@@ -16,6 +17,11 @@ Subscribes
     the previous one within ``DUPLICATE_WINDOW`` s wall time) is used once.  A
     trajectory with a zero stamp received before the first ``/joint_states`` starts
     at the first control tick with a state (not at a clock that is not running yet).
+    ``~/twist_command`` (geometry_msgs/TwistStamped): the end-effector twist of law
+    ``rmrc`` [m/s, rad/s], world axes about the frame origin (``header.frame_id`` empty or
+    ending in ``world``); it is applied until ``twist_timeout`` s after its receipt, then
+    the commanded twist is zero (the arm stops where it is commanded).  Ignored (with a
+    throttled warning) by the other laws, as ``rmrc`` ignores joint trajectories.
 Publishes
     ``/<controller_name>/commands`` (std_msgs/Float64MultiArray): one effort per
     model input, at ``rate_hz`` on the node clock (simulated time with
@@ -25,23 +31,57 @@ Action
     ``~/follow_joint_trajectory`` (control_msgs/action/FollowJointTrajectory),
     only when control_msgs can be imported.
 
-The control law is :mod:`multibody_control.controllers`; this node only wires
-parameters and messages to it.
+Laws (parameter ``law``)
+    ``pd``, ``pid``, ``computed_torque``: :func:`~multibody_control.controllers.make_controller`
+    with ``kp``, ``kd`` (``ki``, ``integral_limit``).
+    ``tv_lqr``: time-variant LQR along each received trajectory (Seifried 2014 Sect. 4.2.7);
+    ``kp``, ``kd`` are the diagonal state weights Q of the position and velocity errors,
+    ``lqr_r`` the input weight R.  The nominal motion is the trajectory sampled every
+    ``lqr_dt`` (0: the control period) with its ``effort`` as nominal input (a fully
+    actuated robot may omit it: then ``u = B^-1 ID(q, v, a)``; an underactuated one must
+    send it).  The backward Riccati recursion runs in a worker thread, off the executor;
+    until the gains of the current trajectory are ready the node runs ``fallback_law``
+    (default ``pd`` with ``fallback_kp``, ``fallback_kd``: it tracks the same reference and
+    feedforward) -- or, with ``fallback_law: zero``, publishes zero effort with a throttled
+    warning -- and switches at the first tick after the solve, logging the solve time and
+    the switch time.  Without a trajectory (before the first, after an empty one) the
+    fallback holds the position.  After the end of a trajectory the last gain (the
+    infinite-horizon gain of the final rest point) holds its last point.  A gain change
+    re-solves for the current trajectory and keeps the old gains until then.
+    ``rmrc``: resolved-motion rate control (NASA CR-165977 App. D as
+    :class:`~multibody_control.controllers.RMRCController` implements it) of the frame
+    ``rmrc_frame`` (default: the model's end effector) from ``~/twist_command``; ``kp``,
+    ``kd`` are the inner loop's gains (``rmrc_inner``).  A redundant joint
+    (``rmrc_redundant_joint``) is commanded at rate 0 (held).  Needs a fully actuated
+    open chain with the frame.
+    A law that does not fit the robot (computed torque / rmrc on an underactuated model,
+    tv_lqr on a closed loop, rmrc without a frame, gains of the wrong length) stops the node
+    at start-up with one error line and exit code 1, and is refused at run time.
+
+The control laws are :mod:`multibody_control.controllers`; this node only wires
+parameters and messages to them (:func:`law_setup` is the parameter -> law mapping).
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pinocchio as pin
+from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from multibody_dynamics.errors import MultibodyError
+from multibody_dynamics.errors import InputError, ModelError, MultibodyError
 from multibody_dynamics.model import load_model
+from multibody_dynamics.rigid import RigidDynamics
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
     MessageError,
@@ -50,20 +90,31 @@ from multibody_dynamics.ros.conversions import (
     vector_msg,
 )
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
-from multibody_dynamics.ros.runtime import Throttle, main_for
+from multibody_dynamics.ros.runtime import StartupError, Throttle, main_for
 
 from ..controllers import (
     LAWS,
+    Controller,
     Reference,
     TrajectoryInterpolator,
+    TwistReference,
     inputs_from_generalized,
     make_controller,
 )
+from ..controllers.lqr import INTERPOLATIONS
+from ..controllers.rmrc import INNER_LOOPS
 
 DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a double delivery
-#: Laws the node can run from a joint trajectory alone.  tv_lqr needs gains precomputed along
-#: a whole trajectory and rmrc a task-space twist command, so they are library-only for now.
-NODE_LAWS = tuple(law for law in LAWS if law in ("pd", "pid", "computed_torque"))
+#: Laws the node runs.  projected_inverse_dynamics and quasi_velocity need constraint-force
+#: references and closures the node does not carry yet: library-only for now.
+NODE_LAWS = tuple(law for law in LAWS if law in ("pd", "pid", "computed_torque", "tv_lqr", "rmrc"))
+#: Laws tv_lqr can fall back on while its gains are computed; "zero": zero effort.
+FALLBACK_LAWS = ("pd", "pid", "computed_torque", "zero")
+#: Parameters whose change rebuilds the law (and re-solves tv_lqr).
+LAW_PARAMETERS = ("law", "kp", "kd", "ki", "integral_limit", "effort_limit", "lqr_r", "lqr_dt",
+                  "lqr_interpolation", "fallback_law", "fallback_kp", "fallback_kd", "rmrc_frame",
+                  "rmrc_redundant_joint", "rmrc_inner", "rmrc_damping",
+                  "rmrc_singular_threshold", "rmrc_pose_gain")
 
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file",
@@ -72,14 +123,20 @@ PARAMETERS = (
                   "time (simulated time with use_sim_time)", unit="Hz", range=(1.0, 5000.0)),
     ParameterSpec("controller_name", "effort_controller", "commands are published on "
                   "/<controller_name>/commands", read_only=True),
-    ParameterSpec("law", "computed_torque", "control law", choices=NODE_LAWS),
-    ParameterSpec("kp", [100.0], "position gains, one value for all inputs or one per input; "
-                  "pd/pid: N m/rad | N/m, computed_torque: 1/s^2", range=(0.0, 1e7),
+    ParameterSpec("law", "computed_torque", "control law (see the node's documentation)",
+                  choices=NODE_LAWS),
+    ParameterSpec("kp", [100.0], "position gains, one value for all inputs or one per input "
+                  "(per coordinate for tv_lqr and rmrc); pd/pid: N m/rad | N/m, computed_torque "
+                  "and rmrc (inner computed_torque): 1/s^2, rmrc (inner pd): N m/rad, tv_lqr: "
+                  "state weight Q of the position errors, 1/rad^2 | 1/m^2", range=(0.0, 1e7),
                   min_length=1),
-    ParameterSpec("kd", [20.0], "velocity gains, one value or one per input; pd/pid: "
-                  "N m s/rad | N s/m, computed_torque: 1/s", range=(0.0, 1e6), min_length=1),
-    ParameterSpec("ki", [0.0], "integral gains (pid only), one value or one per input",
-                  unit="N m/(rad s) | N/(m s)", range=(0.0, 1e7), min_length=1),
+    ParameterSpec("kd", [20.0], "velocity gains, one value or one per input (per coordinate "
+                  "for tv_lqr and rmrc); pd/pid: N m s/rad | N s/m, computed_torque and rmrc "
+                  "(inner computed_torque): 1/s, rmrc (inner pd): N m s/rad, tv_lqr: state "
+                  "weight Q of the velocity errors, s^2/rad^2 | s^2/m^2", range=(0.0, 1e6),
+                  min_length=1),
+    ParameterSpec("ki", [0.0], "integral gains (pid, and fallback_law pid), one value or one "
+                  "per input", unit="N m/(rad s) | N/(m s)", range=(0.0, 1e7), min_length=1),
     ParameterSpec("integral_limit", [], "bound of the integral action |ki * integral| (pid), "
                   "one value or one per input; empty: none", unit="N m | N",
                   range=(0.0, 1e6)),
@@ -87,6 +144,35 @@ PARAMETERS = (
                   "empty: none", unit="N m | N", range=(0.0, 1e6)),
     ParameterSpec("state_timeout", 0.5, "stop publishing commands when /joint_states is older "
                   "than this (node-clock time); 0 disables", unit="s", range=(0.0, 3600.0)),
+    ParameterSpec("lqr_r", [1.0], "tv_lqr: input weight R (diagonal), one value or one per "
+                  "input", unit="1/N^2 | 1/(N m)^2", range=(1e-12, 1e12), min_length=1),
+    ParameterSpec("lqr_dt", 0.0, "tv_lqr: design step and spacing of the gain table; 0: the "
+                  "control period 1/rate_hz", unit="s", range=(0.0, 1.0)),
+    ParameterSpec("lqr_interpolation", "hold", "tv_lqr: gain between two table samples",
+                  choices=INTERPOLATIONS),
+    ParameterSpec("fallback_law", "pd", "tv_lqr: law run while the gains of the current "
+                  "trajectory are computed and without a trajectory; zero: publish zero effort "
+                  "(throttled warning)", choices=FALLBACK_LAWS),
+    ParameterSpec("fallback_kp", [100.0], "tv_lqr: kp of fallback_law (units as kp of that law)",
+                  range=(0.0, 1e7), min_length=1),
+    ParameterSpec("fallback_kd", [20.0], "tv_lqr: kd of fallback_law (units as kd of that law)",
+                  range=(0.0, 1e6), min_length=1),
+    ParameterSpec("rmrc_frame", "", "rmrc: the commanded frame; empty: the model's end "
+                  "effector"),
+    ParameterSpec("rmrc_redundant_joint", "", "rmrc: joint held (rate 0) instead of resolved; "
+                  "empty: every joint resolved (minimum norm)"),
+    ParameterSpec("rmrc_inner", "computed_torque", "rmrc: inner joint loop", choices=INNER_LOOPS),
+    ParameterSpec("rmrc_damping", 0.05, "rmrc: largest damping mu_max of the damped "
+                  "least-squares solve near singularities", range=(0.0, 10.0)),
+    ParameterSpec("rmrc_singular_threshold", 0.05, "rmrc: the damping starts when the "
+                  "smallest singular value of J drops below this", range=(1e-9, 10.0)),
+    ParameterSpec("rmrc_pose_gain", 0.0, "rmrc: feedback of the commanded pose's drift from "
+                  "the integrated twist; 0: open-loop RMRC (App. D)", unit="1/s",
+                  range=(0.0, 1e4)),
+    ParameterSpec("twist_timeout", 0.5, "rmrc: a twist command applies this long after its "
+                  "receipt (node-clock time), then the twist is zero; 0: until the next one",
+                  unit="s",
+                  range=(0.0, 3600.0)),
 )
 
 
@@ -94,6 +180,156 @@ def _gain(values, default=float("inf")):
     if not values:
         return default
     return values[0] if len(values) == 1 else tuple(values)
+
+
+class LawError(InputError):
+    """The law parameters do not fit the robot (start-up: the node exits; run time: refused)."""
+
+
+@dataclass(frozen=True)
+class LawSetup:
+    """What the law parameters select.
+
+    Attributes
+    ----------
+    law : str  the ``law`` parameter
+    controller : Controller or None
+        The law run at every tick: the law itself (pd, pid, computed_torque, rmrc) or, for
+        tv_lqr, the fallback (None: ``fallback_law`` zero).
+    fallback : str  ``fallback_law`` for tv_lqr, else ``""``
+    lqr : dict or None  tv_lqr: ``make_controller`` arguments besides the trajectory and dt
+    lqr_dt : float  tv_lqr: ``lqr_dt`` (0: the control period)
+    """
+
+    law: str
+    controller: Controller | None
+    fallback: str = ""
+    lqr: dict[str, Any] | None = None
+    lqr_dt: float = 0.0
+
+
+def law_setup(model, values: dict) -> LawSetup:
+    """The law (and tv_lqr's fallback and design settings) of the parameter ``values``.
+
+    Checks that the law fits ``model``: every gain vector has the right length, computed
+    torque and rmrc need a fully actuated model, rmrc a frame, tv_lqr an open chain (its
+    weights are checked by a design along a two-sample rest trajectory).
+
+    Raises
+    ------
+    MultibodyError (also ValueError)
+        The law does not fit; the message starts with ``law <name>:``.
+    """
+    law = values["law"]
+    limit = _gain(values["effort_limit"])
+    try:
+        if law == "tv_lqr":
+            if model.closures:
+                raise ModelError(f"{model.name} has loop closures "
+                                 f"({', '.join(c.name for c in model.closures)}); the LQR design "
+                                 "linearizes an open chain only")
+            opts = {"kp": _gain(values["kp"]), "kd": _gain(values["kd"]),
+                    "effort_limit": limit, "R": _gain(values["lqr_r"]),
+                    "interpolation": values["lqr_interpolation"]}
+            dt = float(values["lqr_dt"]) or 1.0 / float(values.get("rate_hz", 500.0))
+            q0 = pin.neutral(model.pin_model)
+            rest = {"t": np.array([0.0, dt]), "q": np.vstack([q0, q0]),
+                    "v": np.zeros((2, model.nv)), "u": np.zeros((2, model.nu))}
+            design_controller(model, opts, rest, dt)  # raises on bad weights
+            fallback = values["fallback_law"]
+            ctl = None
+            if fallback != "zero":
+                try:
+                    ctl = make_controller(fallback, model, _gain(values["fallback_kp"]),
+                                          _gain(values["fallback_kd"]), _gain(values["ki"], 0.0),
+                                          _gain(values["integral_limit"]), limit)
+                except (MultibodyError, ValueError) as exc:
+                    raise InputError(f"fallback_law {fallback}: {exc}") from None
+            return LawSetup(law, ctl, fallback, opts, float(values["lqr_dt"]))
+        if law == "rmrc":
+            frame = values["rmrc_frame"] or model.end_effector
+            if not frame:
+                raise ModelError(f"{model.name} has no end_effector; set rmrc_frame")
+            ctl = make_controller(
+                "rmrc", model, _gain(values["kp"]), _gain(values["kd"]), effort_limit=limit,
+                frame=frame, redundant_joint=values["rmrc_redundant_joint"] or None,
+                inner=values["rmrc_inner"], damping=values["rmrc_damping"],
+                singular_threshold=values["rmrc_singular_threshold"],
+                pose_gain=values["rmrc_pose_gain"])
+            return LawSetup(law, ctl)
+        ctl = make_controller(law, model, _gain(values["kp"]), _gain(values["kd"]),
+                              _gain(values["ki"], 0.0), _gain(values["integral_limit"]), limit)
+        return LawSetup(law, ctl)
+    except (MultibodyError, ValueError) as exc:
+        text = " ".join(str(exc).split())
+        raise LawError(text if text.startswith(f"law {law}:") else f"law {law}: {text}") \
+            from None
+
+
+def design_controller(model, lqr: dict, trajectory: dict, dt: float) -> Controller:
+    """The tv_lqr controller along ``trajectory`` (``t``, ``q``, ``v``, ``u``) at step ``dt``."""
+    opts = dict(lqr)
+    kp, kd = opts.pop("kp"), opts.pop("kd")
+    return make_controller("tv_lqr", model, kp, kd, trajectory=trajectory, dt=dt, **opts)
+
+
+def nominal_motion(model, coords: JointCoordinates, interp: TrajectoryInterpolator,
+                   dt: float) -> dict:
+    """The nominal motion (t, q, v, u) of tv_lqr: ``interp`` sampled every ``dt`` [s].
+
+    The nominal input is the trajectory's effort mapped to the inputs; without effort a
+    fully actuated model gets ``u = B^-1 ID(q, v, a)`` and an underactuated one is refused
+    (the nominal input of the passive coordinates is not determined by the joint motion).
+    """
+    t0, t1 = interp.start, interp.end
+    steps = max(int(np.floor((t1 - t0) / dt + 1e-9)), 1)
+    grid = t0 + dt * np.arange(steps + 1)
+    samples = [interp.sample(tk) for tk in grid]
+    q = np.array([coords.configuration(s[0]) for s in samples])
+    v = np.array([s[1] for s in samples])
+    if samples[0][3] is not None:
+        u = np.array([inputs_from_generalized(model, s[3], "points.effort") for s in samples])
+    else:
+        B = np.asarray(model.B, float)
+        if B.shape[0] != B.shape[1] or np.linalg.matrix_rank(B) < B.shape[0]:
+            raise InputError(f"tv_lqr: {model.name} is underactuated; the trajectory must carry "
+                             "the feedforward (points[].effort) as the nominal input")
+        rigid = RigidDynamics(model)
+        Binv = np.linalg.inv(B)
+        u = np.array([Binv @ rigid.inverse_dynamics(qk, s[1], s[2])
+                      for qk, s in zip(q, samples)])
+    return {"t": grid, "q": q, "v": v, "u": u}
+
+
+@dataclass
+class _Plan:
+    """tv_lqr gains along one trajectory."""
+
+    generation: int
+    controller: Controller
+    start: float            # node-clock time of the trajectory's t = 0 [s]
+    u_nominal: np.ndarray   # (N, nu) nominal input on the design grid (feedforward without effort)
+    t0: float
+    dt: float
+    solve_time: float       # s (wall) of the design
+
+    def feedforward(self, t: float) -> np.ndarray:
+        k = int(np.clip((t - self.t0) / self.dt, 0, self.u_nominal.shape[0] - 1))
+        return self.u_nominal[k]
+
+
+@dataclass
+class _DesignJob:
+    generation: int
+    interp: TrajectoryInterpolator
+    start: float
+    lqr: dict
+    dt: float
+
+
+def _fully_actuated(model) -> bool:
+    B = np.asarray(model.B, float)
+    return B.shape[0] == B.shape[1] and np.linalg.matrix_rank(B) == B.shape[0]
 
 
 class ControllerNode(Node):
@@ -108,7 +344,11 @@ class ControllerNode(Node):
         self.throttle = Throttle(self.get_logger())
         self.model = model = load_model(p["robot"])
         self.coords = JointCoordinates(model)
-        self.controller = self._build(p.values)
+        self._actuated = _fully_actuated(model)
+        try:
+            self.setup = law_setup(model, p.values)
+        except LawError as exc:
+            raise StartupError(f"{exc} (robot {model.name})") from None
         self.state = None
         self._state_time: float | None = None
         self._hold: Reference | None = None
@@ -116,7 +356,19 @@ class ControllerNode(Node):
         self._last_ref: Reference | None = None
         self._t_prev: float | None = None
         self._goal_futures: list = []
-        self.rejected = {"state": 0, "trajectory": 0}
+        self.rejected = {"state": 0, "trajectory": 0, "twist": 0}
+        self._twist: np.ndarray | None = None
+        self._twist_time = 0.0
+
+        # tv_lqr: designs run in a worker thread; the tick picks up a finished one
+        self._cond = threading.Condition()
+        self._generation = 0
+        self._job: _DesignJob | None = None
+        self._ready: _Plan | None = None
+        self._plan: _Plan | None = None
+        self._stop = False
+        self._worker = threading.Thread(target=self._work, name="lqr_design", daemon=True)
+        self._worker.start()
 
         qos = QoSProfile(depth=10)
         self.topic = f"/{p['controller_name']}/commands"
@@ -127,6 +379,7 @@ class ControllerNode(Node):
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory,
                                  latched)
+        self.create_subscription(TwistStamped, "~/twist_command", self._on_twist, qos)
         self._last_msg: tuple[JointTrajectory, float] | None = None
         self._pending_msg: JointTrajectory | None = None
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._tick)
@@ -136,25 +389,109 @@ class ControllerNode(Node):
             offered.append("action ~/follow_joint_trajectory (control_msgs/FollowJointTrajectory)")
         else:
             offered.append("no FollowJointTrajectory action (control_msgs not importable)")
+        if self.setup.law == "rmrc":
+            offered = [f"twist on {self.resolve_topic_name('~/twist_command')} (frame "
+                       f"{p['rmrc_frame'] or model.end_effector}, {p['rmrc_inner']} inner loop)"]
         self.get_logger().info(
-            f"{p['law']} control of {model.name} at {p['rate_hz']:g} Hz -> {self.topic} "
-            f"({model.nu} efforts: {', '.join(model.input_names)}); reference: "
+            f"{self._describe(self.setup)} control of {model.name} at {p['rate_hz']:g} Hz -> "
+            f"{self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); reference: "
             + "; ".join(offered))
 
     # -- parameters --------------------------------------------------------------------------
-    def _build(self, values):
-        return make_controller(values["law"], self.model, _gain(values["kp"]), _gain(values["kd"]),
-                               _gain(values["ki"], 0.0), _gain(values["integral_limit"]),
-                               _gain(values["effort_limit"]))
+    @staticmethod
+    def _describe(setup: LawSetup) -> str:
+        if setup.law == "tv_lqr":
+            return f"tv_lqr (fallback {setup.fallback} until the gains are ready)"
+        return setup.law
+
+    def _design_dt(self, values=None) -> float:
+        values = values or self.params.values
+        return float(values["lqr_dt"]) or 1.0 / float(values["rate_hz"])
 
     def _on_change(self, changes):
         values = {**self.params.values, **changes}
-        if any(k in changes for k in ("law", "kp", "kd", "ki", "integral_limit", "effort_limit")):
-            self.controller = self._build(values)  # raises ValueError: change refused
-            self.get_logger().info(f"control law {values['law']} rebuilt with the new gains")
+        redesign = "rate_hz" in changes and values["law"] == "tv_lqr" and not values["lqr_dt"]
+        if any(k in changes for k in LAW_PARAMETERS) or redesign:
+            old = self.setup
+            self.setup = law_setup(self.model, values)  # raises ValueError: change refused
+            self.get_logger().info(f"control law {self._describe(self.setup)} rebuilt with the "
+                                   "new parameters")
+            if self.setup.law != "rmrc":
+                self._twist = None
+            if self.setup.law == "tv_lqr":
+                self._request_design(keep_plan=old.law == "tv_lqr", dt=self._design_dt(values))
+            else:
+                self._request_design(keep_plan=False)
         if "rate_hz" in changes:
             self.destroy_timer(self._timer)
             self._timer = self.create_timer(1.0 / changes["rate_hz"], self._tick)
+
+    # -- tv_lqr design (worker thread) ---------------------------------------------------------
+    def _request_design(self, keep_plan: bool, dt: float | None = None):
+        """A new design for the current trajectory (executor thread); drops a running one's result.
+
+        ``keep_plan``: the current gains stay until the new ones are ready (same trajectory,
+        new weights); otherwise the fallback runs until then.
+        """
+        with self._cond:
+            self._generation += 1
+            if not keep_plan:
+                self._plan = None
+            self._job = None
+            if self.setup.law != "tv_lqr" or self._traj is None:
+                return
+            interp, start, _ = self._traj
+            self._job = _DesignJob(self._generation, interp, start, self.setup.lqr,
+                                   dt or self._design_dt())
+            self._cond.notify()
+
+    def _work(self):
+        log = self.get_logger()
+        while True:
+            with self._cond:
+                while self._job is None and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                job, self._job = self._job, None
+            # the recursion is Python-level numpy: ask the interpreter to hand the GIL back to
+            # the executor thread within 0.2 ms instead of the default 5 ms
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(interval, 2e-4))
+            wall = time.perf_counter()
+            try:
+                nominal = nominal_motion(self.model, self.coords, job.interp, job.dt)
+                ctl = design_controller(self.model, job.lqr, nominal, job.dt)
+            except Exception as exc:  # the worker must survive anything a design raises
+                log.error(f"tv_lqr: design along the trajectory failed after "
+                          f"{time.perf_counter() - wall:.3f} s: {type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())}; staying on the fallback law")
+                continue
+            finally:
+                sys.setswitchinterval(interval)
+            elapsed = time.perf_counter() - wall
+            plan = _Plan(job.generation, ctl, job.start, nominal["u"], float(nominal["t"][0]),
+                         job.dt, elapsed)
+            with self._cond:
+                if job.generation != self._generation:
+                    log.info(f"tv_lqr: gains solved in {elapsed:.3f} s but superseded by a newer "
+                             "trajectory or parameter change; dropped")
+                    continue
+                self._ready = plan
+
+    def _take_ready(self, now: float):
+        with self._cond:
+            plan, self._ready = self._ready, None
+            if plan is None or plan.generation != self._generation:
+                return
+            self._plan = plan
+        if self.setup.controller is not None:
+            self.setup.controller.reset()
+        n = plan.u_nominal.shape[0]
+        self.get_logger().info(
+            f"tv_lqr: gains ready ({n} samples every {plan.dt:g} s, Riccati solve "
+            f"{plan.solve_time:.3f} s); switching from {self.setup.fallback} to tv_lqr at "
+            f"t = {now:.6f} s (trajectory time {now - plan.start:.4f} s)")
 
     # -- inputs ------------------------------------------------------------------------------
     def _now(self) -> float:
@@ -171,6 +508,36 @@ class ControllerNode(Node):
         if self._hold is None:
             self._hold = Reference.hold(self.model, self.state.q)
 
+    def _on_twist(self, msg: TwistStamped):
+        if self.setup.law != "rmrc":
+            self.throttle.warn("twist_law", f"twist command ignored: law {self.setup.law} tracks "
+                               "joint trajectories (twist commands drive law rmrc)")
+            return
+        lin, ang = msg.twist.linear, msg.twist.angular
+        twist = np.array([lin.x, lin.y, lin.z, ang.x, ang.y, ang.z], float)
+        frame = msg.header.frame_id
+        problem = None
+        if not np.all(np.isfinite(twist)):
+            problem = f"NaN or inf in {twist.tolist()}"
+        elif frame and not (frame == "world" or frame.endswith("/world")):
+            problem = (f"header.frame_id {frame!r}: expected world axes ('' or 'world'; the "
+                       "twist is about the frame origin in world axes)")
+        if problem is not None:
+            self.rejected["twist"] += 1
+            self.throttle.warn("twist", f"rejected twist command: {problem}")
+            return
+        self._twist, self._twist_time = twist, self._now()
+
+    def _twist_reference(self, now: float) -> TwistReference:
+        timeout = self.params["twist_timeout"]
+        if self._twist is None:
+            return TwistReference(np.zeros(6))
+        if timeout > 0 and now - self._twist_time > timeout:
+            self.throttle.info("twist_old", f"twist command older than {timeout:g} s; "
+                               "commanding zero twist")
+            return TwistReference(np.zeros(6))
+        return TwistReference(self._twist)
+
     def _current_reference(self, now: float) -> Reference | None:
         if self._traj is not None:
             return self._sample(now)
@@ -178,6 +545,9 @@ class ControllerNode(Node):
 
     def _accept(self, msg) -> tuple[TrajectoryInterpolator, float] | None:
         """Validated interpolator and start time of ``msg``; None for a stop request."""
+        if self.setup.law == "rmrc":
+            raise MessageError("law rmrc follows twist commands on ~/twist_command; joint "
+                               "trajectories are not used")
         arr = trajectory_from_msg(msg, self.coords)
         if arr is None:
             return None
@@ -190,6 +560,10 @@ class ControllerNode(Node):
                     inputs_from_generalized(self.model, e, f"points[{k}].effort")
                 except MultibodyError as exc:
                     raise MessageError(f"JointTrajectory: {exc}") from None
+        elif self.setup.law == "tv_lqr" and not self._actuated:
+            raise MessageError(f"JointTrajectory: law tv_lqr on the underactuated "
+                               f"{self.model.name} needs the feedforward (points[].effort) as "
+                               "the nominal input")
         t_now = now - start
         current = self._current_reference(now)
         if t[0] > 0 and t_now < t[0] and current is not None:
@@ -234,12 +608,19 @@ class ControllerNode(Node):
             if self.state is not None:
                 self._hold = Reference.hold(self.model, self.state.q)
             self._traj = None
+            self._request_design(keep_plan=False)
             self.get_logger().info("empty trajectory: stopping, holding the measured position")
             return
         interp, start = accepted
         self._traj = (interp, start, False)
         self.get_logger().info(f"trajectory accepted: {interp.t.size} points, {interp.kind} "
                                f"interpolation, {interp.end:.3g} s from t = {start:.6g} s")
+        if self.setup.law == "tv_lqr":
+            self._request_design(keep_plan=False)
+            fallback = "zero effort" if self.setup.controller is None else \
+                f"the {self.setup.fallback} fallback"
+            self.get_logger().info(f"tv_lqr: solving the Riccati recursion along it off the "
+                                   f"executor; {fallback} until the gains are ready")
 
     def _sample(self, now: float) -> Reference:
         interp, start, done = self._traj
@@ -254,13 +635,37 @@ class ControllerNode(Node):
         return ref
 
     # -- output ------------------------------------------------------------------------------
+    def _reset_laws(self):
+        if self.setup.controller is not None:
+            self.setup.controller.reset()
+        if self._plan is not None:
+            self._plan.controller.reset()
+
+    def _command(self, now: float) -> np.ndarray:
+        """The active law's inputs (nu,) at node-clock time ``now``."""
+        setup, q, v = self.setup, self.state.q, self.state.v
+        if setup.law == "rmrc":
+            return setup.controller.step(now, q, v, self._twist_reference(now))
+        ref = self._current_reference(now)
+        plan = self._plan
+        if setup.law == "tv_lqr" and plan is not None:
+            t = now - plan.start  # the gain table runs on trajectory time
+            if ref.u_ff is None:
+                ref = Reference(ref.q, ref.v, ref.a, plan.feedforward(t))
+            return plan.controller.step(t, q, v, ref)
+        if setup.controller is None:  # tv_lqr with fallback_law zero
+            self.throttle.warn("zero", "tv_lqr: no gains for the current reference yet; "
+                               "publishing zero effort (fallback_law zero)")
+            return np.zeros(self.model.nu)
+        return setup.controller.step(now, q, v, ref)
+
     def _tick(self):
         now = self._now()
         if self.state is None:
             self.throttle.info("wait", "waiting for /joint_states")
             return
         if self._t_prev is not None and now < self._t_prev:  # clock went back (sim restarted)
-            self.controller.reset()
+            self._reset_laws()
             self._state_time = now
         self._t_prev = now
         if self._pending_msg is not None:
@@ -269,13 +674,14 @@ class ControllerNode(Node):
                 self._start(self._accept(msg))
             except (MessageError, MultibodyError) as exc:
                 self.throttle.warn("trajectory", f"rejected trajectory: {exc}")
+        if self._ready is not None:
+            self._take_ready(now)
         timeout = self.params["state_timeout"]
         if timeout > 0 and now - self._state_time > timeout:
             self.throttle.warn("stale", f"/joint_states older than {timeout:g} s; not commanding")
             return
         try:
-            ref = self._current_reference(now)
-            u = self.controller.step(now, self.state.q, self.state.v, ref)
+            u = self._command(now)
         except MultibodyError as exc:
             self.throttle.error("step", f"control law failed: {exc}; no command published")
             return
@@ -284,7 +690,15 @@ class ControllerNode(Node):
             return
         self._pub.publish(vector_msg(u, self.model.input_names))
 
-    # -- FollowJointTrajectory (when control_msgs exists) -------------------------------------
+    def destroy_node(self):
+        cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
+        if cond is not None:
+            with cond:
+                self._stop = True
+                cond.notify_all()
+        return super().destroy_node()
+
+# -- FollowJointTrajectory (when control_msgs exists) -------------------------------------
     def _finish_goals(self, success: bool, message: str):
         futures, self._goal_futures = self._goal_futures, []
         for fut in futures:
@@ -336,6 +750,7 @@ class ControllerNode(Node):
             if self.state is not None:
                 self._hold = Reference.hold(self.model, self.state.q)
             self._traj = None
+            self._request_design(keep_plan=False)
             self._finish_goals(False, "canceled")
             return CancelResponse.ACCEPT
 

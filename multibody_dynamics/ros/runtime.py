@@ -75,32 +75,151 @@ class Throttle:
         self._suppressed.pop(key, None)
 
 
-def run_node(node_cls: Callable[[], object], args: list[str] | None = None) -> int:
+#: Executors a node can spin in (``--executor`` / parameter ``executor``):
+#: ``single_threaded`` -- rclpy's SingleThreadedExecutor (a wait set rebuilt in Python on every
+#: wake-up); ``events`` -- rclpy.experimental.EventsExecutor (rclpy >= 9: callbacks dispatched
+#: from a C++ event queue, no per-wake-up wait set).
+EXECUTORS = ("single_threaded", "events")
+DEFAULT_EXECUTOR = "single_threaded"
+EXECUTOR_OPTION = "--executor"
+
+
+def events_executor_available() -> bool:
+    """Whether this rclpy has ``rclpy.experimental.EventsExecutor``."""
+    try:
+        from rclpy.experimental import EventsExecutor  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_executor(kind: str, context=None):
+    """A new executor of kind ``kind`` (one of :data:`EXECUTORS`) on ``context``.
+
+    Raises
+    ------
+    StartupError
+        Unknown kind, or ``events`` with an rclpy that has no EventsExecutor.
+    """
+    if kind == "single_threaded":
+        from rclpy.executors import SingleThreadedExecutor
+
+        return SingleThreadedExecutor(context=context)
+    if kind == "events":
+        try:
+            from rclpy.experimental import EventsExecutor
+        except ImportError:
+            raise StartupError("executor events: this rclpy has no "
+                               "rclpy.experimental.EventsExecutor; use single_threaded") from None
+        return EventsExecutor(context=context)
+    raise StartupError(f"executor: expected one of {', '.join(EXECUTORS)}, got {kind!r}")
+
+
+def split_executor_option(args: list[str]) -> tuple[str | None, list[str]]:
+    """``(kind or None, args without it)`` for ``--executor KIND`` / ``--executor=KIND``.
+
+    Only the part before ``--ros-args`` is searched (after it everything belongs to ROS).
+
+    Raises
+    ------
+    StartupError
+        The option without a value or with a value not in :data:`EXECUTORS`.
+    """
+    args = list(args)
+    end = args.index("--ros-args") if "--ros-args" in args else len(args)
+    kind, rest, i = None, [], 0
+    while i < end:
+        a = args[i]
+        if a == EXECUTOR_OPTION:
+            if i + 1 >= end:
+                raise StartupError(f"{EXECUTOR_OPTION}: expected one of {', '.join(EXECUTORS)}")
+            kind, i = args[i + 1], i + 2
+            continue
+        if a.startswith(EXECUTOR_OPTION + "="):
+            kind = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    if kind is not None and kind not in EXECUTORS:
+        raise StartupError(f"{EXECUTOR_OPTION}: expected one of {', '.join(EXECUTORS)}, "
+                           f"got {kind!r}")
+    return kind, rest + args[end:]
+
+
+def spin(executor, kind: str, context=None) -> None:
+    """Spin ``executor`` (of kind ``kind``) until its context shuts down.
+
+    The EventsExecutor of the rclpy 9.1.2 wheels dispatches nothing in ``spin()`` and
+    ``spin_until_future_complete()`` (measured: no timer callback in 3 s, SIGINT ignored),
+    while ``spin_once(timeout_sec)`` works (1 kHz timer: 4654 callbacks in 4.8 s, the
+    SingleThreadedExecutor 4693); so it is spun by ``spin_once`` in a loop.  The loop raises
+    ``ExternalShutdownException`` on SIGINT/SIGTERM like ``spin()`` does.
+    """
+    if kind != "events":
+        executor.spin()
+        return
+    import rclpy
+
+    while rclpy.ok(context=context):
+        executor.spin_once(timeout_sec=0.5)
+
+
+def _executor_parameter(node, default: str) -> str:
+    """Declare the read-only ``executor`` parameter on ``node`` (unless it has one); its value."""
+    from .parameters import ParameterSet, ParameterSpec
+
+    if not node.has_parameter("executor"):
+        spec = ParameterSpec("executor", default, "executor the node spins in (start-up only; "
+                             "the --executor command-line option sets the default)",
+                             choices=EXECUTORS, read_only=True)
+        ParameterSet(node, (spec,))
+    return node.get_parameter("executor").value
+
+
+def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
+             executor: str | None = None) -> int:
     """Initialize rclpy, build ``node_cls()``, spin until shutdown; return the exit code.
+
+    The node spins in the executor named by its ``executor`` parameter (declared here,
+    read-only, one of :data:`EXECUTORS`); its default is ``executor``, else the command-line
+    option ``--executor KIND`` (before ``--ros-args``), else :data:`DEFAULT_EXECUTOR`.
 
     Ctrl-C (``KeyboardInterrupt``) and a shutdown from outside
     (``ExternalShutdownException``, e.g. SIGINT/SIGTERM handled by rclpy) end
     with 0.  A node that cannot start (``MultibodyError``, ``ValueError``,
     ``FileNotFoundError`` raised by its constructor: bad parameters, unknown
-    robot, unsupported model) logs one error line and ends with 1.
+    robot, unsupported model, an executor this rclpy lacks) logs one error line and
+    ends with 1.
     """
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
-    rclpy.init(args=args)
+    name = getattr(node_cls, "node_name", getattr(node_cls, "__name__", "node"))
+    argv = list(sys.argv if args is None else args)
+    try:
+        cli_kind, argv = split_executor_option(argv)
+    except StartupError as exc:
+        rclpy.logging.get_logger(name).error(f"cannot start: {exc}")
+        return 1
+    rclpy.init(args=argv)
     node = None
+    spinner = None
     code = 0
     try:
         try:
             node = node_cls()
+            kind = _executor_parameter(node, executor or cli_kind or DEFAULT_EXECUTOR)
+            spinner = make_executor(kind)
         except (MultibodyError, ValueError, FileNotFoundError) as exc:
-            name = getattr(node_cls, "node_name", getattr(node_cls, "__name__", "node"))
             msg = " ".join(str(exc).split())
             rclpy.logging.get_logger(name).error(f"cannot start: {msg}")
             code = 1
         else:
+            if kind != DEFAULT_EXECUTOR:
+                node.get_logger().info(f"spinning in the {kind} executor")
             try:
-                rclpy.spin(node)
+                spinner.add_node(node)
+                spin(spinner, kind)
             except Exception:
                 # A signal shuts the context down asynchronously; a take or publish
                 # interrupted by it raises from the C layer.  Only a live context's
@@ -110,6 +229,11 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None) -> i
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        if spinner is not None:
+            try:
+                spinner.shutdown()
+            except Exception:  # a context already shut down by the signal
+                pass
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
@@ -117,7 +241,11 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None) -> i
 
 
 def main_for(node_cls) -> Callable[[list[str] | None], None]:
-    """A console-script ``main(args=None)`` running ``node_cls`` (exit code from :func:`run_node`)."""
+    """A console-script ``main(args=None)`` running ``node_cls`` (exit code from :func:`run_node`).
+
+    ``args`` (default ``sys.argv``) may hold ``--executor single_threaded|events`` before
+    ``--ros-args``.
+    """
 
     def main(args: list[str] | None = None) -> None:
         sys.exit(run_node(node_cls, args))
