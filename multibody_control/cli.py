@@ -157,9 +157,11 @@ def cmd_simulate(args) -> int:
         v0 = np.array(args.v0, float)
     tau = _constant_input(model, args.tau)
     if args.rtol is not None:
-        config = SimulatorConfig(rtol=args.rtol, atol=args.atol, position_tol=args.position_tol)
+        config = SimulatorConfig(rtol=args.rtol, atol=args.atol, position_tol=args.position_tol,
+                                 singular_branch=args.singular_branch)
     else:
-        config = SimulatorConfig(dt=args.dt, method=args.method, position_tol=args.position_tol)
+        config = SimulatorConfig(dt=args.dt, method=args.method, position_tol=args.position_tol,
+                                 singular_branch=args.singular_branch)
     result = simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
                       constraints=model_constraints(model), output_dt=args.output_dt)
     print(f"{model.name}: {result.summary()}")
@@ -307,6 +309,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="interval of the output samples [s] (default: every step; adaptive 0.01)")
     p.add_argument("--position-tol", type=float, default=1e-12, metavar="TOL",
                    help="Newton projection tolerance on |phi| [m | rad] (default: %(default)s)")
+    p.add_argument("--singular-branch", choices=("continue", "free"), default="continue",
+                   help="adaptive mode, where the constraint Jacobian loses rank (slider-crank at "
+                   "q1 = +-pi/2): 'continue' keeps the velocity through the singular "
+                   "configuration (bridged by one RK4 step), 'free' leaves the branch to the "
+                   "integrator (default: %(default)s; fixed steps continue either way)")
     p.add_argument("--q0", type=float, nargs="+", metavar="Q",
                    help="initial configuration (nq values; default: rest); projected onto the "
                    "constraint manifold first")

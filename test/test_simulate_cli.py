@@ -36,7 +36,19 @@ def test_simulate_adaptive_and_pfaffian(tmp_path, capsys):
     assert "lambda.axle.lateral" in header and "velocity_residual" in header
 
 
+@pytest.mark.parametrize("branch", ["continue", "free"])
+def test_simulate_singular_branch(branch, capsys):
+    rc = main(["simulate", "slider_crank", "--duration", "1", "--rtol", "1e-10", "--atol", "1e-12",
+               "--v0", "6", "-12", "--singular-branch", branch, "--quiet"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    # the crossing of q1 = pi/2 near t = 0.4 s is bridged only with "continue"
+    assert ("singular configuration(s) bridged" in text) == (branch == "continue")
+
+
 @pytest.mark.parametrize("argv,needle", [
+    (["simulate", "slider_crank", "--rtol", "1e-8", "--singular-branch", "back"],
+     "--singular-branch"),
     (["simulate", "slider_crank", "--q0", "1", "2", "3"], "--q0: expected 2 values"),
     (["simulate", "slider_crank", "--duration", "-1"], "--duration"),
     (["simulate", "no_such_robot"], "unknown robot"),
