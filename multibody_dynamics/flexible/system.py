@@ -728,6 +728,15 @@ class FlexibleChain:
             W[nv * nv + 2 * nv:nv * nv + 3 * nv].copy()
 
     # -- public dynamics -----------------------------------------------------------------
+    def dynamics_terms(self, q, v) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``M, k, g, f_e`` of (2.137)-(2.143) from one evaluation (inverse models need all four).
+
+        Returns copies: M (nv, nv), k (nv,), g (nv,) and f_e (nv,) with
+        ``M v' + k + f_e = g + B u``.
+        """
+        q, v = self._vec(q, "q"), self._vec(v, "v")
+        return self._terms(q, v)
+
     def mass_matrix(self, q) -> np.ndarray:
         """System mass matrix M(q) (nv, nv) (Seifried eq. 2.139)."""
         q = self._vec(q, "q")
@@ -863,6 +872,42 @@ class FlexibleChain:
         else:
             local = np.array(b.distal)
         return r + _rot(th) @ local
+
+    def point_kinematics(self, q, v, body: int | str, node: int | None = None):
+        """Position, Jacobian and acceleration bias of a point of ``body`` (see :meth:`point_position`).
+
+        Returns
+        -------
+        r : (2,) inertial position [m]
+        J : (2, nv) with ``r' = J v``
+        bias : (2,) with ``r'' = J v' + bias``
+
+        For a point at ``local = P + Phi q_e`` in K_i (angle ``theta``, rate ``w``)::
+
+            J    = J_r + (J S local) J_theta + S Phi E_i
+            bias = beta_r + beta_theta J S local - w^2 S local + 2 w J S Phi q_e'
+        """
+        q, v = self._vec(q, "q"), self._vec(v, "v")
+        i = self._body_index(body)
+        b = self.bodies[i]
+        r, th, Jb, beta = self._kinematics(q, v)[i]
+        S = _rot(th)
+        w = Jb[2] @ v
+        J = Jb[:2].copy()
+        bias = beta[:2].copy()
+        if b.flexible:
+            k = b.distal_node if node is None else node
+            d, sl = b.modal_data, self.elastic_slices[i]
+            shape = d.node_shapes[k, :2]
+            local = d.node_positions[k] + shape @ q[sl]
+            J[:, sl] += S @ shape
+            bias += 2.0 * w * (_J @ S @ shape @ v[sl])
+        else:
+            local = np.array(b.distal)
+        Sl = S @ local
+        J += np.outer(_J @ Sl, Jb[2])
+        bias += beta[2] * (_J @ Sl) - w * w * Sl
+        return r + Sl, J, bias
 
     def _body_index(self, body):
         if isinstance(body, str):

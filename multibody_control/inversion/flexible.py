@@ -1,0 +1,465 @@
+"""Feedforward control of planar flexible manipulators (Seifried 2014 Ch. 6, Sect. 6.4).
+
+The end effector of a :class:`~multibody_dynamics.flexible.system.FlexibleChain` follows a
+task (e.g. :func:`~multibody_control.tasks.straight_line`); four feedforward designs are
+available through :func:`invert_flexible`, each returning an
+:class:`~multibody_control.inversion.methods.InversionResult` whose ``q`` holds the reference
+of every coordinate (joint angles and elastic coordinates) and ``u`` the joint torques:
+
+``"rigid"``
+    Rigid-body inverse kinematics of the task with the arms undeformed (the geometric
+    approximation ``r_ap(y)`` of (6.30) with the total arm lengths) and inverse dynamics of the
+    rigid system, ``u = (M a + k - g)_r`` at ``q_e = 0`` (Sect. 4.1.1).
+``"collocated"``
+    Exact inversion for the collocated output ``y = q_r`` (Sect. 6.2): the same joint
+    trajectory, with the elastic coordinates integrated forward as internal dynamics (bounded
+    for this output) and the joint torques from the full model.
+``"quasi_static"``
+    Quasi-static deformation compensation (Sect. 6.1): about the rigid reference ``q_d0`` the
+    residual of the equations of motion ``R(q, v, a) = M a + k + f_e - g - B u_d`` is
+    linearized; its elastic rows give ``q_e,d = -G_ee^-1 h_e`` (6.6), the end-effector
+    deviation they cause is compensated by ``q~_r = -J_r^-1 J_e q_e,d`` (6.9), ``q_r,d =
+    q_r,d0 + q~_r`` (6.10), and the feedforward is ``u_d + Δu_d`` with ``Δu_d = B_r^-1 (G_rr
+    q~_r + G_re q_e,d + h_r)`` (6.11). ``G`` is ``∂R/∂q`` (central differences, the stiffness
+    ``K_e`` included); ``h_r = 0`` because ``u_d`` is the rigid inverse dynamics of ``q_d0``.
+    The velocities and accelerations of the corrected reference (used by the feedback) are
+    numerical derivatives, as the book notes.
+``"stable"``
+    Stable inversion for the linearly combined output ``y = q_r + Γ q_e`` (Sect. 6.3,
+    Γ from (6.34)-(6.37) by default): internal states ``η = (q_e, q_e')``, servo-constraint
+    ODE form (5.22) ``[M_e; I Γ] a = [(g - k - f_e)_e; y_d'']``, and the two-point boundary
+    value problem on the extended interval of :func:`~multibody_control.inversion.methods.invert`
+    (same solver, boundary conditions on the stable/unstable eigenspaces, pre-/post-actuation
+    from the zero-dynamics eigenvalues). ``y_d`` comes from the rigid inverse kinematics, as
+    the book does.
+
+:func:`track_flexible` checks a design the way Sect. 6.4.1 does: the plant is simulated with
+the feedforward plus a stiff PD law on the joint angles around the design's joint reference
+(the book's "PID controllers tuned so that the joint trajectories are tracked exactly"), and
+the end-effector error against the task is reported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from multibody_dynamics.errors import DimensionError, InputError, MultibodyError, SolverError
+from multibody_dynamics.flexible.output import chain_combined_output
+from multibody_dynamics.flexible.system import FlexibleChain
+
+from ..tasks import Task
+from .desired import TabulatedOutput
+from .methods import InversionResult, _decay_time, _forward, _stable, _time_grid
+
+FLEXIBLE_METHODS = ("rigid", "collocated", "quasi_static", "stable")
+
+
+class FlexibleServo:
+    """Inverse model of a flexible chain with the output ``y = q_r + Γ q_e`` (Seifried 6.24).
+
+    The interface is the one :func:`~multibody_control.inversion.methods._stable` uses with
+    :class:`~multibody_control.inversion.servo.ServoConstraints`: internal states
+    ``η = (q_e, q_e')``, ``internal_rhs_batch``, ``reconstruct``, ``equilibrium``,
+    ``zero_dynamics_jacobian``.
+
+    Parameters
+    ----------
+    chain : FlexibleChain
+        Tangent frames, so that the drives act on the joint coordinates only (``B = [I; 0]``).
+    gamma : array_like, shape (nq_r, nq_e)
+        Weights of the elastic coordinates in the output [rad per unit q_e]; zeros give the
+        collocated output.
+    """
+
+    def __init__(self, chain: FlexibleChain, gamma):
+        if not isinstance(chain, FlexibleChain):
+            raise InputError(f"chain must be a FlexibleChain, got {type(chain).__name__}")
+        nr, ne = chain.nq_r, chain.nq_e
+        gamma = np.asarray(gamma, float)
+        if gamma.shape != (nr, ne):
+            raise DimensionError(f"gamma must have shape ({nr}, {ne}) (joints x elastic "
+                                 f"coordinates of {chain.config.name}), got {gamma.shape}")
+        if not np.all(np.isfinite(gamma)):
+            raise InputError("gamma must be finite")
+        if ne == 0:
+            raise InputError(f"{chain.config.name} has no elastic coordinates: use the rigid "
+                             "inverse dynamics")
+        self.chain, self.gamma = chain, gamma
+        self.nr, self.nu_int = nr, ne
+        self.H = np.hstack([np.eye(nr), gamma])
+        self.iu = np.arange(nr, nr + ne)
+        self.counters = {"dynamics": 0}
+        self.on_evaluate = None
+
+    def assemble(self, y, qe) -> np.ndarray:
+        """``q = [y - Γ q_e; q_e]`` (also velocities and accelerations: the map is linear)."""
+        return np.concatenate([y - self.gamma @ qe, qe])
+
+    def accelerations(self, q, v, ydd) -> np.ndarray:
+        """``a`` from ``[M_e; H] a = [(g - k - f_e)_e; y_d'']`` (5.22 with ``D^T = [0 I]``)."""
+        self.counters["dynamics"] += 1
+        if self.on_evaluate is not None:
+            self.on_evaluate(1)
+        M, k, g, fe = self.chain.dynamics_terms(q, v)
+        nr = self.nr
+        A = np.vstack([M[nr:], self.H])
+        b = np.concatenate([(g - k - fe)[nr:], ydd])
+        try:
+            return np.linalg.solve(A, b)
+        except np.linalg.LinAlgError:
+            raise SolverError("decoupling matrix singular: the output y = q_r + Γ q_e does not "
+                              "have relative degree 2 here; change Γ") from None
+
+    def inputs(self, q, v, a) -> np.ndarray:
+        """Joint torques ``u = (M a + k + f_e - g)_r`` (B_r = I, B_e = 0)."""
+        M, k, g, fe = self.chain.dynamics_terms(q, v)
+        return (M @ a + k + fe - g)[:self.nr]
+
+    def internal_rhs_at(self, y, yd, ydd, eta) -> np.ndarray:
+        n = self.nu_int
+        q = self.assemble(y, eta[:n])
+        v = self.assemble(yd, eta[n:])
+        a = self.accelerations(q, v, ydd)
+        return np.concatenate([v[self.iu], a[self.iu]])
+
+    def internal_rhs(self, t, eta, ytraj) -> np.ndarray:
+        return self.internal_rhs_at(*ytraj(t), eta)
+
+    def internal_rhs_batch(self, y, yd, ydd, eta) -> np.ndarray:
+        return np.array([self.internal_rhs_at(*args) for args in zip(y, yd, ydd, eta)])
+
+    def reconstruct(self, t, eta, ytraj):
+        y, yd, ydd = ytraj(t)
+        n = self.nu_int
+        q, v = self.assemble(y, eta[:n]), self.assemble(yd, eta[n:])
+        a = self.accelerations(q, v, ydd)
+        return q, v, a, self.inputs(q, v, a)
+
+    def equilibrium(self, y, guess=None) -> np.ndarray:
+        """Internal state at rest with constant output: ``K_e q_e = g_e`` (Newton on the elastic rows)."""
+        n, nr = self.nu_int, self.nr
+        qe = np.zeros(n) if guess is None else np.asarray(guess, float).copy()
+        zero = np.zeros(self.chain.nv)
+        for _ in range(30):
+            def residual(x):
+                _, _, g, fe = self.chain.dynamics_terms(self.assemble(y, x), zero)
+                return (fe - g)[nr:]
+
+            r = residual(qe)
+            if np.max(np.abs(r)) < 1e-10:
+                return np.concatenate([qe, np.zeros(n)])
+            h = 1e-7
+            Jr = np.column_stack([(residual(qe + h * e) - residual(qe - h * e)) / (2 * h)
+                                  for e in np.eye(n)])
+            qe = qe - np.linalg.solve(Jr, r)
+        raise SolverError(f"no static equilibrium of the elastic coordinates found at output {y}")
+
+    def zero_dynamics_jacobian(self, y, eta0=None, step=1e-7):
+        """``Q = ∂η'/∂η`` of the zero dynamics at constant output ``y`` (central differences)."""
+        eta0 = self.equilibrium(y) if eta0 is None else eta0
+        zero = np.zeros_like(y)
+        Q = np.column_stack([(self.internal_rhs_at(y, zero, zero, eta0 + step * e)
+                              - self.internal_rhs_at(y, zero, zero, eta0 - step * e)) / (2 * step)
+                             for e in np.eye(eta0.size)])
+        return Q, eta0
+
+
+class RigidInverseKinematics:
+    """``y_d(t), y_d', y_d''`` of the joints making the undeformed chain follow a task.
+
+    The end point of body ``frame`` (the task's frame, default the chain's end effector) at
+    ``q_e = 0`` is ``r_ap(y)``, the rigid forward kinematics with the total arm lengths (6.30).
+    Newton iterations from ``guess`` (joint angles; it selects the elbow branch), warm-started
+    from the previous sample.
+    """
+
+    def __init__(self, chain: FlexibleChain, task: Task, guess=None):
+        names = task.names
+        if len(names) != chain.nq_r:
+            raise InputError(f"task has {len(names)} coordinates ({', '.join(names)}) but "
+                             f"{chain.config.name} has {chain.nq_r} joints")
+        frames = {n.rsplit(".", 1)[0] for n in names}
+        axes = [n.rsplit(".", 1)[-1] for n in names]
+        if len(frames) != 1 or axes != ["x", "y"][:len(axes)] or len(axes) != 2:
+            raise InputError(f"task coordinates must be '<body>.x', '<body>.y' of one body of "
+                             f"{chain.config.name}, got {list(names)}")
+        self.chain, self.task = chain, task
+        self.body = chain._body_index(frames.pop())
+        self.qr = (np.full(chain.nq_r, 0.5) if guess is None
+                   else np.asarray(guess, float).reshape(chain.nq_r).copy())
+
+    def _point(self, qr, vr):
+        ch = self.chain
+        q, v = np.zeros(ch.nv), np.zeros(ch.nv)
+        q[:ch.nq_r], v[:ch.nq_r] = qr, vr
+        r, J, bias = ch.point_kinematics(q, v, self.body)
+        return r, J[:, :ch.nq_r], bias
+
+    def __call__(self, t):
+        p, pd, pdd = self.task(float(t))
+        qr = self.qr
+        zero = np.zeros_like(qr)
+        for _ in range(50):
+            r, J, _ = self._point(qr, zero)
+            if np.max(np.abs(r - p)) < 1e-13:
+                break
+            qr = qr - np.linalg.solve(J, r - p)
+        else:
+            raise SolverError(f"rigid inverse kinematics did not converge at t = {t:g} s "
+                              f"(target {p.tolist()} m): is it within reach?")
+        self.qr = qr
+        _, J, _ = self._point(qr, zero)
+        if np.linalg.cond(J) > 1e8:
+            raise SolverError(f"rigid inverse kinematics singular at t = {t:g} s (arm stretched or "
+                              "folded): choose a path away from the workspace boundary")
+        vr = np.linalg.solve(J, pd)
+        _, _, bias = self._point(qr, vr)
+        return qr.copy(), vr, np.linalg.solve(J, pdd - bias)
+
+    def sample(self, t):
+        rows = [self(tk) for tk in np.asarray(t, float)]
+        return tuple(np.array([r[k] for r in rows]) for k in range(3))
+
+    def tabulate(self, t_grid) -> TabulatedOutput:
+        return TabulatedOutput(np.asarray(t_grid, float), *self.sample(t_grid))
+
+
+def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *, gamma=None,
+                    dt: float = 1e-3, t_end: float | None = None, decay_tol: float = 1e-6,
+                    bvp_tol: float = 1e-6, max_nodes: int = 100000, guess=None,
+                    ik_guess=None, progress: bool = False) -> InversionResult:
+    """Feedforward for the end effector of ``chain`` to follow ``task`` (module docstring).
+
+    Parameters
+    ----------
+    chain : FlexibleChain
+    task : Task
+        End-effector path of one body ('<body>.x', '<body>.y') with its time law.
+    method : {"rigid", "collocated", "quasi_static", "stable"}
+    gamma : (nq_r, nq_e), optional
+        Output weights for ``"stable"``; default Γ of eqs. (6.34)-(6.37)
+        (:func:`~multibody_dynamics.flexible.output.chain_combined_output`).
+    dt : float
+        Sample spacing of the result [s].
+    t_end : float, optional
+        End of the result [s]; default ``tf + t_post`` for ``"stable"``, ``tf + 0.3`` s otherwise.
+    decay_tol, bvp_tol, max_nodes, guess : as in :func:`~multibody_control.inversion.methods.invert`
+    ik_guess : (nq_r,), optional
+        Joint angles near the first point of the path (elbow branch); default 0.5 rad each.
+    progress : bool
+        Live count of model evaluations on stderr (tqdm) for the long methods.
+    """
+    if method not in FLEXIBLE_METHODS:
+        raise InputError(f"method: expected one of {', '.join(FLEXIBLE_METHODS)}, got {method!r}")
+    if not dt > 0:
+        raise InputError(f"dt: expected a positive sample spacing in s, got {dt}")
+    start = time.perf_counter()
+    t0, tf = task.law.t0, task.law.tf
+    nr, ne = chain.nq_r, chain.nq_e
+    ik = RigidInverseKinematics(chain, task, ik_guess)
+    if gamma is None:
+        gamma = chain_combined_output(chain) if method == "stable" else np.zeros((nr, ne))
+    if method != "stable":
+        gamma = np.zeros((nr, ne))
+    servo = FlexibleServo(chain, gamma)
+    names = tuple(chain.joint_names)
+    lam0 = np.zeros(0)
+    t_pre = t_post = 0.0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"{method} inversion", unit=" evaluations", leave=False, mininterval=0.5)
+        servo.on_evaluate = bar.update
+    try:
+        y0, yf = ik(t0)[0], ik(tf)[0]
+        eta0, etaf = servo.equilibrium(y0), servo.equilibrium(yf)
+        Q0, _ = servo.zero_dynamics_jacobian(y0, eta0)
+        Qf, _ = servo.zero_dynamics_jacobian(yf, etaf)
+        lam0, lamf = np.linalg.eigvals(Q0), np.linalg.eigvals(Qf)
+        if method == "stable":
+            if np.any(np.abs(lam0.real) < 1e-9) or np.any(np.abs(lamf.real) < 1e-9):
+                raise SolverError("zero dynamics not hyperbolic for this Γ (eigenvalue on the "
+                                  f"imaginary axis: {np.round(lam0, 3).tolist()} 1/s): stable "
+                                  "inversion is not defined; use 'collocated' or change Γ")
+            t_pre = _decay_time(lam0[lam0.real > 0], decay_tol)
+            t_post = min(_decay_time(lamf[lamf.real < 0], decay_tol), 5.0)
+        ta = min(0.0, t0 - t_pre)
+        tb = (tf + (t_post if method == "stable" else 0.3)) if t_end is None else float(t_end)
+        if not tb > tf:
+            raise InputError(f"t_end = {tb} s must be after the motion's end tf = {tf} s")
+        t_out = _time_grid(ta, tb, dt, (t0, tf))
+        grid = np.unique(np.concatenate([np.arange(ta, tb + dt, min(dt, 1e-3)), [t0, tf]]))
+        ytraj = ik.tabulate(grid)
+        if method == "stable":
+            if guess is None:  # the quasi-static deformation is close to the exact one (Sect. 6.4.1)
+                guess = _quasi_static_guess(chain, ik.body, servo, ytraj, t_out, t0, tf)
+            try:
+                # resolve the fastest zero-dynamics mode on the first mesh: a coarser one lets
+                # the collocation Newton steps run away (measured: 300 nodes fail, 2 per time
+                # constant converge)
+                fastest = float(np.max(np.abs(np.concatenate([lam0, lamf]).real)))
+                nodes = int(np.clip(2.0 * fastest * (t_out[-1] - t_out[0]), 300, len(t_out)))
+                eta, status, msg = _stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf, max_nodes,
+                                           bvp_tol, guess, 0, initial_nodes=nodes)
+            except SolverError as exc:
+                raise SolverError(f"boundary value problem diverged ({exc}); try another Γ "
+                                  "(the book had to change Γ_3, Γ_4 of (6.38)) or a slower "
+                                  "trajectory") from None
+            q, v, a, u = _sample(servo, t_out, eta, ytraj)
+        elif method == "collocated":
+            eta, status, msg = _forward(lambda t, x: servo.internal_rhs(t, x, ytraj), eta0,
+                                        t_out, 1e-9, 1e-12, 10 * dt, 1e3, np.arange(ne))
+            t_out = t_out[:len(eta)]
+            q, v, a, u = _sample(servo, t_out, eta, ytraj)
+        else:
+            y, yd, ydd = ytraj(t_out)
+            zeros = np.zeros((len(t_out), ne))
+            q, v, a = (np.hstack([x, zeros]) for x in (y, yd, ydd))
+            u = np.array([servo.inputs(*x) for x in zip(q, v, a)])
+            status, msg = True, "rigid-body inverse kinematics and dynamics"
+            if method == "quasi_static":
+                q, u = _quasi_static(chain, ik.body, q, v, a, u)
+                v, a = _derivatives(t_out, q)
+                msg = "quasi-static deformation compensation (6.6)-(6.11)"
+            eta = np.hstack([q[:, nr:], v[:, nr:]])
+    except MultibodyError as exc:
+        empty = np.zeros((0, chain.nv))
+        return InversionResult(np.zeros(0), empty, empty, empty, np.zeros((0, nr)),
+                               np.zeros((0, nr)), np.zeros((0, nr)), np.zeros((0, 2 * ne)),
+                               np.inf, t0, tf, t_pre, t_post, lam0, False, str(exc), method,
+                               servo.counters["dynamics"], time.perf_counter() - start, names,
+                               tuple(f"y{k + 1}" for k in range(nr)))
+    finally:
+        if bar is not None:
+            bar.close()
+    y_des = ytraj(t_out)[0]
+    y = q[:, :nr] + q[:, nr:] @ servo.gamma.T
+    err = float(np.max(np.abs(y - y_des))) if method in ("stable", "collocated") else 0.0
+    if status and not np.all(np.isfinite(u)):
+        status, msg = False, "the feedforward contains NaN/inf"
+    return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, t0, tf, t_pre, t_post, lam0,
+                           bool(status), msg, method, servo.counters["dynamics"],
+                           time.perf_counter() - start, names,
+                           tuple(f"y{k + 1}" for k in range(nr)))
+
+
+def _sample(servo, t, eta, ytraj):
+    rows = [servo.reconstruct(tk, ek, ytraj) for tk, ek in zip(t, eta)]
+    return [np.array([r[k] for r in rows]) for k in range(4)]
+
+
+def _quasi_static(chain, body, q0, v0, a0, u0, step=1e-6):
+    """Corrected references ``q_d = [q_r,d0 + q~_r; q_e,d]`` and ``u_d + Δu_d`` (6.5)-(6.11)."""
+    nr, nv = chain.nq_r, chain.nv
+    q_out, u_out = q0.copy(), u0.copy()
+    eye = np.eye(nv)
+    for k, (q, v, a, u) in enumerate(zip(q0, v0, a0, u0)):
+        def residual(x, v=v, a=a, u=u):
+            M, kk, g, fe = chain.dynamics_terms(x, v)
+            r = M @ a + kk + fe - g
+            r[:nr] -= u
+            return r
+
+        h = residual(q)  # h_r = 0 up to rounding: u_d is the rigid inverse dynamics of q_d0
+        G = np.column_stack([(residual(q + step * e) - residual(q - step * e)) / (2 * step)
+                             for e in eye])
+        qe = -np.linalg.solve(G[nr:, nr:], h[nr:])  # (6.6)
+        _, J, _ = chain.point_kinematics(q, np.zeros(nv), body)
+        dqr = -np.linalg.solve(J[:, :nr], J[:, nr:] @ qe)  # (6.9)
+        q_out[k, :nr] += dqr  # (6.10)
+        q_out[k, nr:] = qe
+        u_out[k] += G[:nr, :nr] @ dqr + G[:nr, nr:] @ qe + h[:nr]  # (6.11), B_r = I
+    return q_out, u_out
+
+
+def _quasi_static_guess(chain, body, servo, ytraj, t, t0, tf):
+    """η on ``t`` from the quasi-static deformation (6.6), zero outside the motion."""
+    nr = chain.nq_r
+    y, yd, ydd = ytraj(t)
+    zeros = np.zeros((len(t), chain.nq_e))
+    q0, v0, a0 = (np.hstack([x, zeros]) for x in (y, yd, ydd))
+    u0 = np.array([servo.inputs(*x) for x in zip(q0, v0, a0)])
+    q, _ = _quasi_static(chain, body, q0, v0, a0, u0)
+    qe = q[:, nr:]
+    return np.hstack([qe, np.gradient(qe, t, axis=0, edge_order=2)])
+
+
+def _derivatives(t, q):
+    """Velocities and accelerations of sampled references (second-order differences)."""
+    v = np.gradient(q, t, axis=0, edge_order=2)
+    a = np.gradient(v, t, axis=0, edge_order=2)
+    return v, a
+
+
+@dataclass(frozen=True)
+class TrackingResult:
+    """Simulated plant under feedforward plus joint PD (Seifried Sect. 6.4.1 check).
+
+    Attributes
+    ----------
+    t : (N,) [s]; q, v : (N, nv) simulated coordinates
+    error : (N,) end-effector distance from the task [m]
+    max_error : float [m] over the whole run; max_error_motion : float [m] until tf
+    joint_error : float, max |q_r - q_r,ref| [rad]
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    error: np.ndarray
+    max_error: float
+    max_error_motion: float
+    joint_error: float
+
+
+def track_flexible(chain: FlexibleChain, result: InversionResult, task: Task, *,
+                   frequency: float = 10.0, damping: float = 1.0, t_end: float | None = None,
+                   dt: float = 1e-3, rtol: float = 1e-8, atol: float = 1e-10) -> TrackingResult:
+    """Simulate ``chain`` with ``result.u`` plus PD on the joints around ``result.q[:, :nq_r]``.
+
+    The gains place the rigid joint dynamics at ``frequency`` [Hz] with relative ``damping``:
+    ``K_P = M_rr ω²``, ``K_D = 2 ζ ω M_rr`` with ``M_rr`` the joint block of the mass matrix at
+    the start (a collocated PD law: it cannot destabilise the elastic modes).
+    """
+    if not result.success:
+        raise InputError(f"the {result.method} inversion failed ({result.message}): nothing to track")
+    if not frequency > 0 or not damping > 0:
+        raise InputError(f"frequency and damping must be positive, got {frequency}, {damping}")
+    nr, nv = chain.nq_r, chain.nv
+    t_ref = result.t
+    u_of_t = result.u_interpolant()
+    from scipy.interpolate import CubicSpline
+
+    ref = CubicSpline(t_ref, result.q[:, :nr], axis=0)
+    dref = CubicSpline(t_ref, result.v[:, :nr], axis=0)
+    x0 = np.concatenate([result.q[0], result.v[0]])
+    w = 2 * np.pi * frequency
+    Mrr = chain.mass_matrix(result.q[0])[:nr, :nr]
+    Kp, Kd = Mrr * w * w, Mrr * 2 * damping * w
+    tb = t_ref[-1] if t_end is None else min(float(t_end), t_ref[-1])
+    t_eval = _time_grid(t_ref[0], tb, dt, (result.t0, result.tf))
+
+    def rhs(t, x):
+        q, v = x[:nv], x[nv:]
+        u = u_of_t(t) + Kp @ (ref(t) - q[:nr]) + Kd @ (dref(t) - v[:nr])
+        a = chain._forward(q, v, chain.generalized_forces(u))
+        # a rejected trial step may reach absurd deformations: NaN makes DOP853 shrink the step
+        return np.concatenate([v, np.full(nv, np.nan) if a is None else a])
+
+    sol = solve_ivp(rhs, (t_eval[0], t_eval[-1]), x0, method="DOP853", t_eval=t_eval,
+                    rtol=rtol, atol=atol, max_step=10 * dt)
+    if sol.status != 0:
+        raise SolverError(f"simulation of the tracking failed at t = {sol.t[-1]:.4g} s: {sol.message}")
+    q, v = sol.y[:nv].T, sol.y[nv:].T
+    ik_body = RigidInverseKinematics(chain, task).body
+    p_des = task(sol.t)[0]
+    p = np.array([chain.point_position(qk, ik_body) for qk in q])
+    err = np.linalg.norm(p - p_des, axis=1)
+    during = sol.t <= result.tf + 1e-12
+    return TrackingResult(sol.t, q, v, err, float(err.max()), float(err[during].max()),
+                          float(np.max(np.abs(q[:, :nr] - ref(sol.t)))))
