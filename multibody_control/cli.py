@@ -204,6 +204,7 @@ def cmd_analyze(args) -> int:
 def cmd_invert(args) -> int:
     from pathlib import Path
 
+    from .inversion import flexible_scenario as fs
     from .inversion.scenario import (
         load_inversion_scenario,
         plot,
@@ -212,7 +213,14 @@ def cmd_invert(args) -> int:
         write_csv,
     )
 
+    if fs.is_flexible_scenario(args.scenario):
+        return _invert_flexible(args, fs)
+    from .inversion.methods import METHODS
+
     sc = load_inversion_scenario(args.scenario)
+    if args.method is not None and args.method not in METHODS:
+        raise MultibodyError(f"--method: {sc.model.name} is a rigid model: expected one of "
+                             f"{', '.join(METHODS)}, got {args.method!r}")
     if sc.combined_gamma is not None:
         print("initial guess: inversion with the linearly combined output first")
     result, ver, _ = run_inversion_scenario(sc, method=args.method, progress=not args.quiet)
@@ -225,6 +233,30 @@ def cmd_invert(args) -> int:
         print(f"wrote {write_csv(result, sc.model, out / f'{stem}.csv')}")
         print(f"wrote {plot(result, sc.model, out / f'{stem}.png', verification=ver)}")
     return 0 if result.success else 1
+
+
+def _invert_flexible(args, fs) -> int:
+    from dataclasses import replace
+
+    from .inversion.flexible import FLEXIBLE_METHODS
+
+    sc = fs.load_flexible_scenario(args.scenario)
+    if args.method is not None:
+        if args.method not in FLEXIBLE_METHODS:
+            raise MultibodyError(f"--method: {sc.chain.config.name} is a flexible model: expected "
+                                 f"one of {', '.join(FLEXIBLE_METHODS)}, got {args.method!r}")
+        sc = replace(sc, methods=(args.method,))
+    runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    print(f"{sc.chain.config.name}: {sc.description or Path(args.scenario).name}")
+    print(fs.flexible_summary(sc, runs))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(args.scenario).stem
+    for method, (res, track) in runs.items():
+        if res.success:
+            print(f"wrote {fs.write_flexible_csv(sc, res, track, out / f'{stem}.{method}.csv')}")
+    print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
+    return 0 if runs[sc.methods[0]][0].success else 1
 
 
 def cmd_run(args) -> int:
@@ -354,8 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
         "internal states; pre/post-actuation shaded).  Exit status 1 when the inversion fails.",
     )
     p.add_argument("scenario", help="inversion scenario YAML")
-    p.add_argument("--method", choices=("classical", "ode", "index1", "index2_euler", "stable"),
-                   help="override the scenario's method")
+    p.add_argument("--method",
+                   help="override the scenario's method (rigid models: classical, ode, index1, "
+                   "index2_euler, stable, causal; flexible models: rigid, collocated, "
+                   "quasi_static, stable)")
     p.add_argument("--out", default="inversion_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_invert)

@@ -6,16 +6,20 @@ dynamics (a Cholesky solve of the full mass matrix) against the inverse model's 
 and the book's ranking of the feedforward designs with its error bounds (Sect. 6.4.1).
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from test_flexible_gamma import zero_dynamics_jacobian
 
+from multibody_control.cli import main
 from multibody_control.inversion.flexible import (
     FlexibleServo,
     RigidInverseKinematics,
     invert_flexible,
     track_flexible,
 )
+from multibody_control.inversion.flexible_scenario import load_flexible_scenario
 from multibody_control.tasks import Task, TimeLaw, straight_line
 from multibody_dynamics.errors import DimensionError, InputError
 from multibody_dynamics.flexible.loader import load_flexible_model
@@ -152,3 +156,37 @@ def test_bad_inputs(chain):
     assert not far.success and "within reach" in far.message
     with pytest.raises(InputError, match="nothing to track"):
         track_flexible(chain, far, line())
+
+
+SCENARIO = Path(__file__).resolve().parent.parent / "config/scenarios/invert_flexible_manipulator.yaml"
+
+
+def test_cli_runs_the_flexible_scenario(tmp_path, capsys):
+    # the rigid design only (fast); the shipped scenario runs all four in `make bench`
+    assert main(["invert", str(SCENARIO), "--method", "rigid", "--out", str(tmp_path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "rigid" in out and " mm" in out
+    csv = tmp_path / "invert_flexible_manipulator.rigid.csv"
+    header = csv.read_text().splitlines()[0].split(",")
+    assert header[:3] == ["t", "q.alpha", "q.beta"] and header[-1] == "tracking_error"
+    assert (tmp_path / "invert_flexible_manipulator.png").stat().st_size > 10_000
+    assert main(["invert", str(SCENARIO), "--method", "index1", "--quiet"]) == 2
+    assert "flexible model: expected one of rigid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, words", [
+    (("method: stable", "method: exact"), ["method", "exact"]),
+    (("compare: [rigid,", "compare: [rigidity,"), ["compare[0]", "rigidity"]),
+    (("arm2: {start", "arm3: {start"), ["task.lines.arm3", "unknown body"]),
+    (("tracking: {", "tracking: {gain: 3, "), ["tracking.gain", "unknown key"]),
+    (("dt: 0.001", "dt: 0"), ["dt", "positive"]),
+    (("verify: true", "verify: yes please"), ["verify"]),
+])
+def test_bad_flexible_scenarios_name_the_key(tmp_path, change, words):
+    text = SCENARIO.read_text()
+    assert change[0] in text
+    path = tmp_path / "s.yaml"
+    path.write_text(text.replace(*change))
+    with pytest.raises(InputError) as err:
+        load_flexible_scenario(path)
+    assert all(w in str(err.value) for w in words)

@@ -6,6 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from multibody_control.inversion.flexible_scenario import (
+    is_flexible_scenario,
+    load_flexible_scenario,
+)
 from multibody_control.inversion.scenario import (
     load_inversion_scenario,
     plot,
@@ -33,6 +37,10 @@ options: {t_end: 1.2, rtol: 1.0e-8, atol: 1.0e-10}
 def test_shipped_scenarios_exist_and_validate():
     assert len(SCENARIOS) >= 5
     for path in SCENARIOS:
+        if is_flexible_scenario(path):  # flexible models: their own schema
+            sc = load_flexible_scenario(path)
+            assert len(sc.task.names) == sc.chain.nq_r
+            continue
         sc = load_inversion_scenario(path)
         assert sc.output.m == sc.model.nu
 

@@ -246,7 +246,8 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
     dt : float
         Sample spacing of the result [s].
     t_end : float, optional
-        End of the result [s]; default ``tf + t_post`` for ``"stable"``, ``tf + 0.3`` s otherwise.
+        End of the result [s]; default ``tf + t_post`` for ``"stable"`` (also the earliest end
+        it accepts), ``tf + 0.3`` s otherwise.
     decay_tol, bvp_tol, max_nodes, guess : as in :func:`~multibody_control.inversion.methods.invert`
     ik_guess : (nq_r,), optional
         Joint angles near the first point of the path (elbow branch); default 0.5 rad each.
@@ -290,6 +291,8 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
             t_post = min(_decay_time(lamf[lamf.real < 0], decay_tol), 5.0)
         ta = min(0.0, t0 - t_pre)
         tb = (tf + (t_post if method == "stable" else 0.3)) if t_end is None else float(t_end)
+        if method == "stable":
+            tb = max(tb, tf + t_post)  # the end condition needs the stable modes decayed
         if not tb > tf:
             raise InputError(f"t_end = {tb} s must be after the motion's end tf = {tf} s")
         t_out = _time_grid(ta, tb, dt, (t0, tf))
