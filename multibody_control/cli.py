@@ -53,12 +53,31 @@ def cmd_models(args) -> int:
 
 
 def cmd_check(args) -> int:
+    from multibody_dynamics.flexible.loader import load_flexible_model, shipped_flexible_models
     from multibody_dynamics.model import load_model
 
+    robot = Path(args.robot)
+    if args.robot in shipped_flexible_models() or (
+            robot.suffix in (".yaml", ".yml") and robot.is_file() and _is_flexible_yaml(robot)):
+        chain = load_flexible_model(args.robot)
+        print(chain.summary())
+        print("ok: flexible model loaded and validated")
+        return 0
     model = load_model(args.robot)
     print(model.summary())
     print("ok: model loaded and validated")
     return 0
+
+
+def _is_flexible_yaml(path) -> bool:
+    """A model YAML with a ``bodies`` list is a flexible model (config/flexible/ schema)."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # load_model reports the problem with the file
+    return isinstance(raw, dict) and "bodies" in raw
 
 
 def demo_motion(model, duration: float = 2.0, rate: float = 200.0):

@@ -190,3 +190,15 @@ def test_bad_flexible_scenarios_name_the_key(tmp_path, change, words):
     with pytest.raises(InputError) as err:
         load_flexible_scenario(path)
     assert all(w in str(err.value) for w in words)
+
+
+def test_cli_check_flexible_models(tmp_path, capsys):
+    assert main(["check", "flexible_manipulator"]) == 0
+    out = capsys.readouterr().out
+    # the first clamped frequency of arm 2 with its rigid end parts (modal data: Me, Ke)
+    assert "6 (2 joint + 4 elastic)" in out and "arm2.e2" in out and "Hz" in out
+    bad = tmp_path / "bad.yaml"
+    text = (Path(__file__).resolve().parent.parent / "config/flexible/flexible_manipulator.yaml").read_text()
+    bad.write_text(text.replace("elements: 20", "elements: -3", 1))
+    assert main(["check", str(bad)]) == 2
+    assert "elements" in capsys.readouterr().err

@@ -610,6 +610,28 @@ class FlexibleChain:
             z = np.zeros(self.nv)
             kernels[1](z, z, z, self._P, self._I, self._W, self._a)  # compile now
 
+    def summary(self) -> str:
+        """Human-readable description: bodies, joints, modes with their clamped frequencies."""
+        cfg = self.config
+        lines = [f"{cfg.name}: {cfg.description}" if cfg.description else cfg.name]
+        if cfg.source:
+            lines.append(f"  source: {cfg.source}")
+        lines.append(f"  coordinates: {self.nq} ({self.nq_r} joint + {self.nq_e} elastic), "
+                     f"inputs: {self.nu} (joint drives, B = [I; 0]), gravity {list(cfg.gravity)} m/s^2")
+        for i, b in enumerate(self.bodies):
+            parent = "world" if cfg.parents[i] < 0 else self.bodies[cfg.parents[i]].name
+            if b.flexible:
+                d = b.modal_data
+                lam = np.linalg.eigvals(np.linalg.solve(d.Me, d.Ke)).real
+                freqs = ", ".join(f"{np.sqrt(max(x, 0.0)) / (2 * np.pi):.4g}" for x in np.sort(lam))
+                what = (f"flexible, {d.nq} modes (clamped {freqs} Hz), mass {d.mass:.4g} kg, "
+                        f"length {d.node_positions[b.distal_node][0]:.4g} m")
+            else:
+                what = f"rigid, mass {b.mass:.4g} kg"
+            lines.append(f"  {b.name}: {b.joint_type} joint {b.joint!r} on {parent}; {what}")
+        lines.append(f"  elastic coordinates: {', '.join(self.coordinate_names[self.nq_r:]) or '-'}")
+        return "\n".join(lines)
+
     @property
     def backend(self) -> str:
         """``"numba"`` or ``"numpy"``: the implementation in use."""
