@@ -322,3 +322,26 @@ def test_input_validation(soft):
         FlexibleChainConfig([ChainBody("r", "j", parent=0, mass=1.0)])
     with pytest.raises(ModelError, match="bodies"):
         chain.point_position(np.zeros(chain.nv), "nope")
+
+
+def test_linearization_matches_finite_differences_of_forward_dynamics(soft, rng):
+    chain = FlexibleChain(general_chain(soft))
+    q, v = random_state(chain, rng)
+    u = rng.standard_normal(chain.nu)
+    lin = chain.linearize(q, v, u)
+    nv = chain.nv
+
+    def f(x, du=None):
+        du = np.zeros(chain.nu) if du is None else du
+        return np.r_[x[nv:], chain.forward_dynamics(x[:nv], x[nv:], u + du)]
+
+    x0, h = np.r_[q, v], 1e-6
+    A = np.column_stack([(f(x0 + h * e) - f(x0 - h * e)) / (2 * h) for e in np.eye(2 * nv)])
+    B = np.column_stack([(f(x0, h * e) - f(x0, -h * e)) / (2 * h) for e in np.eye(chain.nu)])
+    # two central-difference routes (inverse-dynamics residual vs forward dynamics): their
+    # O(h^2) truncation and rounding errors, ~1e-7 of the largest entry here
+    np.testing.assert_allclose(lin.A, A, atol=1e-6 * np.abs(A).max())
+    np.testing.assert_allclose(lin.B, B, atol=1e-7 * np.abs(B).max())
+    np.testing.assert_allclose(chain.inverse_dynamics(q, v, lin.a)[:chain.nu], u, atol=1e-10)
+    Phi, Theta = lin.discretize(1e-3)
+    assert Phi.shape == (2 * nv, 2 * nv) and Theta.shape == (2 * nv, chain.nu)

@@ -814,6 +814,48 @@ class FlexibleChain:
                               f"q = {q.tolist()}")
         return a.copy()
 
+    def inverse_dynamics(self, q, v, a) -> np.ndarray:
+        """Generalized forces ``M a + k + f_e - g`` (nv,) that produce the accelerations ``a``.
+
+        Its first ``nq_r`` entries are the joint inputs ``u`` (B = [I; 0]); a consistent
+        motion of an unactuated elastic body has zero elastic entries.
+        """
+        q, v, a = self._vec(q, "q"), self._vec(v, "v"), self._vec(a, "a")
+        M, k, g, fe = self._terms(q, v)
+        return M @ a + k + fe - g
+
+    def linearize(self, q, v, u=None, step: float = 1e-7):
+        """Linear model about ``(q, v, u)`` in the form of the rigid models' linearization.
+
+        Same :class:`~multibody_dynamics.linearize.Linearization` (``A``, ``B``, ``M``, ``C``,
+        ``K``, discretization) as :meth:`multibody_dynamics.linearize.Linearizer.linearize`:
+        ``K = d ID/dq`` and ``C = d ID/dv`` at the nominal acceleration, with ``ID`` the
+        residual :meth:`inverse_dynamics`, by central differences of ``step`` (the chain has no
+        analytic derivatives; the elastic stiffness K_e and damping D_e enter exactly through
+        ``f_e``, which is linear in ``q_e``, ``q_e'``).
+        """
+        from ..linearize import Linearization
+
+        q = self._vec(q, "q").copy()
+        v = self._vec(v, "v").copy()
+        u = np.zeros(self.nu) if u is None else self._vec(u, "u", self.nu).copy()
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v)) and np.all(np.isfinite(u))):
+            raise InputError("linearize: q, v and u must be finite")
+        a = self.forward_dynamics(q, v, u)
+        nv, eye = self.nv, np.eye(self.nv)
+        K = np.column_stack([(self.inverse_dynamics(q + step * e, v, a)
+                              - self.inverse_dynamics(q - step * e, v, a)) / (2 * step) for e in eye])
+        C = np.column_stack([(self.inverse_dynamics(q, v + step * e, a)
+                              - self.inverse_dynamics(q, v - step * e, a)) / (2 * step) for e in eye])
+        M = self.mass_matrix(q)
+        A = np.zeros((2 * nv, 2 * nv))
+        A[:nv, nv:] = eye
+        A[nv:, :nv] = -np.linalg.solve(M, K)
+        A[nv:, nv:] = -np.linalg.solve(M, C)
+        B = np.zeros((2 * nv, self.nu))
+        B[nv:] = np.linalg.solve(M, self.B)
+        return Linearization(A=A, B=B, M=M, C=C, K=K, Bu=np.array(self.B), q=q, v=v, u=u, a=a)
+
     def _forward(self, q, v, f):
         """Unchecked forward dynamics for integrators; returns an internal buffer, or None if
         the mass matrix is not positive definite."""
