@@ -21,6 +21,11 @@ Schema (every key validated; unknown keys are errors naming the key)::
     initial_guess: combined         # stable inversion of an exact output: start the BVP from
       # the solution for this Gamma (the `combined_gamma` key), as the book recommends
     combined_gamma: [[0, 0], [0, 0], [0.6667, 0.3333]]
+    ik_guess: {left_motor: 2.0, left_elbow: -1.2}  # rad | m, start of the inverse kinematics
+      # (selects the branch: elbow up/down, a closed loop's assembly mode); unnamed
+      # coordinates at the spring rest; or a list of all nq values.  Closed-loop robots:
+      # the closures and the task are solved together, the task may name frame
+      # coordinates (end-effector paths); verify integrates the projected dynamics.
     options: {decay_tol: 1.0e-6, bvp_tol: 1.0e-6, rtol: 1.0e-9, atol: 1.0e-11,
               t_start: null, t_end: null, euler_dt: null, max_nodes: 100000,
               n_free: null, free_rows: null, segments: null, end_tol: 1.0e-8}
@@ -45,7 +50,7 @@ from ..tasks import Task, TimeLaw, circular_arc, linear_move, straight_line
 from .methods import METHODS, InversionResult, VerificationResult, invert, verify
 
 _TOP = {"robot", "task", "output", "method", "dt", "options", "verify", "initial_guess",
-        "combined_gamma", "description"}
+        "combined_gamma", "description", "ik_guess"}
 _TASK = {"t0", "tf", "order", "joints", "arcs", "lines"}
 _OPTIONS = {"decay_tol", "bvp_tol", "rtol", "atol", "t_start", "t_end", "euler_dt", "max_nodes",
             "max_step", "eta_limit", "n_free", "free_rows", "segments", "end_tol"}
@@ -64,6 +69,7 @@ class InversionScenario:
     verify: bool
     combined_gamma: np.ndarray | None
     description: str = ""
+    ik_guess: np.ndarray | None = None
 
 
 def _err(path, key, msg):
@@ -214,11 +220,24 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
         if "combined_gamma" not in raw:
             raise _err(path, "combined_gamma", "missing; initial_guess: combined needs it")
         gamma = np.asarray(raw["combined_gamma"], float)
+    ik_guess = None
+    spec = raw.get("ik_guess")
+    if isinstance(spec, list):  # all coordinates, as in the flexible scenarios
+        if len(spec) != model.nq:
+            raise _err(path, "ik_guess", f"expected {model.nq} values ("
+                       f"{', '.join(model.coordinate_names)}) or a mapping joint: value, got {spec!r}")
+        ik_guess = np.array([_number(path, "ik_guess", x) for x in spec])
+    elif spec is not None:
+        spec = _mapping(path, "ik_guess", spec, model.coordinate_names)
+        ik_guess = model.q_rest.copy()
+        pm = model.pin_model
+        for name, value in spec.items():
+            ik_guess[pm.joints[pm.getJointId(name)].idx_q] = _number(path, f"ik_guess.{name}", value)
     verify_flag = raw.get("verify", True)
     if not isinstance(verify_flag, bool):
         raise _err(path, "verify", f"expected true or false, got {verify_flag!r}")
     return InversionScenario(file_path, model, task, output, method, dt, options,
-                             verify_flag, gamma, str(raw.get("description", "")))
+                             verify_flag, gamma, str(raw.get("description", "")), ik_guess)
 
 
 def run_inversion_scenario(sc: InversionScenario, method: str | None = None,
@@ -236,14 +255,15 @@ def run_inversion_scenario(sc: InversionScenario, method: str | None = None,
     if sc.combined_gamma is not None:
         comb = Output.combined(sc.model, sc.combined_gamma)
         guess_result = invert(sc.model, comb, sc.task, method, dt=sc.dt, progress=progress,
-                              **options)
+                              ik_guess=sc.ik_guess, **options)
         if not guess_result.success:
             return guess_result, None, guess_result
         for key, value in (("t_start", guess_result.t[0]), ("t_end", guess_result.t[-1])):
             if options.get(key) is None:  # solve on the interval of the guess
                 options[key] = float(value)
     result = invert(sc.model, sc.output, sc.task, method, dt=sc.dt, progress=progress,
-                    guess=guess_result.eta if guess_result is not None else None, **options)
+                    guess=guess_result.eta if guess_result is not None else None,
+                    ik_guess=sc.ik_guess, **options)
     ver = verify(sc.model, result, sc.task, sc.output) if (sc.verify and result.success) else None
     return result, ver, guess_result
 
@@ -269,13 +289,14 @@ def plot(result: InversionResult, model: MultibodyModel, path: str | Path, title
     t = result.t
 
     causal = result.method == "causal"  # at rest outside [t0, tf]: no pre-/post-actuation
+    at_rest = causal or bool(model.closures)  # closed loops: no internal dynamics either
 
     def shade(ax):
         if t[0] < result.t0:
-            ax.axvspan(t[0], result.t0, color="0.9", label="rest" if causal else "pre-actuation")
+            ax.axvspan(t[0], result.t0, color="0.9", label="rest" if at_rest else "pre-actuation")
         if t[-1] > result.tf:
             ax.axvspan(result.tf, t[-1], color="0.95",
-                       label="rest" if causal else "post-actuation")
+                       label="rest" if at_rest else "post-actuation")
 
     y_nominal = getattr(result, "y_nominal", None)  # causal inversion: before modification
     for k, name in enumerate(result.output_names):
@@ -294,6 +315,10 @@ def plot(result: InversionResult, model: MultibodyModel, path: str | Path, title
     for k in range(nu):
         axes[3].plot(t, result.eta[:, k], lw=1.2, label=model.passive_joint_names[k])
     axes[3].set_ylabel("internal states\nq_u [rad]")
+    if nu == 0 and model.closures and model.nq == model.nv:  # passive joints follow the closures
+        for k in np.flatnonzero(model.passive):
+            axes[3].plot(t, result.q[:, k], lw=1.2, label=model.coordinate_names[k])
+        axes[3].set_ylabel("passive joints (closures)\nq_u [rad]")
     if verification is not None:
         ax2 = axes[3].twinx()
         ax2.plot(verification.t, verification.end_effector_error * 1e3, "r:", lw=1)
