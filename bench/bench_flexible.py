@@ -56,6 +56,34 @@ def _release(flex, rigid, q0, rtol):
     }
 
 
+def _two_link_pin_model(l1: float):
+    """Rigid planar two-link arm (revolute z joints) as the serial manipulator's rigid
+    counterpart for timing: same tree and joint count; inertias of uniform rods."""
+    model = pin.Model()
+    parent = 0
+    for k, (length, mass) in enumerate(((l1, 0.76), (0.2875, 0.19))):
+        placement = pin.SE3(np.eye(3), np.array([l1 if k else 0.0, 0.0, 0.0]))
+        jid = model.addJoint(parent, pin.JointModelRZ(), placement, f"j{k + 1}")
+        inertia = pin.Inertia(mass, np.array([length / 2, 0.0, 0.0]),
+                              np.diag([1e-6, mass * length**2 / 12, mass * length**2 / 12]))
+        model.appendBodyToJoint(jid, inertia, pin.SE3.Identity())
+        parent = jid
+    return model
+
+
+def _serial_manipulator_entry(rng) -> dict:
+    flex = load_flexible_model("flexible_manipulator")
+    pm = _two_link_pin_model(0.351)
+    data = pm.createData()
+    q = np.r_[rng.uniform(-1, 1, 2), 1e-4 * rng.standard_normal(4)]
+    v = rng.standard_normal(6)
+    u = rng.standard_normal(2)
+    f = flex.generalized_forces(u)
+    qr, vr, tau = q[:2].copy(), v[:2].copy(), u.copy()
+    return ratio_entry("flexible_manipulator forward_dynamics", lambda: flex._forward(q, v, f),
+                       lambda: pin.aba(pm, data, qr, vr, tau), "pin.aba rigid two-link arm", TARGET)
+
+
 def _section_6_4() -> dict:
     """Sect. 6.4.1: the four feedforward designs of config/scenarios/invert_flexible_manipulator.yaml,
     each tracked with the joint PD law; max end-effector error [mm] and CPU time [s]."""
@@ -98,6 +126,7 @@ def run() -> list[dict]:
         "flexible_cart_manipulator forward_dynamics (numpy reference)",
         lambda: numpy_path._forward(q, v, f), lambda: pin.aba(pm, data, qr, vr, tau),
         "pin.aba cart_double_pendulum", number=200, repeat=3, rounds=1))
+    entries.append(_serial_manipulator_entry(rng))
     entries.append(_section_6_4())
     for label, q0 in RELEASES.items():
         for rtol in (1e-8, 1e-10):

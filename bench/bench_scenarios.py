@@ -77,11 +77,17 @@ def run() -> list[dict]:
                       beta_error_rms=pid.metrics["error_rms.beta"],
                       beta_error_rms_lqr=lqr.metrics["error_rms.beta"]))
     ratio_beta = dist.metrics["error_rms.beta"] / lqr.metrics["error_rms.beta"]
-    ratio_task = quiet["lqr_disturbed"].metrics["task_error_max"] / \
-        quiet["lqr"].metrics["task_error_max"]
+    # the book's error: end effector against the desired path (Γ approximation included),
+    # without the initial error so that the recovery does not dominate
+    ratio_path = quiet["lqr_disturbed"].metrics["path_error_rms"] / quiet["lqr"].metrics["path_error_rms"]
+    ratio_path_max = quiet["lqr_disturbed"].metrics["path_error_max"] / \
+        quiet["lqr"].metrics["path_error_max"]
     out.append(_entry("passive_arm_lqr_disturbed (Seifried 4.2.7)", dist, wd,
-                      "with disturbances the LQR error about doubles", 1.2 < ratio_beta,
+                      "with disturbances the LQR error about doubles", 1.4 < ratio_path < 3.0,
                       beta_error_rms=dist.metrics["error_rms.beta"],
                       beta_rms_ratio_to_nominal=ratio_beta,
-                      task_error_max_ratio_without_initial_error=ratio_task))
+                      path_error_rms_mm_without_initial_error=[
+                          quiet[k].metrics["path_error_rms"] * 1e3 for k in ("lqr", "lqr_disturbed")],
+                      path_error_rms_ratio_without_initial_error=ratio_path,
+                      path_error_max_ratio_without_initial_error=ratio_path_max))
     return out

@@ -185,6 +185,23 @@ def test_passive_arm_disturbances_increase_the_lqr_error(passive_arm_runs):
     assert dist.metrics["error_rms.beta"] > 1.2 * lqr.metrics["error_rms.beta"]
 
 
+def test_passive_arm_disturbances_about_double_the_path_error(passive_arm_runs):
+    """Seifried Sect. 4.2.7: "with disturbances the LQR error about doubles". The book's error
+    is the end effector against the desired path (it includes the Γ approximation, ~3 mm in
+    the book, 6 mm here); compared without the initial error, so that the recovery does not
+    dominate. Measured: path error RMS 1.77 -> 3.86 mm over the full run (2.2x, bench), and
+    the short run here."""
+    over = {"duration": 1.2, "plant": {"rate": 500.0}, "initial_error": None}
+    ref = sample_reference(load_run_scenario(DIR / "run_passive_arm_lqr.yaml", over))
+    rms = {}
+    for kind in ("lqr", "lqr_disturbed"):
+        res = run_scenario(load_run_scenario(DIR / f"run_passive_arm_{kind}.yaml", over), reference=ref)
+        assert res.success, res.message
+        rms[kind] = res.metrics["path_error_rms"]
+    assert 2e-3 < rms["lqr"] < 8e-3  # the combined-output approximation (README: 6 mm peak)
+    assert 1.4 < rms["lqr_disturbed"] / rms["lqr"] < 3.0  # "about doubles"
+
+
 def test_prr_surface_quasi_velocity_scenario():
     """Aghili 2010 Sect. 5 with the quasi-velocity law: force 50 N, tracking converges."""
     res = run_scenario(load_run_scenario(DIR / "run_prr_surface_quasi.yaml", {"duration": 1.5}))
