@@ -407,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="inversion scenario YAML")
     p.add_argument("--method",
                    help="override the scenario's method (rigid models: classical, ode, index1, "
-                   "index2_euler, stable, causal; flexible models: rigid, collocated, "
+                   "index2_euler, stable, causal, quasi_static; flexible models: rigid, collocated, "
                    "quasi_static, stable)")
     p.add_argument("--out", default="inversion_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -17,6 +17,9 @@ One entry point, :func:`invert`, returns an :class:`InversionResult` for
   and the end on the stable eigenspace of the linearized zero dynamics: B^s (eta(ta) -
   eta0) = 0 and B^u (eta(tb) - etaf) = 0 (labels of the printed (3.76) swapped, see NOTES.md),
   solved with ``scipy.integrate.solve_bvp`` (the analogue of Matlab's bvp5c);
+* ``"quasi_static"``: quasi-static compensation of the deflection of elastic passive joints
+  (Seifried Sect. 6.1, :mod:`.quasi_static`); the output is the task, a feedback law must
+  track the corrected joint reference;
 * ``"causal"``: causal inversion with free trajectory parameters (Seifried eqs. 3.77-3.82,
   4.129-4.135): the desired output gets ``n_free`` extra shape terms during the motion,
   chosen by a Newton-type least-squares iteration so that the forward-integrated internal
@@ -51,7 +54,7 @@ from ..tasks import Task
 from .desired import DesiredOutput
 from .servo import ServoConstraints
 
-METHODS = ("classical", "ode", "index1", "index2_euler", "stable", "causal")
+METHODS = ("classical", "ode", "index1", "index2_euler", "stable", "causal", "quasi_static")
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,11 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     t0, tf = task.law.t0, task.law.tf
     if model.closures:
         return _invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess, start)
+    if method == "quasi_static":  # no inverse model of the output: the task and the springs
+        from .quasi_static import invert_quasi_static
+
+        return invert_quasi_static(model, task, dt=dt, t_start=t_start, t_end=t_end,
+                                   ik_guess=ik_guess)
     try:
         servo = ServoConstraints(model, output)
     except SolverError as exc:  # e.g. an output that does not determine the actuated joints
