@@ -35,10 +35,10 @@ from multibody_dynamics.flexible.loader import (
 )
 from multibody_dynamics.flexible.system import FlexibleChain
 
-from ..tasks import Task, TimeLaw, straight_line
+from ..tasks import Task, straight_line
 from .flexible import FLEXIBLE_METHODS, TrackingResult, invert_flexible, track_flexible
 from .methods import InversionResult
-from .scenario import _err, _mapping, _number, read_scenario_file
+from .scenario import _err, _mapping, _number, read_scenario_file, time_law, xy
 
 _TOP = {"robot", "task", "method", "compare", "output", "ik_guess", "dt", "options", "tracking",
         "verify", "description"}
@@ -96,15 +96,9 @@ def load_flexible_scenario(path: str | Path) -> FlexibleInversionScenario:
     except ModelError as exc:
         raise _err(path, "robot", str(exc)) from None
     t = _mapping(path, "task", raw["task"], _TASK)
-    for req in ("t0", "tf", "lines"):
-        if req not in t:
-            raise _err(path, f"task.{req}", "missing")
-    order = t.get("order", 5)
-    if order not in (3, 5, 7, 9):
-        raise _err(path, "task.order", f"expected 3, 5, 7 or 9, got {order!r}")
-    t0, tf = _number(path, "task.t0", t["t0"]), _number(path, "task.tf", t["tf"])
-    if not tf > t0:
-        raise _err(path, "task.tf", f"expected tf > t0 = {t0}, got {tf}")
+    law = time_law(path, t)
+    if "lines" not in t:
+        raise _err(path, "task.lines", "missing")
     lines = t["lines"]
     if not isinstance(lines, dict) or len(lines) != 1:
         raise _err(path, "task.lines", "expected one body with {start: [x, y], end: [x, y]}")
@@ -113,13 +107,8 @@ def load_flexible_scenario(path: str | Path) -> FlexibleInversionScenario:
     if body not in names:
         raise _err(path, f"task.lines.{body}", f"unknown body; expected one of {', '.join(names)}")
     spec = _mapping(path, f"task.lines.{body}", spec, {"start", "end"})
-    ends = []
-    for k in ("start", "end"):
-        p = spec.get(k)
-        if not isinstance(p, list) or len(p) != 2:
-            raise _err(path, f"task.lines.{body}.{k}", f"expected [x, y] in m, got {p!r}")
-        ends.append([_number(path, f"task.lines.{body}.{k}", c) for c in p])
-    task = Task(TimeLaw(t0, tf, order), (straight_line(body, *ends),))
+    ends = [xy(path, f"task.lines.{body}.{k}", spec.get(k)) for k in ("start", "end")]
+    task = Task(law, (straight_line(body, *ends),))
 
     method = raw.get("method", "stable")
     compare = raw.get("compare") or []

@@ -95,6 +95,27 @@ def _mapping(path, key, value, allowed):
     return value
 
 
+def time_law(path, t: dict) -> TimeLaw:
+    """The ``task`` keys t0, tf [s] and order of a scenario as a :class:`TimeLaw`."""
+    for req in ("t0", "tf"):
+        if req not in t:
+            raise _err(path, f"task.{req}", "missing (s)")
+    order = t.get("order", 5)
+    if order not in (3, 5, 7, 9):
+        raise _err(path, "task.order", f"expected 3, 5, 7 or 9, got {order!r}")
+    t0, tf = _number(path, "task.t0", t["t0"]), _number(path, "task.tf", t["tf"])
+    if not tf > t0:
+        raise _err(path, "task.tf", f"expected tf > t0 = {t0}, got {tf}")
+    return TimeLaw(t0, tf, order)
+
+
+def xy(path, key, p) -> list[float]:
+    """A point ``[x, y]`` [m] of a scenario file."""
+    if not isinstance(p, list) or len(p) != 2:
+        raise _err(path, key, f"expected [x, y] in m, got {p!r}")
+    return [_number(path, key, c) for c in p]
+
+
 def read_scenario_file(path: Path) -> dict:
     """The content of a scenario YAML (empty file: {}); InputError naming the file otherwise."""
     if not path.is_file():
@@ -136,15 +157,7 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
     file_path, path = path, here  # below, ``path`` only labels the error messages
 
     t = _mapping(path, "task", raw["task"], _TASK)
-    for req in ("t0", "tf"):
-        if req not in t:
-            raise _err(path, f"task.{req}", "missing (s)")
-    order = t.get("order", 5)
-    if order not in (3, 5, 7, 9):
-        raise _err(path, "task.order", f"expected 3, 5, 7 or 9, got {order!r}")
-    t0, tf = _number(path, "task.t0", t["t0"]), _number(path, "task.tf", t["tf"])
-    if not tf > t0:
-        raise _err(path, "task.tf", f"expected tf > t0 = {t0}, got {tf}")
+    law = time_law(path, t)
     comps = []
     for name, spec in (t.get("joints") or {}).items():
         spec = _mapping(path, f"task.joints.{name}", spec, {"start", "end"})
@@ -168,16 +181,10 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
         key = f"task.lines.{name}"
         spec = _mapping(path, key, spec, {"start", "end"})
         model.frame_id(name)
-        ends = []
-        for k in ("start", "end"):
-            p = spec.get(k)
-            if not isinstance(p, list) or len(p) != 2:
-                raise _err(path, f"{key}.{k}", f"expected [x, y] in m, got {p!r}")
-            ends.append([_number(path, f"{key}.{k}", c) for c in p])
-        comps.append(straight_line(name, *ends))
+        comps.append(straight_line(name, *(xy(path, f"{key}.{k}", spec.get(k)) for k in ("start", "end"))))
     if not comps:
         raise _err(path, "task", "expected at least one of joints, arcs, lines")
-    task = Task(TimeLaw(t0, tf, order), tuple(comps))
+    task = Task(law, tuple(comps))
     if len(task.names) != model.nu:
         raise _err(path, "task", f"{len(task.names)} task coordinates ({', '.join(task.names)}) "
                    f"but {model.name} has {model.nu} inputs; the inverse model needs as many")
