@@ -70,14 +70,14 @@ def cmd_check(args) -> int:
 
 
 def _is_flexible_yaml(path) -> bool:
-    """A model YAML with a ``bodies`` list is a flexible model (config/flexible/ schema)."""
+    """A model YAML with a ``bodies`` list or a ``builder`` is a flexible model (config/flexible/)."""
     import yaml
 
     try:
         raw = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
         return False  # load_model reports the problem with the file
-    return isinstance(raw, dict) and "bodies" in raw
+    return isinstance(raw, dict) and ("bodies" in raw or "builder" in raw)
 
 
 def demo_motion(model, duration: float = 2.0, rate: float = 200.0):

@@ -274,6 +274,10 @@ def resolve_flexible_path(robot: str | Path) -> Path:
 def load_flexible_model(robot: str | Path, backend: str = "auto") -> FlexibleChain:
     """Load a flexible model by shipped name (``"flexible_cart_manipulator"``) or YAML path.
 
+    A file with a ``builder:`` key describes a model with kinematic loops and gives a
+    :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` (same ``nq_r``, ``nq_e``,
+    ``nv``, ``config`` attributes; e.g. ``flexible_parallel_tool``).
+
     Parameters
     ----------
     robot : str or Path
@@ -285,4 +289,22 @@ def load_flexible_model(robot: str | Path, backend: str = "auto") -> FlexibleCha
     ModelError
         With the file, the key and what was expected.
     """
-    return FlexibleChain(read_flexible_config(resolve_flexible_path(robot)), backend=backend)
+    path = resolve_flexible_path(robot)
+    built = _load_built_model(path, backend)
+    if built is not None:
+        return built
+    return FlexibleChain(read_flexible_config(path), backend=backend)
+
+
+def _load_built_model(path: Path, backend: str):
+    """Closed-loop models (``builder:`` key, see :func:`.closed.build_closed_model`) return a
+    :class:`~.closed.ClosedFlexibleChain`; every other file returns None (the tree schema)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None  # read_flexible_config reports it
+    if not isinstance(raw, dict) or "builder" not in raw:
+        return None
+    from .closed import build_closed_model
+
+    return build_closed_model(path, raw, backend)

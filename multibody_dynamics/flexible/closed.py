@@ -1,0 +1,1390 @@
+"""Planar flexible multibody systems with kinematic loops (Seifried 2014, Sect. 2.2.5, 6.5).
+
+Closed-loop system
+------------------
+A loop is cut at a joint; the cut system is a :class:`~.system.FlexibleChain` (tree, relative
+coordinates ``q = [q_r; q_e]``) and the cut joint becomes ``n_c`` loop-closing constraints
+``c(q) = 0`` (Seifried eq. 2.42). :class:`PlanarClosure` describes one cut revolute joint: the
+point ``a`` (a node of a flexible body, the distal point of a rigid one) coincides with point
+``b`` of another body or with a fixed world point (2 rows, [m]); optionally the two frames keep
+a constant relative angle (1 row, [rad]; a cut weld). With ``r, J, bias`` of a point (the
+formulas of :meth:`FlexibleChain.point_kinematics`) and the angle ``theta_i + Psi_k q_e`` of a
+node (body angle plus elastic slope)::
+
+    c     = r_a - r_b                      (2.42)
+    C     = dc/dq = J_a - J_b              (2.45), (nc, nv)
+    c_tt  = C' v = bias_a - bias_b         (2.44): C a + c_tt = 0
+
+Forward dynamics: the index-1 form (2.51) with Lagrange multipliers, optionally with
+Baumgarte terms (``C a = -c_tt - 2 alpha C v - beta^2 c``)::
+
+    [ M  -C^T ] [a]   [g - k - f_e + B u]
+    [ C   0   ] [λ] = [-c_tt            ]
+
+For simulation the positions and velocities are projected back on the constraint manifold
+after every output step (Newton ``q <- q - C^+ c``, Aghili 2005 eq. 39; ``v <- v - C^+ C v``).
+
+Coordinate partitioning (Seifried eqs. 2.144-2.159). With independent rigid coordinates
+``q_i``, dependent ones ``q_d`` (``C_d`` regular) and the elastic ones ``q_e``::
+
+    T_i = -C_d^-1 C_i,  T_e = -C_d^-1 C_e                        (2.147)
+    J̄ = [[I, 0], [T_i, T_e], [0, I]],   γ = [0; -C_d^-1 c_tt; 0]   (2.148), (2.149)
+    M̄ = J̄^T M J̄,  k̄ = J̄^T (k + M γ),  ḡ = J̄^T g,  B̄̄ = J̄^T B      (2.150)-(2.159)
+
+Reading of the damaged print: the "2 M_id T_i" of (2.151)/(2.153) stands for
+``M_id T_i + T_i^T M_id^T``; computing the products ``J̄^T M J̄`` directly avoids the question.
+``f_e = [0; K_e q_e + D_e q_e']`` has non-zero rows only where ``J̄`` is the identity, hence
+``J̄^T f_e = f_e`` restricted to ``[q_i; q_e]``: K_ee and D_ee are unchanged (the book's remark),
+while the input matrix ``B̄̄_e = T_e^T B_d`` (2.159) fills as soon as a dependent coordinate is
+actuated (the machine tool's second cart).
+
+Parallel flexible machine tool (Sect. 6.5)
+------------------------------------------
+:func:`flexible_parallel_tool` builds the lambda machine of Fig. 6.10 (see its docstring for the
+data the book gives and the choices made here); :class:`ClosedOutputServo` is the inverse model
+of such a system for an output ``y = H_r q_r + Γ q_e`` (the book's linearly combined output
+(6.39), or the collocated/rigid outputs with ``Γ = 0``), with the interface of the project's
+stable-inversion driver (internal states ``η = (q_e, q_e')``); :func:`invert_closed` computes
+the feedforward (classical or stable inversion).
+
+Results with the shipped parameters (``bench/bench_flexible_parallel.py``; tool point moved by
+(+0.1, -0.1) m in 1 s from the 45 deg pose, the book's Fig. 6.11 being a plot only):
+
+* zero dynamics, combined output (6.39): 36 eigenvalues (2 x 18 elastic coordinates, as the
+  book's 7 + 29), **30 stable and 6 unstable** (real 49.7 and 378 1/s, two complex pairs near
+  1350 +- 670j and 1880 +- 2430j 1/s): non-minimum phase as in the book, but not its split
+  "7 stable / 29 unstable". Without damping our spectrum is 2 real pairs, 2 complex quadruplets
+  and 12 imaginary pairs (modes that Γ does not touch, e.g. all short-arm modes); light
+  Rayleigh damping moves the imaginary pairs to the left. The book's split needs most
+  oscillatory zeros in the right half plane, which depends on its POD shape functions and its
+  damping (neither printed); with the labels swapped (29 stable / 7 unstable) it would be
+  close to ours. The split is the same for every damping tried and for a tangent frame.
+* collocated output ``[s1, s2]`` and the book's "collocated" ``y = q_i = [s1, alpha]``
+  (Γ = 0): all 36 eigenvalues stable (bounded internal dynamics, as the book says); the two
+  have the same linearisation here because an elastic deflection of the short arm moves the
+  cut joint across the arm, which beta absorbs at first order.
+* tool-point error: classical inversion with ``y = [s1, alpha]`` 12.9 mm (book: about 12 mm);
+  stable inversion with the combined output 0.022 mm (book: about 0.03 mm), the output itself
+  reproduced to 1e-16.
+* the input matrix: with bending-only eigenmodes, the chord frame and the tangent frame,
+  ``B̄̄_e = T_e^T B_d`` vanishes at ``q_e = 0`` (it fills for other mechanisms, see the tests);
+  the book states ``B̄_e != 0`` for its POD model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from scipy.integrate import solve_ivp
+
+from ..errors import DimensionError, InputError, ModelError, SolverError
+from .beam import (
+    _GAUSS_W,
+    _GAUSS_XI,
+    DOFS_PER_NODE,
+    BeamConfig,
+    BeamSection,
+    element_matrices,
+    element_shapes,
+)
+from .sid import ModalData
+from .system import ChainBody, FlexibleChain, FlexibleChainConfig
+
+__all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedSimulation", "ArmSegment",
+           "LumpedMass", "segmented_arm_modal_data", "ClosedOutputServo", "ClosedInversion",
+           "invert_closed",
+           "flexible_parallel_tool", "parallel_tool_outputs", "PARALLEL_TOOL_DEFAULTS",
+           "CLOSED_BUILDERS", "build_closed_model"]
+
+_J = np.array([[0.0, -1.0], [1.0, 0.0]])
+
+
+def _rot(theta: float) -> np.ndarray:
+    c, s = np.cos(theta), np.sin(theta)
+    return np.array([[c, -s], [s, c]])
+
+
+# ============================================================================ closure rows
+@dataclass(frozen=True)
+class PlanarClosure:
+    """One cut joint of a planar loop: point ``a`` coincides with point ``b`` (or the world).
+
+    Parameters
+    ----------
+    name : str
+        Name of the cut joint (for messages).
+    body_a : str
+        Body carrying point a.
+    node_a : int or None
+        Node of ``body_a``'s modal data (flexible bodies); ``None``: its distal point/node.
+    body_b : str or None
+        Body carrying point b; ``None``: point b is fixed in the world at ``point_b``.
+    node_b : int or None
+        As ``node_a`` for ``body_b``.
+    point_b : tuple of float
+        World point (2,) [m] when ``body_b`` is None.
+    angle : bool
+        Also keep the relative angle fixed (cut weld: 3 rows); default False (revolute, 2 rows).
+    angle_offset : float
+        Required ``(theta_a + psi_a) - (theta_b + psi_b)`` [rad] for the angle row (``theta_b +
+        psi_b = 0`` for the world).
+    """
+
+    name: str
+    body_a: str
+    node_a: int | None = None
+    body_b: str | None = None
+    node_b: int | None = None
+    point_b: tuple[float, float] = (0.0, 0.0)
+    angle: bool = False
+    angle_offset: float = 0.0
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"closure name must be a non-empty string, got {self.name!r}")
+        p = np.asarray(self.point_b, float)
+        if p.shape != (2,) or not np.all(np.isfinite(p)):
+            raise InputError(f"closure {self.name!r}: point_b must be 2 finite numbers [m], "
+                             f"got {self.point_b!r}")
+        object.__setattr__(self, "point_b", (float(p[0]), float(p[1])))
+        if not np.isfinite(float(self.angle_offset)):
+            raise InputError(f"closure {self.name!r}: angle_offset must be finite [rad]")
+
+    @property
+    def rows(self) -> int:
+        """Number of constraint rows (2 or 3)."""
+        return 3 if self.angle else 2
+
+
+@dataclass(frozen=True)
+class ClosedSimulation:
+    """Result of :meth:`ClosedFlexibleChain.simulate`.
+
+    Attributes
+    ----------
+    t : (N,) [s]; q, v : (N, nv) coordinates and velocities
+    constraint_error : (N,) max |c(q)| [m | rad] before the projection at each sample
+    success : bool; message : str; nfev : int (right-hand side evaluations); wall_time : float [s]
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    constraint_error: np.ndarray
+    success: bool
+    message: str
+    nfev: int
+    wall_time: float
+
+
+class ClosedFlexibleChain:
+    """A :class:`FlexibleChain` spanning tree closed by :class:`PlanarClosure` constraints.
+
+    Parameters
+    ----------
+    chain : FlexibleChain
+        The system with cut loops (tree); ``q = [q_r; q_e]`` as there.
+    closures : sequence of PlanarClosure
+    actuated : sequence of str, optional
+        Joints driven by a motor force/torque; the input matrix ``B`` (nv, nu) has a unit
+        column per actuated joint (collocated drives on the tree, Seifried remark after
+        2.143). Default: every joint (the chain's ``B``).
+    independent : sequence of str, optional
+        Independent rigid coordinates ``q_i`` of the coordinate partitioning (2.144),
+        ``nq_r - nc`` joint names; the other ``nc`` joints are ``q_d``. Default: chosen at the
+        neutral configuration by a pivoted QR of ``C_r`` (a well-conditioned ``C_d``).
+    name, description, source : str, optional
+        Model name, one line, and where the data come from (defaults: the chain's).
+
+    Attributes
+    ----------
+    nv, nq, nq_r, nq_e : int
+        As the tree (the loops remove degrees of freedom, not coordinates).
+    nc : int
+        Number of constraint rows. ``dof = nv - nc`` degrees of freedom.
+    nu : int; B : (nv, nu)
+    idx_i, idx_d : ndarray of int
+        Positions of q_i and q_d in q. ``idx_min = [idx_i, elastic]``: the minimal coordinates.
+    """
+
+    def __init__(self, chain: FlexibleChain, closures: Sequence[PlanarClosure],
+                 actuated: Sequence[str] | None = None, independent: Sequence[str] | None = None,
+                 name: str | None = None, description: str | None = None,
+                 source: str | None = None):
+        if not isinstance(chain, FlexibleChain):
+            raise InputError(f"chain must be a FlexibleChain, got {type(chain).__name__}")
+        closures = tuple(closures)
+        if not closures or not all(isinstance(c, PlanarClosure) for c in closures):
+            raise InputError("closures must be a non-empty sequence of PlanarClosure")
+        self.chain = chain
+        cfg = chain.config
+        self.name = cfg.name if name is None else str(name)
+        self.description = cfg.description if description is None else str(description)
+        self.source = cfg.source if source is None else str(source)
+        names = [b.name for b in chain.bodies]
+        spec = []
+        for c in closures:
+            ends = []
+            for body, node, key in ((c.body_a, c.node_a, "body_a"), (c.body_b, c.node_b, "body_b")):
+                if body is None:
+                    if key == "body_a":
+                        raise ModelError(f"{self.name}: closure {c.name!r}: body_a is required")
+                    ends.append(None)
+                    continue
+                if body not in names:
+                    raise ModelError(f"{self.name}: closure {c.name!r}: {key} {body!r} is not a "
+                                     f"body; bodies: {names}")
+                i = names.index(body)
+                b = chain.bodies[i]
+                if b.flexible:
+                    nn = b.modal_data.node_positions.shape[0]
+                    k = b.distal_node if node is None else int(node)
+                    if not -nn <= k < nn:
+                        raise ModelError(f"{self.name}: closure {c.name!r}: node {k} of {body!r} "
+                                         f"out of range [-{nn}, {nn})")
+                    ends.append((i, k % nn))
+                else:
+                    if node is not None:
+                        raise ModelError(f"{self.name}: closure {c.name!r}: {body!r} is rigid; "
+                                         "its closure point is its distal point (node must be "
+                                         f"None, got {node})")
+                    ends.append((i, None))
+            spec.append((ends[0], ends[1], np.array(c.point_b), c.angle, float(c.angle_offset)))
+        self.closures = closures
+        self._spec = spec
+        self.nc = sum(c.rows for c in closures)
+        self.nv = self.nq = chain.nv
+        self.nq_r, self.nq_e = chain.nq_r, chain.nq_e
+        self.joint_names = chain.joint_names
+        self.coordinate_names = chain.coordinate_names
+        if self.nc >= self.nq_r:
+            raise ModelError(f"{self.name}: {self.nc} closure rows leave no rigid degree of "
+                             f"freedom ({self.nq_r} joints)")
+        if actuated is None:
+            actuated = self.joint_names
+        actuated = tuple(actuated)
+        bad = [a for a in actuated if a not in self.joint_names]
+        if bad or not actuated or len(set(actuated)) != len(actuated):
+            raise ModelError(f"{self.name}: actuated must name distinct joints of "
+                             f"{list(self.joint_names)}, got {list(actuated)}")
+        self.actuated = actuated
+        self.nu = len(actuated)
+        self.B = np.zeros((self.nv, self.nu))
+        for j, a in enumerate(actuated):
+            self.B[self.joint_names.index(a), j] = 1.0
+        self.B.setflags(write=False)
+        if independent is None:
+            Cr = self.constraint_jacobian(np.zeros(self.nv))[:, :self.nq_r]
+            _, _, piv = scipy.linalg.qr(Cr, pivoting=True)
+            dep = sorted(piv[:self.nc].tolist())
+            independent = [self.joint_names[k] for k in range(self.nq_r) if k not in dep]
+        independent = tuple(independent)
+        if (len(independent) != self.nq_r - self.nc or len(set(independent)) != len(independent)
+                or any(n not in self.joint_names for n in independent)):
+            raise ModelError(f"{self.name}: independent must name {self.nq_r - self.nc} distinct "
+                             f"joints of {list(self.joint_names)}, got {list(independent)}")
+        self.independent = independent
+        self.idx_i = np.array([self.joint_names.index(n) for n in independent], dtype=int)
+        self.idx_d = np.array([k for k in range(self.nq_r) if k not in self.idx_i], dtype=int)
+        self.idx_e = np.arange(self.nq_r, self.nv)
+        self.idx_min = np.concatenate([self.idx_i, self.idx_e])
+
+    # -- interface shared with FlexibleChain (loaders, CLI) -------------------------------
+    @property
+    def config(self) -> FlexibleChainConfig:
+        """The tree's configuration (bodies, gravity, ``rigid_counterpart``)."""
+        return self.chain.config
+
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom ``nv - nc``."""
+        return self.nv - self.nc
+
+    def summary(self) -> str:
+        """Human-readable description: the tree, the cut joints, inputs and partitioning."""
+        lines = [f"{self.name}: {self.description}" if self.description else self.name]
+        if self.source:
+            lines.append(f"  source: {self.source}")
+        tree = self.chain.summary().splitlines() if hasattr(self.chain, "summary") else []
+        lines += [f"  tree: {line.strip()}" for line in tree[1:] if not line.strip().startswith(
+            "source:")]
+        for c in self.closures:
+            other = "world point " + str(list(c.point_b)) if c.body_b is None else \
+                f"{c.body_b} node {c.node_b if c.node_b is not None else 'distal'}"
+            lines.append(f"  cut joint {c.name!r}: {c.body_a} node "
+                         f"{c.node_a if c.node_a is not None else 'distal'} = {other}"
+                         f"{' (with angle)' if c.angle else ''}")
+        lines.append(f"  {self.nc} closure rows, {self.dof} degrees of freedom; inputs: "
+                     f"{', '.join(self.actuated)}; independent: {', '.join(self.independent)}")
+        return "\n".join(lines)
+
+    def _vec(self, x, name, n=None):
+        n = self.nv if n is None else n
+        x = np.asarray(x, float)
+        if x.shape != (n,):
+            raise DimensionError(f"{name} must have shape ({n},), got {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise InputError(f"{name} must be finite")
+        return x
+
+    # -- constraint rows -----------------------------------------------------------------
+    def _point(self, kin, end, q, v):
+        """Position, J (2, nv), bias, angle, angle row (nv,), angle bias of a closure point."""
+        i, node = end
+        b = self.chain.bodies[i]
+        r, th, Jb, beta = kin[i]
+        S = _rot(th)
+        w = Jb[2] @ v
+        J = Jb[:2].copy()
+        bias = beta[:2].copy()
+        Jt = Jb[2].copy()
+        ang = th
+        if b.flexible:
+            d, sl = b.modal_data, self.chain.elastic_slices[i]
+            shape = d.node_shapes[node]
+            local = d.node_positions[node] + shape[:2] @ q[sl]
+            J[:, sl] += S @ shape[:2]
+            bias += 2.0 * w * (_J @ S @ shape[:2] @ v[sl])
+            ang = th + shape[2] @ q[sl]
+            Jt[sl] += shape[2]
+        else:
+            local = np.array(b.distal)
+        Sl = S @ local
+        J += np.outer(_J @ Sl, Jb[2])
+        bias += beta[2] * (_J @ Sl) - w * w * Sl
+        return r + Sl, J, bias, ang, Jt, beta[2]
+
+    def constraint_terms(self, q, v=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Residual ``c`` (nc,) [m | rad], Jacobian ``C`` (nc, nv) and bias ``c_tt = C' v`` (nc,).
+
+        Parameters
+        ----------
+        q, v : array_like, shape (nv,)
+            Tree coordinates and velocities (``v`` default zero).
+        """
+        q = self._vec(q, "q")
+        v = np.zeros(self.nv) if v is None else self._vec(v, "v")
+        kin = self.chain._kinematics(q, v)
+        c = np.empty(self.nc)
+        C = np.empty((self.nc, self.nv))
+        bias = np.empty(self.nc)
+        row = 0
+        for end_a, end_b, point_b, angle, offset in self._spec:
+            ra, Ja, ba, tha, Jta, bta = self._point(kin, end_a, q, v)
+            if end_b is None:
+                rb, Jb, bb, thb, Jtb, btb = point_b, 0.0, 0.0, 0.0, 0.0, 0.0
+            else:
+                rb, Jb, bb, thb, Jtb, btb = self._point(kin, end_b, q, v)
+            c[row:row + 2] = ra - rb
+            C[row:row + 2] = Ja - Jb
+            bias[row:row + 2] = ba - bb
+            row += 2
+            if angle:
+                c[row] = tha - thb - offset
+                C[row] = Jta - Jtb
+                bias[row] = bta - btb  # node slopes are linear in q_e: no bias of their own
+                row += 1
+        return c, C, bias
+
+    def constraint_residual(self, q) -> np.ndarray:
+        """Loop-closing residual ``c(q)`` (nc,) [m | rad] (Seifried eq. 2.42)."""
+        return self.constraint_terms(q)[0]
+
+    def constraint_jacobian(self, q) -> np.ndarray:
+        """``C = dc/dq`` (nc, nv) (eq. 2.45)."""
+        return self.constraint_terms(q)[1]
+
+    # -- dynamics ------------------------------------------------------------------------
+    def forward_dynamics(self, q, v, u=None, tau=None, baumgarte: tuple[float, float] = (0.0, 0.0),
+                         return_multipliers: bool = False):
+        """Accelerations ``a`` (nv,) of the closed system from the index-1 form (2.51).
+
+        Parameters
+        ----------
+        q, v : array_like, shape (nv,)
+        u : array_like, shape (nu,), optional
+            Inputs of the actuated joints [N | N m].
+        tau : array_like, shape (nv,), optional
+            Further generalized forces.
+        baumgarte : (alpha, beta)
+            Stabilization ``c'' + 2 alpha c' + beta^2 c = 0`` [1/s, 1/s]; default none.
+        return_multipliers : bool
+            Also return λ (nc,), the cut-joint reactions ``C^T λ`` [N | N m].
+
+        Raises
+        ------
+        SolverError
+            If ``[[M, -C^T], [C, 0]]`` is singular (redundant closures, a singular position).
+        """
+        q, v = self._vec(q, "q"), self._vec(v, "v")
+        f = np.zeros(self.nv) if tau is None else self._vec(tau, "tau").copy()
+        if u is not None:
+            f += self.B @ self._vec(u, "u", self.nu)
+        a, lam = self._kkt(q, v, f, baumgarte)
+        return (a, lam) if return_multipliers else a
+
+    def _kkt(self, q, v, f, baumgarte=(0.0, 0.0)):
+        M, k, g, fe = self.chain.dynamics_terms(q, v)
+        c, C, bias = self.constraint_terms(q, v)
+        rhs_c = -bias
+        al, be = baumgarte
+        if al or be:
+            rhs_c = rhs_c - 2.0 * al * (C @ v) - be * be * c
+        nv, nc = self.nv, self.nc
+        K = np.zeros((nv + nc, nv + nc))
+        K[:nv, :nv] = M
+        K[:nv, nv:] = -C.T
+        K[nv:, :nv] = C
+        rhs = np.concatenate([f + g - k - fe, rhs_c])
+        try:
+            x = np.linalg.solve(K, rhs)
+        except np.linalg.LinAlgError:
+            raise SolverError(f"{self.name}: [[M, -C^T], [C, 0]] singular at q_r = "
+                              f"{q[:self.nq_r].tolist()}: redundant closures or a singular "
+                              "position of the loop") from None
+        return x[:nv], x[nv:]
+
+    def partition(self, q, v=None):
+        """``J̄`` (nv, dof) and ``γ`` (nv,) of the coordinate partitioning (2.147)-(2.149).
+
+        ``q' = J̄ z'`` and ``q'' = J̄ z'' + γ`` for the minimal velocities ``z' = q'[idx_min]``.
+
+        Raises
+        ------
+        SolverError
+            If ``C_d`` is singular here (choose other ``independent`` coordinates).
+        """
+        _, C, bias = self.constraint_terms(q, v)
+        Cd = C[:, self.idx_d]
+        try:
+            lu = scipy.linalg.lu_factor(Cd, check_finite=False)
+            if np.linalg.cond(Cd) > 1e12:
+                raise np.linalg.LinAlgError
+        except (np.linalg.LinAlgError, ValueError):
+            raise SolverError(f"{self.name}: C_d singular for the dependent coordinates "
+                              f"{[self.joint_names[k] for k in self.idx_d]} at q_r = "
+                              f"{np.asarray(q)[:self.nq_r].tolist()}; choose other independent "
+                              "coordinates") from None
+        T = -scipy.linalg.lu_solve(lu, C[:, self.idx_min])  # [T_i, T_e] (2.147)
+        Jbar = np.zeros((self.nv, self.dof))
+        Jbar[self.idx_min, np.arange(self.dof)] = 1.0
+        Jbar[self.idx_d] = T
+        gamma = np.zeros(self.nv)
+        gamma[self.idx_d] = -scipy.linalg.lu_solve(lu, bias)
+        return Jbar, gamma
+
+    def minimal_equations(self, q, v):
+        """Terms of the minimal equations of motion (2.150): ``M̄ z'' + k̄ + f̄ = ḡ + B̄̄ u``.
+
+        Returns
+        -------
+        Mbar : (dof, dof) ``J̄^T M J̄`` (2.151)-(2.153)
+        kbar : (dof,) ``J̄^T (k + M γ)`` (2.154)-(2.155)
+        gbar : (dof,) ``J̄^T g`` (2.156)-(2.157)
+        fbar : (dof,) ``J̄^T f_e = [0; K_e q_e + D_e q_e']``
+        Bbar : (dof, nu) ``J̄^T B`` (2.158)-(2.159): its elastic rows ``T_e^T B_d`` fill when a
+            dependent coordinate is actuated.
+        """
+        q, v = self._vec(q, "q"), self._vec(v, "v")
+        M, k, g, fe = self.chain.dynamics_terms(q, v)
+        Jbar, gamma = self.partition(q, v)
+        JT = Jbar.T
+        return JT @ M @ Jbar, JT @ (k + M @ gamma), JT @ g, JT @ fe, JT @ self.B
+
+    def minimal_forward_dynamics(self, q, v, u=None) -> np.ndarray:
+        """Accelerations ``a`` (nv,) by coordinate partitioning: ``a = J̄ z'' + γ`` with z'' from
+        (2.150) (``q``, ``v`` consistent with the loops)."""
+        q, v = self._vec(q, "q"), self._vec(v, "v")
+        Mbar, kbar, gbar, fbar, Bbar = self.minimal_equations(q, v)
+        rhs = gbar - kbar - fbar
+        if u is not None:
+            rhs = rhs + Bbar @ self._vec(u, "u", self.nu)
+        zdd = np.linalg.solve(Mbar, rhs)
+        Jbar, gamma = self.partition(q, v)
+        return Jbar @ zdd + gamma
+
+    # -- projections ---------------------------------------------------------------------
+    def project_position(self, q, tol: float = 1e-12, max_iter: int = 30,
+                         partitioned: bool = False) -> np.ndarray:
+        """Configuration on the loop manifold near ``q`` (nv,).
+
+        ``partitioned=False``: minimum-norm Newton ``q <- q - C^+ c`` (Aghili 2005 eq. 39);
+        ``partitioned=True``: only the dependent coordinates ``q_d`` move (Seifried's solution
+        of ``c(q_i, q_d) = 0`` for ``q_d``).
+
+        Raises
+        ------
+        SolverError
+            If ``max|c|`` does not fall below ``tol`` [m | rad].
+        """
+        q = self._vec(q, "q").copy()
+        for _ in range(max_iter):
+            c, C, _ = self.constraint_terms(q)
+            if np.max(np.abs(c)) < tol:
+                return q
+            if partitioned:
+                q[self.idx_d] -= np.linalg.solve(C[:, self.idx_d], c)
+            else:
+                q -= np.linalg.lstsq(C, c, rcond=None)[0]
+        c = self.constraint_residual(q)
+        if np.max(np.abs(c)) < tol:
+            return q
+        raise SolverError(f"{self.name}: loop closure not reached in {max_iter} Newton steps "
+                          f"(max |c| = {np.max(np.abs(c)):.3g}, tolerance {tol:g}); is the "
+                          "configuration assemblable?")
+
+    def project_velocity(self, q, v, partitioned: bool = False) -> np.ndarray:
+        """Velocities (nv,) with ``C v = 0``: ``v - C^+ C v`` or, partitioned, new ``v_d``."""
+        q, v = self._vec(q, "q"), self._vec(v, "v").copy()
+        C = self.constraint_jacobian(q)
+        if partitioned:
+            v[self.idx_d] = -np.linalg.solve(C[:, self.idx_d], C[:, self.idx_min] @ v[self.idx_min])
+            return v
+        return v - np.linalg.lstsq(C, C @ v, rcond=None)[0]
+
+    def energy(self, q, v) -> float:
+        """Total mechanical energy [J] of the tree (the constraints do no work)."""
+        return self.chain.energy(q, v)
+
+    def simulate(self, q0, v0, t, u: Callable[[float], np.ndarray] | None = None,
+                 rtol: float = 1e-9, atol: float = 1e-11, baumgarte=(0.0, 0.0),
+                 project: bool = True, method: str = "DOP853",
+                 feedback: Callable[[float, np.ndarray, np.ndarray], np.ndarray] | None = None,
+                 max_step: float = np.inf) -> ClosedSimulation:
+        """Integrate the closed system over the sample times ``t`` (N,) [s].
+
+        Between samples the index-1 form is integrated (scipy ``method``, ``rtol``, ``atol``,
+        ``max_step`` [s]); at every sample the state is projected on the position and velocity
+        manifolds (``project=True``), and the residual before the projection is recorded.
+        The inputs [N | N m] are ``u(t) + feedback(t, q, v)`` (each (nu,), default zero).
+        ``q0, v0`` are projected first.
+        """
+        t = np.asarray(t, float)
+        if t.ndim != 1 or t.size < 2 or np.any(np.diff(t) <= 0):
+            raise InputError("t must be at least two increasing sample times [s]")
+        q = self.project_position(q0)
+        v = self.project_velocity(q, self._vec(v0, "v0"))
+        nv = self.nv
+        zero_u = np.zeros(self.nu)
+        ufun = (lambda _t: zero_u) if u is None else u
+        nfev = 0
+
+        def rhs(tk, x):
+            nonlocal nfev
+            nfev += 1
+            uk = np.asarray(ufun(tk), float)
+            if feedback is not None:
+                uk = uk + feedback(tk, x[:nv], x[nv:])
+            a, _ = self._kkt(x[:nv], x[nv:], self.B @ uk, baumgarte)
+            return np.concatenate([x[nv:], a])
+
+        Q, V, err = [q], [v], [0.0]
+        start = time.perf_counter()
+        ok, msg = True, "completed"
+        for k in range(t.size - 1):
+            try:
+                sol = solve_ivp(rhs, (t[k], t[k + 1]), np.concatenate([q, v]), method=method,
+                                rtol=rtol, atol=atol, max_step=max_step)
+            except (SolverError, np.linalg.LinAlgError) as exc:
+                ok, msg = False, f"failed at t = {t[k]:.4g} s: {exc}"
+                break
+            if sol.status != 0:
+                ok, msg = False, f"integration failed at t = {t[k]:.4g} s: {sol.message}"
+                break
+            q, v = sol.y[:nv, -1], sol.y[nv:, -1]
+            err.append(float(np.max(np.abs(self.constraint_residual(q)))))
+            if project:
+                q = self.project_position(q)
+                v = self.project_velocity(q, v)
+            Q.append(q)
+            V.append(v)
+        n = len(Q)
+        return ClosedSimulation(t[:n], np.array(Q), np.array(V), np.array(err), ok, msg, nfev,
+                                time.perf_counter() - start)
+
+    # -- task kinematics -----------------------------------------------------------------
+    def rigid_task_kinematics(self, body: str, node: int | None, p, pd, pdd, guess):
+        """Rigid coordinates putting a point of the undeformed system (``q_e = 0``) on a task.
+
+        Solves ``[r(q_r) - p; c(q_r) = 0]`` (nq_r unknowns; the point and the loops must fix
+        all rigid coordinates: ``2 + nc = nq_r``) by Newton from ``guess`` (nq_r,), then the
+        velocities and accelerations from the same Jacobian. Returns ``q_r, q_r', q_r''``.
+        """
+        nr, nv = self.nq_r, self.nv
+        if 2 + self.nc != nr:
+            raise ModelError(f"{self.name}: a point and {self.nc} closure rows do not fix "
+                             f"{nr} rigid coordinates")
+        i = self.chain._body_index(body)
+        b = self.chain.bodies[i]
+        end = (i, (b.distal_node if node is None else node) if b.flexible else None)
+        qr = np.asarray(guess, float).copy()
+
+        def terms(qr, vr):
+            q, v = np.zeros(nv), np.zeros(nv)
+            q[:nr], v[:nr] = qr, vr
+            kin = self.chain._kinematics(q, v)
+            r, J, bias = self._point(kin, end, q, v)[:3]
+            c, C, cb = self.constraint_terms(q, v)
+            return (np.concatenate([r - p, c]), np.vstack([J[:, :nr], C[:, :nr]]),
+                    np.concatenate([bias, cb]))
+
+        for _ in range(50):
+            res, A, _ = terms(qr, np.zeros(nr))
+            if np.max(np.abs(res)) < 1e-13:
+                break
+            qr = qr - np.linalg.solve(A, res)
+        else:
+            raise SolverError(f"{self.name}: rigid inverse kinematics did not converge for the "
+                              f"point {np.asarray(p).tolist()} m")
+        _, A, _ = terms(qr, np.zeros(nr))
+        rhs_v = np.concatenate([pd, np.zeros(self.nc)])
+        vr = np.linalg.solve(A, rhs_v)
+        _, _, bias = terms(qr, vr)
+        ar = np.linalg.solve(A, np.concatenate([pdd, np.zeros(self.nc)]) - bias)
+        return qr, vr, ar
+
+
+# ============================================================================ segmented arms
+@dataclass(frozen=True)
+class ArmSegment:
+    """A uniform piece of an arm for :func:`segmented_arm_modal_data`.
+
+    Parameters
+    ----------
+    length : float
+        [m] > 0.
+    elements : int
+        Number of beam elements >= 1.
+    section : BeamSection
+        Material and cross-section (rigid parts: a stiff section with their real mass).
+    """
+
+    length: float
+    elements: int
+    section: BeamSection
+
+    def __post_init__(self):
+        if not (np.isfinite(float(self.length)) and float(self.length) > 0):
+            raise InputError(f"ArmSegment.length must be > 0 [m], got {self.length!r}")
+        if isinstance(self.elements, bool) or int(self.elements) != self.elements or \
+                self.elements < 1:
+            raise InputError(f"ArmSegment.elements must be an integer >= 1, got {self.elements!r}")
+        if not isinstance(self.section, BeamSection):
+            raise InputError(f"ArmSegment.section must be a BeamSection, got "
+                             f"{type(self.section).__name__}")
+
+
+@dataclass(frozen=True)
+class LumpedMass:
+    """A rigid mass attached at a node of an arm (tool, bearing, motor).
+
+    Parameters
+    ----------
+    position : float
+        Distance from the arm's frame origin along x [m]; must coincide with a node.
+    mass : float
+        [kg] >= 0.
+    inertia : float
+        About its centre (at the node), zz [kg m^2] >= 0.
+    """
+
+    position: float
+    mass: float
+    inertia: float = 0.0
+
+    def __post_init__(self):
+        for key in ("position", "mass", "inertia"):
+            val = float(getattr(self, key))
+            if not np.isfinite(val) or (key != "position" and val < 0):
+                raise InputError(f"LumpedMass.{key} must be finite{'' if key == 'position' else ' and >= 0'}, "
+                                 f"got {getattr(self, key)!r}")
+
+
+def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,
+                             frame: str = "tangent", chord_node: int | None = None,
+                             masses: Sequence[LumpedMass] = (), theory: str = "timoshenko",
+                             rayleigh: tuple[float, float] = (0.0, 0.0)) -> tuple[ModalData, dict]:
+    """Modal data of an arm made of uniform segments (rigid parts inside the FE model).
+
+    Seifried (2014) Sect. 6.5: "the rigid parts are here included in the finite element model
+    of the two arms": each segment is meshed with the planar beam elements of
+    :mod:`~multibody_dynamics.flexible.beam` (its own section), the stiff "rigid" parts carry
+    their real mass. The mass integrals (2.111)-(2.116) are integrated element by element as in
+    :func:`~multibody_dynamics.flexible.sid.modal_data_from_beam`; lumped masses add
+    ``m`` at the node and ``I psi psi^T`` for their rotation.
+
+    Parameters
+    ----------
+    segments : sequence of ArmSegment
+        From the frame origin along x.
+    modes : int
+        Lowest normal modes kept, mass-normalised (the book used 12 POD shapes for the long
+        arm and 6 for the short one; here: fixed-interface eigenmodes).
+    frame : {"tangent", "chord"}
+        ``"tangent"``: clamped at node 0 (u, w, theta fixed). ``"chord"``: u and w fixed at node
+        0 and w at ``chord_node``: the frame's x axis passes through that node (the book's
+        chord frame of the long arm, through the middle joint).
+    chord_node : int
+        Node of the chord end (``frame="chord"`` only).
+    masses : sequence of LumpedMass
+    theory : {"timoshenko", "euler-bernoulli"}
+    rayleigh : (alpha, beta)
+        Damping ``D = alpha M + beta K`` [1/s, s] of the FE model, projected on the modes.
+
+    Returns
+    -------
+    data : ModalData
+        Nodes: every FE node (``node_positions`` along x).
+    info : dict
+        ``"frequencies"`` (modes,) [rad/s], ``"nodes"`` (nn,) x [m], ``"mass"`` [kg].
+    """
+    segments = tuple(segments)
+    if not segments or not all(isinstance(s, ArmSegment) for s in segments):
+        raise InputError("segments must be a non-empty sequence of ArmSegment")
+    if frame not in ("tangent", "chord"):
+        raise InputError(f"frame must be 'tangent' or 'chord', got {frame!r}")
+    elems = []  # (x0, h, config) per element
+    x0 = 0.0
+    for s in segments:
+        cfg = BeamConfig(float(s.length), int(s.elements), s.section, theory=theory)
+        h = cfg.element_length
+        for _ in range(cfg.n_elements):
+            elems.append((x0, h, cfg))
+            x0 += h
+    ne = len(elems)
+    nodes = np.array([e[0] for e in elems] + [x0])
+    length = x0
+    ndof = DOFS_PER_NODE * (ne + 1)
+    M, K = np.zeros((ndof, ndof)), np.zeros((ndof, ndof))
+    cache = {}
+    for e, (_, _, cfg) in enumerate(elems):
+        key = id(cfg.section), cfg.element_length
+        if key not in cache:
+            cache[key] = element_matrices(cfg)
+        me, ke = cache[key]
+        sl = slice(DOFS_PER_NODE * e, DOFS_PER_NODE * e + 6)
+        M[sl, sl] += me
+        K[sl, sl] += ke
+    lumped = []
+    for lm in masses:
+        if not isinstance(lm, LumpedMass):
+            raise InputError(f"masses must hold LumpedMass, got {type(lm).__name__}")
+        k = int(np.argmin(np.abs(nodes - lm.position)))
+        if abs(nodes[k] - lm.position) > 1e-9 * max(length, 1.0):
+            raise InputError(f"lumped mass at x = {lm.position} m is not on a node; nearest node "
+                             f"x = {nodes[k]:.6g} m")
+        M[3 * k, 3 * k] += lm.mass
+        M[3 * k + 1, 3 * k + 1] += lm.mass
+        M[3 * k + 2, 3 * k + 2] += lm.inertia
+        lumped.append((k, lm))
+    fixed = [0, 1] if frame == "chord" else [0, 1, 2]
+    if frame == "chord":
+        if chord_node is None or not 0 < int(chord_node) <= ne:
+            raise InputError(f"frame='chord' needs chord_node in [1, {ne}], got {chord_node!r}")
+        fixed.append(DOFS_PER_NODE * int(chord_node) + 1)
+    free = np.setdiff1d(np.arange(ndof), fixed)
+    if not isinstance(modes, (int, np.integer)) or isinstance(modes, bool) or \
+            not 1 <= modes <= free.size:
+        raise InputError(f"modes must be an integer in [1, {free.size}], got {modes!r}")
+    ff = np.ix_(free, free)
+    lam, vec = scipy.linalg.eigh(K[ff], M[ff], subset_by_index=[0, modes - 1])
+    if lam.min() <= 1e-8 * lam.max():
+        raise SolverError("the supported arm has a rigid-body mode (zero frequency): check "
+                          "frame / chord_node")
+    Phi = np.zeros((ndof, modes))
+    Phi[free] = vec
+    idx = np.argmax(np.abs(Phi), axis=0)
+    Phi *= np.sign(Phi[idx, np.arange(modes)])  # reproducible signs
+    al, be = rayleigh
+    if al < 0 or be < 0:
+        raise InputError(f"rayleigh damping coefficients must be >= 0, got {rayleigh}")
+    Me = Phi.T @ M @ Phi
+    Ke = Phi.T @ K @ Phi
+    De = al * Me + be * Ke
+    # mass integrals (as sid.modal_data_from_beam, element by element)
+    nq = modes
+    mass, mx, i0 = 0.0, 0.0, 0.0
+    ct = np.zeros((nq, 2))
+    i1, cr0 = np.zeros(nq), np.zeros(nq)
+    cr1, kom = np.zeros((nq, nq)), np.zeros((nq, nq))
+    # centrifugal axial force per unit Omega^2 at x: int_x^L rho A s ds + sum of lumped m x_k
+    rho_a = np.array([e[2].section.rho * e[2].section.A for e in elems])
+    tail = np.zeros(ne + 1)
+    for e in range(ne - 1, -1, -1):
+        tail[e] = tail[e + 1] + rho_a[e] * 0.5 * (nodes[e + 1] ** 2 - nodes[e] ** 2)
+    for k, lm in lumped:
+        tail[:k] += lm.mass * nodes[k]  # elements before the node carry its pull
+    for e, (xe, h, cfg) in enumerate(elems):
+        s = cfg.section
+        rho_i = s.rho * s.I if cfg.rotary_inertia else 0.0
+        sh = element_shapes(h, cfg.shear_parameter(), _GAUSS_XI)
+        pe = Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
+        x = xe + _GAUSS_XI * h
+        wg = _GAUSS_W * h
+        u, w, th, dw = (sh[key] @ pe for key in ("u", "w", "theta", "dw"))
+        ra = rho_a[e]
+        mass += ra * wg.sum()
+        mx += ra * wg @ x
+        i0 += wg @ (ra * x**2 + rho_i)
+        ct[:, 0] += ra * wg @ u
+        ct[:, 1] += ra * wg @ w
+        i1 += 2.0 * ra * (wg * x) @ u
+        cr0 += (wg * ra * x) @ w + rho_i * wg @ th
+        cr1 += ra * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
+        axial = tail[e + 1] + ra * 0.5 * (nodes[e + 1] ** 2 - x**2)
+        kom += dw.T @ ((wg * axial)[:, None] * dw)
+    shapes = Phi.reshape(-1, DOFS_PER_NODE, nq)
+    for k, lm in lumped:
+        r0 = np.array([nodes[k], 0.0])
+        a = shapes[k, :2]  # (2, nq)
+        psi = shapes[k, 2]
+        mass += lm.mass
+        mx += lm.mass * r0[0]
+        i0 += lm.inertia + lm.mass * r0 @ r0
+        ct += lm.mass * a.T
+        i1 += 2.0 * lm.mass * r0 @ a
+        cr0 += lm.mass * a.T @ (_J @ r0) + lm.inertia * psi
+        cr1 += lm.mass * a.T @ _J @ a
+    data = ModalData(mass=mass, mc0=np.array([mx, 0.0]), Ct=ct, I0=i0, I1=i1, Cr0=cr0,
+                     Cr1=0.5 * (cr1 - cr1.T), Me=0.5 * (Me + Me.T), Ke=0.5 * (Ke + Ke.T),
+                     De=0.5 * (De + De.T), Komega=0.5 * (kom + kom.T),
+                     node_positions=np.column_stack([nodes, np.zeros_like(nodes)]),
+                     node_shapes=shapes)
+    return data, {"frequencies": np.sqrt(lam), "nodes": nodes, "mass": mass}
+
+
+# ============================================================================ inverse model
+class ClosedOutputServo:
+    """Inverse model of a closed flexible system for the output ``y = H_r q_r + Γ q_e``.
+
+    Seifried (2014) Sect. 6.5 with (4.89)-(4.113) and the servo-constraint form (5.21): the
+    output is prescribed (``m = nu`` rows); internal states ``η = (q_e, q_e')``. Given
+    ``y, y', y''`` and ``η``:
+
+    * positions: ``q_r`` from ``[H_r q_r + Γ q_e - y; c(q) = 0]`` (nq_r equations, Newton, warm
+      started) — the book's "numerical solution of the loop closing condition";
+    * velocities: ``[H_r; C_r] q_r' = [y' - Γ q_e'; -C_e q_e']``;
+    * accelerations, cut-joint reactions and inputs in one solve::
+
+          [ M  -C^T  -B ] [a]   [g - k - f_e]
+          [ C   0    0  ] [λ] = [-c_tt      ]
+          [ H   0    0  ] [u]   [y''        ]
+
+      equivalent to the minimal form (2.150) with the output rows, but without forming
+      ``J̄``. The internal dynamics are ``η' = (q_e', a_e)``.
+
+    The interface (``nu_int``, ``internal_rhs_batch``, ``reconstruct``, ``equilibrium``,
+    ``zero_dynamics_jacobian``, ``counters``, ``on_evaluate``) is the one of
+    :class:`multibody_control.inversion.flexible.FlexibleServo`, so the project's stable
+    inversion driver (``multibody_control.inversion.methods._stable``) runs it unchanged.
+
+    Parameters
+    ----------
+    system : ClosedFlexibleChain
+    H_r : array_like, shape (nu, nq_r)
+        Output weights of the rigid coordinates (a selection for the book's outputs).
+    gamma : array_like, shape (nu, nq_e), optional
+        Weights of the elastic coordinates [rad or m per unit q_e]; default zero.
+    guess : array_like, shape (nq_r,), optional
+        Rigid coordinates near the first evaluation (loop branch); default zeros.
+    """
+
+    def __init__(self, system: ClosedFlexibleChain, H_r, gamma=None, guess=None):
+        if not isinstance(system, ClosedFlexibleChain):
+            raise InputError(f"system must be a ClosedFlexibleChain, got {type(system).__name__}")
+        nr, ne, m = system.nq_r, system.nq_e, system.nu
+        H_r = np.asarray(H_r, float)
+        gamma = np.zeros((m, ne)) if gamma is None else np.asarray(gamma, float)
+        if H_r.shape != (m, nr):
+            raise DimensionError(f"H_r must have shape ({m}, {nr}) (inputs x joints of "
+                                 f"{system.name}), got {H_r.shape}")
+        if gamma.shape != (m, ne):
+            raise DimensionError(f"gamma must have shape ({m}, {ne}) (inputs x elastic "
+                                 f"coordinates of {system.name}), got {gamma.shape}")
+        if not (np.all(np.isfinite(H_r)) and np.all(np.isfinite(gamma))):
+            raise InputError("H_r and gamma must be finite")
+        if ne == 0:
+            raise InputError(f"{system.name} has no elastic coordinates: no internal dynamics")
+        self.system, self.H_r, self.gamma = system, H_r, gamma
+        self.H = np.hstack([H_r, gamma])
+        self.nr, self.nu_int, self.m = nr, ne, m
+        self.iu = np.arange(nr, nr + ne)
+        self._qr = np.zeros(nr) if guess is None else np.asarray(guess, float).reshape(nr).copy()
+        self.counters = {"dynamics": 0, "newton": 0}
+        self.on_evaluate = None
+
+    def configuration(self, y, qe) -> np.ndarray:
+        """Tree coordinates q (nv,) with output ``y`` and elastic coordinates ``qe`` on the loop."""
+        return self._configuration(np.asarray(y, float), np.asarray(qe, float))[0]
+
+    def _configuration(self, y, qe):
+        sysm, nr = self.system, self.nr
+        q = np.concatenate([self._qr, qe])
+        target = y - self.gamma @ qe
+        for _ in range(30):
+            c, C, _ = sysm.constraint_terms(q)
+            res = np.concatenate([self.H_r @ q[:nr] - target, c])
+            self.counters["newton"] += 1
+            A = np.vstack([self.H_r, C[:, :nr]])
+            try:
+                q[:nr] -= np.linalg.solve(A, res)
+            except np.linalg.LinAlgError:
+                raise SolverError(f"{sysm.name}: output and loop constraints singular at q_r = "
+                                  f"{q[:nr].tolist()}") from None
+            # quadratic convergence: the step taken from |res| < 1e-9 leaves ~1e-16; C (used
+            # for the velocities) is then off by O(1e-9) relative, far below what matters
+            if np.max(np.abs(res)) < 1e-9:
+                break
+        else:
+            raise SolverError(f"{sysm.name}: rigid coordinates for output {np.asarray(y).tolist()} "
+                              f"not found (max residual {np.max(np.abs(res)):.3g})")
+        self._qr = q[:nr].copy()
+        return q, C
+
+    def state(self, y, yd, qe, qed):
+        """``q, v`` (nv,) from the output, its rate and the internal state."""
+        q, C = self._configuration(np.asarray(y, float), np.asarray(qe, float))
+        nr = self.nr
+        A = np.vstack([self.H_r, C[:, :nr]])
+        rhs = np.concatenate([yd - self.gamma @ qed, -C[:, nr:] @ qed])
+        v = np.concatenate([np.linalg.solve(A, rhs), qed])
+        return q, v
+
+    def solve(self, q, v, ydd):
+        """``a`` (nv,), ``λ`` (nc,), ``u`` (nu,) of the KKT system in the class docstring."""
+        self.counters["dynamics"] += 1
+        if self.on_evaluate is not None:
+            self.on_evaluate(1)
+        sysm = self.system
+        nv, nc, m = sysm.nv, sysm.nc, self.m
+        M, k, g, fe = sysm.chain.dynamics_terms(q, v)
+        _, C, bias = sysm.constraint_terms(q, v)
+        n = nv + nc + m
+        K = np.zeros((n, n))
+        K[:nv, :nv] = M
+        K[:nv, nv:nv + nc] = -C.T
+        K[:nv, nv + nc:] = -sysm.B
+        K[nv:nv + nc, :nv] = C
+        K[nv + nc:, :nv] = self.H
+        rhs = np.concatenate([g - k - fe, -bias, ydd])
+        try:
+            x = np.linalg.solve(K, rhs)
+        except np.linalg.LinAlgError:
+            raise SolverError("decoupling matrix singular: the output does not have relative "
+                              "degree 2 here; change H_r or Γ") from None
+        return x[:nv], x[nv:nv + nc], x[nv + nc:]
+
+    def internal_rhs_at(self, y, yd, ydd, eta) -> np.ndarray:
+        n = self.nu_int
+        q, v = self.state(y, yd, eta[:n], eta[n:])
+        a = self.solve(q, v, ydd)[0]
+        return np.concatenate([v[self.iu], a[self.iu]])
+
+    def internal_rhs(self, t, eta, ytraj) -> np.ndarray:
+        return self.internal_rhs_at(*ytraj(t), eta)
+
+    def internal_rhs_batch(self, y, yd, ydd, eta) -> np.ndarray:
+        return np.array([self.internal_rhs_at(*args) for args in zip(y, yd, ydd, eta)])
+
+    def reconstruct(self, t, eta, ytraj):
+        """``q, v, a, u`` at time ``t`` [s] from the internal state ``eta``."""
+        y, yd, ydd = ytraj(t)
+        n = self.nu_int
+        q, v = self.state(y, yd, eta[:n], eta[n:])
+        a, _, u = self.solve(q, v, ydd)
+        return q, v, a, u
+
+    def equilibrium(self, y, guess=None) -> np.ndarray:
+        """Internal state at rest with constant output ``y`` (Newton on ``a_e = 0``)."""
+        n = self.nu_int
+        qe = np.zeros(n) if guess is None else np.asarray(guess, float)[:n].copy()
+        zero = np.zeros_like(np.asarray(y, float))
+
+        def res(x):
+            return self.internal_rhs_at(y, zero, zero, np.concatenate([x, np.zeros(n)]))[n:]
+
+        for _ in range(30):
+            r = res(qe)
+            if np.max(np.abs(r)) < 1e-9:
+                return np.concatenate([qe, np.zeros(n)])
+            h = 1e-7
+            Jr = np.column_stack([(res(qe + h * e) - res(qe - h * e)) / (2 * h) for e in np.eye(n)])
+            qe = qe - np.linalg.solve(Jr, r)
+        raise SolverError(f"no static equilibrium of the elastic coordinates at output {y}")
+
+    def zero_dynamics_jacobian(self, y, eta0=None, step=1e-7):
+        """``Q = ∂η'/∂η`` (2 nq_e, 2 nq_e) of the zero dynamics at constant output (central
+        differences) and the equilibrium ``η0``."""
+        eta0 = self.equilibrium(y) if eta0 is None else eta0
+        zero = np.zeros_like(np.asarray(y, float))
+        Q = np.column_stack([(self.internal_rhs_at(y, zero, zero, eta0 + step * e)
+                              - self.internal_rhs_at(y, zero, zero, eta0 - step * e)) / (2 * step)
+                             for e in np.eye(eta0.size)])
+        return Q, eta0
+
+
+@dataclass(frozen=True)
+class ClosedInversion:
+    """Feedforward of :func:`invert_closed`.
+
+    Attributes
+    ----------
+    t : (N,) [s]; q, v, a : (N, nv) reference of every coordinate; u : (N, nu) inputs [N | N m]
+    eta : (N, 2 nq_e) internal states; method : str; success : bool; message : str
+    iterations : int (dichotomy sweeps; 0 for classical); evaluations : int (model solves)
+    wall_time : float [s]
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    u: np.ndarray
+    eta: np.ndarray
+    method: str
+    success: bool
+    message: str
+    iterations: int
+    evaluations: int
+    wall_time: float
+
+
+def _phi(x):
+    """``phi1 = (e^x - 1)/x``, ``phi2 = (e^x - 1 - x)/x^2``, ``phi3 = (e^x (x - 1) + 1)/x^2``."""
+    x = np.asarray(x, complex)
+    small = np.abs(x) < 1e-3
+    xs = np.where(small, 1.0, x)
+    e = np.exp(xs)
+    p1 = np.where(small, 1 + x / 2 + x * x / 6, (e - 1) / xs)
+    p2 = np.where(small, 0.5 + x / 6 + x * x / 24, (e - 1 - xs) / xs**2)
+    p3 = np.where(small, 0.5 + x / 3 + x * x / 8, (e * (xs - 1) + 1) / xs**2)
+    return p1, p2, p3
+
+
+def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
+                  tol: float = 1e-10, max_iter: int = 60, rtol: float = 1e-8,
+                  atol: float = 1e-10) -> ClosedInversion:
+    """Feedforward for a prescribed output of a closed flexible system.
+
+    ``"classical"`` (Seifried Def. 3.6): the internal dynamics ``η' = f(t, η)`` are integrated
+    forward from the equilibrium at ``y_d(t[0])`` (DOP853, ``rtol``/``atol``): bounded only for a
+    minimum-phase output (here the collocated ones).
+
+    ``"stable"`` (Def. 3.7, non-minimum phase): the two-point problem "stable part of η at rest
+    at ``t[0]``, unstable part at rest at ``t[-1]``" ((3.76) with the corrected labels), solved
+    by the dichotomy iteration of stable inversion (Devasia, Chen and Paden 1996) instead of the
+    book's collocation BVP: with ``Q = ∂f/∂η`` at the start equilibrium, ``η' = Q (η - η0) +
+    r(t, η)``; in the eigenbasis of Q each stable mode is integrated forward from 0 and each
+    unstable mode backward from 0, exactly for ``r`` piecewise linear on the grid (exponential
+    integrator), and ``r`` is updated from the new ``η`` until the sweep changes η by less than
+    ``tol``. It needs the grid ``t`` to start ``t_pre`` before the motion (pre-actuation) and to
+    end after it, and converges when ``r`` stays small against the spectral gap (small
+    deformations, as here). Cost: one model evaluation per grid point and sweep, independent of
+    the fast stiff modes that make a collocation mesh large.
+
+    Parameters
+    ----------
+    servo : ClosedOutputServo
+    ytraj : callable
+        ``ytraj(t) -> (y, y', y'')`` for an array of times (each (N, nu)).
+    t : (N,) increasing sample times [s].
+    method : {"stable", "classical"}
+    tol : float
+        Convergence of the dichotomy sweeps on max |Δη| [unit of q_e, q_e'].
+    max_iter : int
+        Maximum sweeps.
+
+    Returns
+    -------
+    ClosedInversion
+        ``success=False`` with a message if the sweeps diverge or stall (it never raises for
+        a numerical failure; misuse raises :class:`InputError`).
+    """
+    if method not in ("stable", "classical"):
+        raise InputError(f"method must be 'stable' or 'classical', got {method!r}")
+    t = np.asarray(t, float)
+    if t.ndim != 1 or t.size < 3 or np.any(np.diff(t) <= 0):
+        raise InputError("t must hold at least three increasing sample times [s]")
+    start = time.perf_counter()
+    n = servo.nu_int
+    y, yd, ydd = (np.asarray(x, float) for x in ytraj(t))
+    if y.shape != (t.size, servo.m):
+        raise DimensionError(f"ytraj(t) must return arrays of shape ({t.size}, {servo.m}), "
+                             f"got {y.shape}")
+    count0 = servo.counters["dynamics"]
+    eta0 = servo.equilibrium(y[0])
+    iterations, ok, msg = 0, True, ""
+    if method == "classical":
+        def rhs(tk, x):
+            yk, ydk, yddk = (np.asarray(z, float).reshape(-1) for z in ytraj(np.array([tk])))
+            return servo.internal_rhs_at(yk, ydk, yddk, x)
+
+        try:
+            # bounded steps: the rest before the motion would let the first step jump over it
+            hmax = 10.0 * float(np.min(np.diff(t)))
+            sol = solve_ivp(rhs, (t[0], t[-1]), eta0, method="DOP853", t_eval=t, rtol=rtol,
+                            atol=atol, max_step=hmax, first_step=hmax / 10)
+            eta = sol.y.T
+            ok, msg = sol.status == 0, f"forward integration: {sol.message}"
+        except SolverError as exc:
+            eta, ok, msg = np.tile(eta0, (1, 1)), False, f"forward integration failed: {exc}"
+    else:
+        Q, _ = servo.zero_dynamics_jacobian(y[0], eta0)
+        lam, V = np.linalg.eig(Q)
+        if np.min(np.abs(lam.real)) < 1e-9:
+            raise SolverError("zero dynamics not hyperbolic (eigenvalue on the imaginary axis): "
+                              "stable inversion is not defined; use method='classical'")
+        Vinv = np.linalg.inv(V)
+        h = np.diff(t)
+        stable = lam.real < 0
+        eta = np.tile(eta0, (t.size, 1))
+        msg = f"no convergence in {max_iter} sweeps"
+        ok = False
+        last = np.inf
+        for iterations in range(1, max_iter + 1):
+            try:
+                f = servo.internal_rhs_batch(y, yd, ydd, eta)
+            except SolverError as exc:
+                msg = f"sweep {iterations}: {exc}"
+                break
+            w = (f - (eta - eta0) @ Q.T) @ Vinv.T  # modal forcing (N, 2n)
+            z = np.zeros((t.size, 2 * n), complex)
+            xs = lam[None, :] * h[:, None]
+            ef = np.exp(np.where(stable, xs, 0.0))
+            p1, p2, _ = _phi(np.where(stable, xs, 0.0))
+            for k in range(t.size - 1):  # stable modes forward from 0
+                z[k + 1, stable] = (ef[k, stable] * z[k, stable] + h[k] * (
+                    (p1[k, stable] - p2[k, stable]) * w[k, stable] + p2[k, stable] * w[k + 1, stable]))
+            mu = np.where(stable, 0.0, -xs)
+            eb = np.exp(mu)
+            q1, _, q3 = _phi(mu)
+            un = ~stable
+            for k in range(t.size - 2, -1, -1):  # unstable modes backward from 0
+                z[k, un] = eb[k, un] * z[k + 1, un] - h[k] * (
+                    (q1[k, un] - q3[k, un]) * w[k, un] + q3[k, un] * w[k + 1, un])
+            new = eta0 + (z @ V.T).real
+            change = float(np.max(np.abs(new - eta)))
+            eta = new
+            if not np.all(np.isfinite(eta)) or (iterations > 5 and change > 10 * last):
+                msg = f"dichotomy sweeps diverge (change {change:.3g} at sweep {iterations})"
+                break
+            last = change
+            if change < tol:
+                ok, msg = True, f"converged in {iterations} sweeps (last change {change:.2g})"
+                break
+    rows = []
+    try:
+        for k in range(len(eta)):
+            rows.append(servo.reconstruct(t[k], eta[k], ytraj))
+    except SolverError as exc:
+        ok, msg = False, f"{msg}; reconstruction failed: {exc}"
+    m = len(rows)
+    q, v, a, u = ([r[j] for r in rows] for j in range(4))
+    nv = servo.system.nv
+    return ClosedInversion(t[:m], np.array(q).reshape(m, nv), np.array(v).reshape(m, nv),
+                           np.array(a).reshape(m, nv), np.array(u).reshape(m, servo.m),
+                           eta[:m], method, bool(ok), msg, iterations,
+                           servo.counters["dynamics"] - count0, time.perf_counter() - start)
+
+
+# ============================================================================ machine tool
+#: Parameters of :func:`flexible_parallel_tool` (and of ``config/flexible/flexible_parallel_tool.yaml``).
+PARALLEL_TOOL_DEFAULTS: dict[str, float | int | str] = {
+    # the book (Sect. 6.5): three identical steel links 400 x 80 x 2 mm, l_l = 1081 mm, l_s = 560 mm
+    "link_length": 0.4, "link_height": 0.08, "link_thickness": 0.002, "link_elements": 16,
+    "steel_E": 2.1e11, "steel_rho": 7850.0, "steel_nu": 0.3,
+    # chosen: rigid parts as aluminium blocks 80 x 30 mm (about 1100 times the links' bending
+    # stiffness per length), lengths adding up to the printed arm lengths, the middle joint in
+    # the middle of the long arm
+    "long_proximal": 0.1, "long_middle": 0.081, "long_distal": 0.1,
+    "short_proximal": 0.08, "short_distal": 0.08,
+    "rigid_height": 0.08, "rigid_thickness": 0.03, "rigid_elements": 2,
+    "rigid_E": 7.0e10, "rigid_rho": 2700.0, "rigid_nu": 0.33,
+    # chosen: tool (spindle) at the tip of the long arm, carts of the linear axes
+    "tool_mass": 0.5, "tool_inertia": 2.5e-4, "cart_mass": 3.0,
+    # the book: 12 shape functions for the long arm (chord frame), 6 for the short arm (tangent)
+    "modes_long": 12, "modes_short": 6, "long_frame": "chord",
+    # chosen: light Rayleigh damping D = alpha M + beta K (the book gives none)
+    "rayleigh_alpha": 0.5, "rayleigh_beta": 1.0e-5,
+    "theory": "timoshenko",
+}
+
+
+def flexible_parallel_tool(backend: str = "auto", **parameters) -> ClosedFlexibleChain:
+    """The parallel flexible machine tool of Seifried (2014) Sect. 6.5 (Fig. 6.10).
+
+    Lambda kinematics in the horizontal plane (no gravity in the plane): two carts on one
+    linear axis (x, at y = 0) with positions ``s1, s2`` [m], actuated by forces [N]; the long arm
+    hangs on cart 1 by a revolute joint (angle ``alpha`` [rad] from x), the short arm on cart 2
+    (angle ``beta``); the end of the short arm is pinned to the middle of the long arm. The
+    loop is cut in that middle joint (2 closure rows), so ``q_r = [s1, s2, alpha, beta]``,
+    ``q_e`` = 12 + 6 elastic coordinates, independent ``q_i = [s1, alpha]``, dependent
+    ``q_d = [s2, beta]`` (all as in the book). Tool point: the tip of the long arm.
+
+    From the book: the three identical steel links (400 x 80 x 2 mm, bending about the thin
+    direction in the plane), the arm lengths 1081 mm and 560 mm, the composition of the arms
+    (long: rigid - link - rigid - link - rigid; short: rigid - link - rigid), the rigid parts
+    inside the FE model (Timoshenko elements), 12 shape functions for the long arm in a chord
+    frame (origin in the joint on cart 1, x axis through the middle joint), 6 for the short
+    arm in a tangent frame at its joint on cart 2.
+
+    Chosen (not printed; see :data:`PARALLEL_TOOL_DEFAULTS`): the lengths of the rigid parts
+    (100 + 81 + 100 mm and 80 + 80 mm), their section (aluminium 80 x 30 mm), the tool mass
+    (0.5 kg) and the cart masses (3 kg), both carts on the same axis, Rayleigh damping, and the
+    shape functions: the lowest eigenmodes of the supported arm FE models (the book used POD
+    shapes from MatMoremb, which need simulation snapshots the book does not give).
+
+    Parameters
+    ----------
+    backend : {"auto", "numba", "numpy"}
+        Of the tree (:class:`FlexibleChain`).
+    **parameters
+        Overrides of :data:`PARALLEL_TOOL_DEFAULTS` (SI units: m, Pa, kg/m^3, kg, kg m^2;
+        ``rayleigh_alpha`` [1/s], ``rayleigh_beta`` [s]).
+
+    Returns
+    -------
+    ClosedFlexibleChain
+        Named ``flexible_parallel_tool``; actuated joints ``s1, s2``.
+    """
+    unknown = sorted(set(parameters) - set(PARALLEL_TOOL_DEFAULTS))
+    if unknown:
+        raise InputError(f"flexible_parallel_tool: unknown parameters {unknown}; expected some of "
+                         f"{sorted(PARALLEL_TOOL_DEFAULTS)}")
+    p = {**PARALLEL_TOOL_DEFAULTS, **parameters}
+    for key, default in PARALLEL_TOOL_DEFAULTS.items():
+        value = p[key]
+        if isinstance(default, str):
+            if value not in ("chord", "tangent", "timoshenko", "euler-bernoulli"):
+                raise InputError(f"flexible_parallel_tool: {key} = {value!r} is not a known choice")
+        elif isinstance(default, int) and not isinstance(default, bool):
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise InputError(f"flexible_parallel_tool: {key} must be an integer >= 1, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not np.isfinite(value) or value < 0 or (value == 0 and default > 0 and
+                                                        key not in ("tool_mass", "tool_inertia")):
+            raise InputError(f"flexible_parallel_tool: {key} must be a finite number > 0 "
+                             f"(SI units), got {value!r}")
+    steel = BeamSection.rectangle(p["link_height"], p["link_thickness"], E=p["steel_E"],
+                                  rho=p["steel_rho"], nu=p["steel_nu"])
+    block = BeamSection.rectangle(p["rigid_height"], p["rigid_thickness"], E=p["rigid_E"],
+                                  rho=p["rigid_rho"], nu=p["rigid_nu"])
+    nl, nr_el = int(p["link_elements"]), int(p["rigid_elements"])
+    link = ArmSegment(p["link_length"], nl, steel)
+    half = 0.5 * p["long_middle"]
+    long_segments = [ArmSegment(p["long_proximal"], nr_el, block), link,
+                     ArmSegment(half, max(1, nr_el // 2), block),
+                     ArmSegment(half, max(1, nr_el // 2), block), link,
+                     ArmSegment(p["long_distal"], nr_el, block)]
+    middle_node = nr_el + nl + max(1, nr_el // 2)
+    l_long = p["long_proximal"] + 2 * p["link_length"] + p["long_middle"] + p["long_distal"]
+    rayleigh = (float(p["rayleigh_alpha"]), float(p["rayleigh_beta"]))
+    long_data, _ = segmented_arm_modal_data(
+        long_segments, int(p["modes_long"]), frame=str(p["long_frame"]),
+        chord_node=middle_node if p["long_frame"] == "chord" else None,
+        masses=[LumpedMass(l_long, p["tool_mass"], p["tool_inertia"])], theory=p["theory"],
+        rayleigh=rayleigh)
+    short_segments = [ArmSegment(p["short_proximal"], nr_el, block), link,
+                      ArmSegment(p["short_distal"], nr_el, block)]
+    short_data, _ = segmented_arm_modal_data(short_segments, int(p["modes_short"]),
+                                             theory=p["theory"], rayleigh=rayleigh)
+    mc = float(p["cart_mass"])
+    bodies = [
+        ChainBody("cart1", "s1", "prismatic", parent=-1, axis=(1.0, 0.0), mass=mc,
+                  inertia=mc * 0.01),
+        ChainBody("cart2", "s2", "prismatic", parent=-1, axis=(1.0, 0.0), mass=mc,
+                  inertia=mc * 0.01),
+        ChainBody("long_arm", "alpha", parent=0, modal_data=long_data, distal_node=-1),
+        ChainBody("short_arm", "beta", parent=1, modal_data=short_data, distal_node=-1),
+    ]
+    cfg = FlexibleChainConfig(
+        bodies, gravity=(0.0, 0.0), name="flexible_parallel_tool",
+        description="parallel flexible machine tool (lambda kinematics, loop cut in the middle "
+                    "joint), horizontal, 12 + 6 modes",
+        source="Seifried (2014) Sect. 6.5 (links, arm lengths, frames, modes); rigid parts, "
+               "masses and damping chosen", end_effector="long_arm")
+    chain = FlexibleChain(cfg, backend=backend)
+    closure = PlanarClosure("middle_joint", "short_arm", None, "long_arm", middle_node)
+    return ClosedFlexibleChain(chain, [closure], actuated=("s1", "s2"),
+                               independent=("s1", "alpha"))
+
+
+def parallel_tool_outputs(system: ClosedFlexibleChain) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Outputs ``(H_r, Γ)`` of the machine tool for :class:`ClosedOutputServo`.
+
+    ``"combined"``: the book's (6.39), ``y = [s1; alpha + sum Γ_i q_e,i]`` with
+    ``Γ_i = Φ_i / l_l``, Φ_i the transverse displacement of the tool point (tip of the long arm)
+    in the chord frame per unit ``q_e,i``; short-arm columns zero.
+    ``"rigid"``: ``y = q_i = [s1, alpha]``, Γ = 0 — what the book calls the collocated output
+    ("corresponds to the output derived from a rigid system inverse kinematics").
+    ``"collocated"``: the actuated coordinates ``y = [s1, s2]``, Γ = 0.
+    """
+    if not isinstance(system, ClosedFlexibleChain):
+        raise InputError(f"system must be a ClosedFlexibleChain, got {type(system).__name__}")
+    names = system.joint_names
+    for need in ("s1", "s2", "alpha"):
+        if need not in names:
+            raise ModelError(f"{system.name}: expected joints s1, s2, alpha, got {list(names)}")
+    i_long = system.chain._body_index("long_arm")
+    d = system.chain.bodies[i_long].modal_data
+    l_long = d.node_positions[-1, 0]
+    sl = system.chain.elastic_slices[i_long]
+    nr, ne = system.nq_r, system.nq_e
+
+    def sel(*joints):
+        H = np.zeros((len(joints), nr))
+        for r, j in enumerate(joints):
+            H[r, names.index(j)] = 1.0
+        return H
+
+    gamma = np.zeros((2, ne))
+    gamma[1, sl.start - nr:sl.stop - nr] = d.node_shapes[-1, 1] / l_long
+    return {"combined": (sel("s1", "alpha"), gamma),
+            "rigid": (sel("s1", "alpha"), np.zeros((2, ne))),
+            "collocated": (sel("s1", "s2"), np.zeros((2, ne)))}
+
+
+#: Closed-loop models a flexible model YAML may name with ``builder:`` (see :func:`build_closed_model`).
+CLOSED_BUILDERS: dict[str, Callable[..., ClosedFlexibleChain]] = {
+    "flexible_parallel_tool": flexible_parallel_tool,
+}
+
+
+def build_closed_model(path, raw: dict, backend: str = "auto") -> ClosedFlexibleChain:
+    """Model of a flexible YAML with ``builder:`` (closed loops do not fit the tree schema).
+
+    Schema::
+
+        name: flexible_parallel_tool
+        description: "..."
+        source: "..."
+        builder: flexible_parallel_tool     # a key of CLOSED_BUILDERS
+        parameters: {link_length: 0.4, ...} # keyword arguments of the builder (SI units)
+
+    Raises
+    ------
+    ModelError
+        Naming the file and the key, with what was expected.
+    """
+    allowed = {"name", "description", "source", "builder", "parameters"}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ModelError(f"{path}: unknown keys {unknown}; a builder model has {sorted(allowed)}")
+    builder = raw.get("builder")
+    if builder not in CLOSED_BUILDERS:
+        raise ModelError(f"{path}: builder: expected one of {sorted(CLOSED_BUILDERS)}, got {builder!r}")
+    params = raw.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise ModelError(f"{path}: parameters: expected a mapping, got {type(params).__name__}")
+    try:
+        system = CLOSED_BUILDERS[builder](backend=backend, **params)
+    except InputError as exc:
+        raise ModelError(f"{path}: parameters: {exc}") from None
+    for key in ("name", "description", "source"):
+        if raw.get(key) is not None:
+            setattr(system, key, str(raw[key]).strip())
+    return system
