@@ -53,12 +53,10 @@ def cmd_models(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from multibody_dynamics.flexible.loader import load_flexible_model, shipped_flexible_models
+    from multibody_dynamics.flexible.loader import load_flexible_model
     from multibody_dynamics.model import load_model
 
-    robot = Path(args.robot)
-    if args.robot in shipped_flexible_models() or (
-            robot.suffix in (".yaml", ".yml") and robot.is_file() and _is_flexible_yaml(robot)):
+    if _is_flexible_robot(args.robot):
         chain = load_flexible_model(args.robot)
         print(chain.summary())
         print("ok: flexible model loaded and validated")
@@ -162,6 +160,8 @@ def cmd_simulate(args) -> int:
 
     if not (np.isfinite(args.duration) and args.duration > 0):
         raise MultibodyError(f"--duration: expected a positive time in s, got {args.duration:g}")
+    if _is_flexible_robot(args.robot):
+        return _simulate_flexible(args)
     model = load_model(args.robot)
     q0 = v0 = None
     if args.q0 is not None:
@@ -189,6 +189,32 @@ def cmd_simulate(args) -> int:
     if args.plot:
         print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation')}")
     return 0 if result.success else 1
+
+
+def _simulate_flexible(args) -> int:
+    from multibody_dynamics.flexible.loader import load_flexible_model
+    from multibody_dynamics.flexible.simulation import simulate_flexible
+
+    model = load_flexible_model(args.robot)
+    if args.rtol is None:
+        print("flexible model: adaptive DOP853 (rtol 1e-8); --dt and --method apply to rigid models")
+    result = simulate_flexible(model, args.duration, args.q0, args.v0, args.tau,
+                               rtol=args.rtol or 1e-8, atol=args.atol,
+                               output_dt=args.output_dt or 1e-2)
+    print(f"{result.name}: {result.summary()}")
+    if args.out:
+        print(f"wrote {result.to_csv(args.out)}")
+    if args.plot:
+        print(f"wrote {result.plot(args.plot)}")
+    return 0 if result.success else 1
+
+
+def _is_flexible_robot(robot: str) -> bool:
+    from multibody_dynamics.flexible.loader import shipped_flexible_models
+
+    path = Path(robot)
+    return robot in shipped_flexible_models() or (
+        path.suffix in (".yaml", ".yml") and path.is_file() and _is_flexible_yaml(path))
 
 
 def _output_from_spec(model, spec: str, gamma):
