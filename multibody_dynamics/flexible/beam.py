@@ -46,7 +46,7 @@ whose printed shear diagonal ``nu/2`` should read ``(1 - 2 nu)/2`` (times the pr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -319,20 +319,24 @@ class BeamModel:
     fixed_dofs: np.ndarray
     free_dofs: np.ndarray = field(repr=False)
 
+    #: names of the dofs of a node, in order (the spatial beam model overrides them)
+    COMPONENTS: ClassVar[tuple[str, ...]] = ("u", "w", "theta")
+
     @property
     def ndof(self) -> int:
-        """Number of dofs of the unsupported beam, 3 (n + 1)."""
+        """Number of dofs of the unsupported beam, ``len(COMPONENTS) (n + 1)``."""
         return self.M.shape[0]
 
     def dof(self, node: int, component: str) -> int:
-        """Global index of ``component`` in {"u", "w", "theta"} at ``node`` (negative: from end)."""
+        """Global index of ``component`` (one of ``COMPONENTS``) at ``node`` (negative: from end)."""
         n_nodes = self.nodes.size
+        if isinstance(node, bool) or not isinstance(node, (int, np.integer)):
+            raise InputError(f"node must be an integer, got {node!r}")
         if not -n_nodes <= node < n_nodes:
             raise InputError(f"node must lie in [-{n_nodes}, {n_nodes}), got {node}")
-        comps = {"u": 0, "w": 1, "theta": 2}
-        if component not in comps:
-            raise InputError(f"component must be one of {list(comps)}, got {component!r}")
-        return DOFS_PER_NODE * (node % n_nodes) + comps[component]
+        if component not in self.COMPONENTS:
+            raise InputError(f"component must be one of {list(self.COMPONENTS)}, got {component!r}")
+        return len(self.COMPONENTS) * (node % n_nodes) + self.COMPONENTS.index(component)
 
     def reduced(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(M, K, D)`` restricted to the free dofs."""
@@ -342,13 +346,35 @@ class BeamModel:
     def expand(self, x_free) -> np.ndarray:
         """Embed free-dof vectors (nfree,) or (nfree, k) into all dofs (zeros at supports)."""
         x_free = np.asarray(x_free, float)
-        if x_free.shape[0] != self.free_dofs.size:
+        if x_free.ndim == 0 or x_free.shape[0] != self.free_dofs.size:
             raise DimensionError(
                 f"expected first dimension {self.free_dofs.size} (free dofs), got {x_free.shape}"
             )
         out = np.zeros((self.ndof,) + x_free.shape[1:])
         out[self.free_dofs] = x_free
         return out
+
+
+def _assemble(model_class, config, me: np.ndarray, ke: np.ndarray, supports: dict):
+    """Assemble equal elements ``me``, ``ke`` along ``config`` into a ``model_class`` instance.
+
+    ``supports`` maps the support names of ``config.left``/``config.right`` to the local dofs
+    they hold; Rayleigh damping ``D = alpha M + beta K`` from the config.
+    """
+    n, dpn = config.n_elements, len(model_class.COMPONENTS)
+    ndof, width = dpn * (n + 1), me.shape[0]
+    M = np.zeros((ndof, ndof))
+    K = np.zeros((ndof, ndof))
+    for e in range(n):
+        sl = slice(dpn * e, dpn * e + width)
+        M[sl, sl] += me
+        K[sl, sl] += ke
+    D = config.rayleigh_alpha * M + config.rayleigh_beta * K
+    fixed = list(supports[config.left]) + [dpn * n + d for d in supports[config.right]]
+    fixed = np.array(sorted(fixed), dtype=int)
+    free = np.setdiff1d(np.arange(ndof), fixed)
+    nodes = np.linspace(0.0, config.length, n + 1)
+    return model_class(config, nodes, M, K, D, fixed, free)
 
 
 def assemble_beam(config: BeamConfig) -> BeamModel:
@@ -364,22 +390,7 @@ def assemble_beam(config: BeamConfig) -> BeamModel:
     """
     if not isinstance(config, BeamConfig):
         raise InputError(f"config must be a BeamConfig, got {type(config).__name__}")
-    n = config.n_elements
-    ndof = DOFS_PER_NODE * (n + 1)
-    me, ke = element_matrices(config)
-    M = np.zeros((ndof, ndof))
-    K = np.zeros((ndof, ndof))
-    for e in range(n):
-        sl = slice(DOFS_PER_NODE * e, DOFS_PER_NODE * e + 6)
-        M[sl, sl] += me
-        K[sl, sl] += ke
-    D = config.rayleigh_alpha * M + config.rayleigh_beta * K
-    fixed = [d for d in _SUPPORT_DOFS[config.left]]
-    fixed += [DOFS_PER_NODE * n + d for d in _SUPPORT_DOFS[config.right]]
-    fixed = np.array(sorted(fixed), dtype=int)
-    free = np.setdiff1d(np.arange(ndof), fixed)
-    nodes = np.linspace(0.0, config.length, n + 1)
-    return BeamModel(config, nodes, M, K, D, fixed, free)
+    return _assemble(BeamModel, config, *element_matrices(config), _SUPPORT_DOFS)
 
 
 def static_deflection(model: BeamModel, f) -> np.ndarray:

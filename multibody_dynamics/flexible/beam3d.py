@@ -42,13 +42,13 @@ shear diagonal ``(1 - 2 nu)/2`` of Seifried (2014) eq. (2.75).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from ..errors import DimensionError, InputError, ModelError
-from .beam import _GAUSS_W, _GAUSS_XI, element_shapes
+from .beam import _GAUSS_W, _GAUSS_XI, BeamModel, _assemble, element_shapes
 from .modal import ModalBasis, clamped_modes
 
 __all__ = [
@@ -348,7 +348,7 @@ def element_matrices_3d(config: BeamConfig3D) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass(frozen=True)
-class BeamModel3D:
+class BeamModel3D(BeamModel):
     """Assembled finite element model of a spatial beam (supports listed separately).
 
     The attribute names are those of the planar
@@ -367,30 +367,7 @@ class BeamModel3D:
         Dofs removed by the supports (and by :meth:`restricted`) and the remaining ones.
     """
 
-    config: BeamConfig3D
-    nodes: np.ndarray
-    M: np.ndarray
-    K: np.ndarray
-    D: np.ndarray
-    fixed_dofs: np.ndarray
-    free_dofs: np.ndarray = field(repr=False)
-
-    @property
-    def ndof(self) -> int:
-        """Number of dofs of the unsupported beam, 6 (n + 1)."""
-        return self.M.shape[0]
-
-    def dof(self, node: int, component: str) -> int:
-        """Global index of ``component`` (one of :data:`COMPONENTS`) at ``node`` (negative:
-        counted from the tip)."""
-        n_nodes = self.nodes.size
-        if isinstance(node, bool) or not isinstance(node, (int, np.integer)):
-            raise InputError(f"node must be an integer, got {node!r}")
-        if not -n_nodes <= node < n_nodes:
-            raise InputError(f"node must lie in [-{n_nodes}, {n_nodes}), got {node}")
-        if component not in COMPONENTS:
-            raise InputError(f"component must be one of {list(COMPONENTS)}, got {component!r}")
-        return DOFS_PER_NODE_3D * (node % n_nodes) + COMPONENTS.index(component)
+    COMPONENTS: ClassVar[tuple[str, ...]] = COMPONENTS
 
     def restricted(self, fixed_components: Sequence[str]) -> BeamModel3D:
         """The same beam with ``fixed_components`` held at every node.
@@ -408,22 +385,6 @@ class BeamModel3D:
         free = np.setdiff1d(np.arange(self.ndof), fixed)
         return replace(self, fixed_dofs=fixed, free_dofs=free)
 
-    def reduced(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(M, K, D)`` restricted to the free dofs."""
-        ix = np.ix_(self.free_dofs, self.free_dofs)
-        return self.M[ix], self.K[ix], self.D[ix]
-
-    def expand(self, x_free) -> np.ndarray:
-        """Embed free-dof vectors (nfree,) or (nfree, k) into all dofs (zeros elsewhere)."""
-        x_free = np.asarray(x_free, float)
-        if x_free.ndim == 0 or x_free.shape[0] != self.free_dofs.size:
-            raise DimensionError(
-                f"expected first dimension {self.free_dofs.size} (free dofs), got {x_free.shape}"
-            )
-        out = np.zeros((self.ndof,) + x_free.shape[1:])
-        out[self.free_dofs] = x_free
-        return out
-
 
 def assemble_beam_3d(config: BeamConfig3D) -> BeamModel3D:
     """Assemble the consistent mass, stiffness and Rayleigh damping matrices of ``config``.
@@ -438,22 +399,7 @@ def assemble_beam_3d(config: BeamConfig3D) -> BeamModel3D:
     """
     if not isinstance(config, BeamConfig3D):
         raise InputError(f"config must be a BeamConfig3D, got {type(config).__name__}")
-    n = config.n_elements
-    ndof = DOFS_PER_NODE_3D * (n + 1)
-    me, ke = element_matrices_3d(config)
-    M = np.zeros((ndof, ndof))
-    K = np.zeros((ndof, ndof))
-    for e in range(n):
-        sl = slice(DOFS_PER_NODE_3D * e, DOFS_PER_NODE_3D * e + 12)
-        M[sl, sl] += me
-        K[sl, sl] += ke
-    D = config.rayleigh_alpha * M + config.rayleigh_beta * K
-    fixed = list(_SUPPORT_DOFS[config.left])
-    fixed += [DOFS_PER_NODE_3D * n + d for d in _SUPPORT_DOFS[config.right]]
-    fixed = np.array(sorted(fixed), dtype=int)
-    free = np.setdiff1d(np.arange(ndof), fixed)
-    nodes = np.linspace(0.0, config.length, n + 1)
-    return BeamModel3D(config, nodes, M, K, D, fixed, free)
+    return _assemble(BeamModel3D, config, *element_matrices_3d(config), _SUPPORT_DOFS)
 
 
 def static_deflection_3d(model: BeamModel3D, f) -> np.ndarray:
