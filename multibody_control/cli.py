@@ -67,17 +67,6 @@ def cmd_check(args) -> int:
     return 0
 
 
-def _is_flexible_yaml(path) -> bool:
-    """A model YAML with a ``bodies`` list or a ``builder`` is a flexible model (config/flexible/)."""
-    import yaml
-
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return False  # load_model reports the problem with the file
-    return isinstance(raw, dict) and ("bodies" in raw or "builder" in raw)
-
-
 def demo_motion(model, duration: float = 2.0, rate: float = 200.0):
     """Built-in rest-to-rest motion (quintic, ``duration`` s, 0.25 s of rest at each end)."""
     from .trajectories import rest_to_rest
@@ -196,11 +185,17 @@ def _simulate_flexible(args) -> int:
     from multibody_dynamics.flexible.simulation import simulate_flexible
 
     model = load_flexible_model(args.robot)
-    if args.rtol is None:
-        print("flexible model: adaptive DOP853 (rtol 1e-8); --dt and --method apply to rigid models")
+    for flag, value, n in (("--q0", args.q0, model.nv), ("--v0", args.v0, model.nv),
+                           ("--tau", args.tau, model.nu)):
+        if value is not None and len(value) != n:
+            what = "joint inputs" if flag == "--tau" else "values (joints, then elastic coordinates)"
+            raise MultibodyError(f"{flag}: {model.config.name} is a flexible model: expected {n} "
+                                 f"{what}, got {len(value)}")
+    print("flexible model: adaptive DOP853 (default rtol 1e-8); --dt, --method, --position-tol "
+          "and --singular-branch apply to rigid models")
     result = simulate_flexible(model, args.duration, args.q0, args.v0, args.tau,
-                               rtol=args.rtol or 1e-8, atol=args.atol,
-                               output_dt=args.output_dt or 1e-2)
+                               rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
+                               output_dt=1e-2 if args.output_dt is None else args.output_dt)
     print(f"{result.name}: {result.summary()}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
@@ -210,11 +205,9 @@ def _simulate_flexible(args) -> int:
 
 
 def _is_flexible_robot(robot: str) -> bool:
-    from multibody_dynamics.flexible.loader import shipped_flexible_models
+    from multibody_dynamics.flexible.loader import is_flexible_model
 
-    path = Path(robot)
-    return robot in shipped_flexible_models() or (
-        path.suffix in (".yaml", ".yml") and path.is_file() and _is_flexible_yaml(path))
+    return is_flexible_model(robot)
 
 
 def _output_from_spec(model, spec: str, gamma):
@@ -397,7 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--v0", type=float, nargs="+", metavar="V",
                    help="initial velocity (nv values; default: 0); projected onto null(A)")
     p.add_argument("--tau", type=float, nargs="+", metavar="U",
-                   help="constant input: nu values (tau = B u) or nv generalized forces [N m | N]")
+                   help="constant input: nu values (tau = B u) or nv generalized forces [N m | N]; "
+                   "flexible models: nu joint inputs")
     p.add_argument("--out", metavar="FILE.csv", help="write the samples as CSV")
     p.add_argument("--plot", metavar="FILE.png", help="write positions, residual, energy drift")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

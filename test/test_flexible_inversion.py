@@ -174,6 +174,14 @@ def test_cli_runs_the_flexible_scenario(tmp_path, capsys):
     assert "flexible model: expected one of rigid" in capsys.readouterr().err
 
 
+def test_closed_flexible_models_are_refused_by_scenarios(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO.read_text().replace("robot: flexible_manipulator",
+                                                 "robot: flexible_parallel_tool"))
+    with pytest.raises(InputError, match="robot: flexible_parallel_tool has kinematic loops"):
+        load_flexible_scenario(path)
+
+
 @pytest.mark.parametrize("change, words", [
     (("method: stable", "method: exact"), ["method", "exact"]),
     (("compare: [rigid,", "compare: [rigidity,"), ["compare[0]", "rigidity"]),

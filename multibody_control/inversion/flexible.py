@@ -330,7 +330,10 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                 v, a = _derivatives(t_out, q)
                 msg = "quasi-static deformation compensation (6.6)-(6.11)"
             eta = np.hstack([q[:, nr:], v[:, nr:]])
-    except MultibodyError as exc:
+    except (MultibodyError, np.linalg.LinAlgError) as exc:
+        if isinstance(exc, np.linalg.LinAlgError):
+            exc = SolverError(f"{method} inversion: singular linear system ({exc}): the path "
+                              "passes a singular configuration or the stiffness is singular")
         empty = np.zeros((0, chain.nv))
         return InversionResult(np.zeros(0), empty, empty, empty, np.zeros((0, nr)),
                                np.zeros((0, nr)), np.zeros((0, nr)), np.zeros((0, 2 * ne)),
@@ -342,7 +345,9 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
             bar.close()
     y_des = ytraj(t_out)[0]
     y = q[:, :nr] + q[:, nr:] @ servo.gamma.T
-    err = float(np.max(np.abs(y - y_des))) if method in ("stable", "collocated") else 0.0
+    # the inverse model's own output error; for quasi-static compensation this is the joint
+    # correction q~_r of (6.9) (its output is y = q_r, deliberately off the rigid y_d)
+    err = float(np.max(np.abs(y - y_des)))
     if status and not np.all(np.isfinite(u)):
         status, msg = False, "the feedforward contains NaN/inf"
     return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, t0, tf, t_pre, t_post, lam0,

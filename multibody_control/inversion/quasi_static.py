@@ -64,6 +64,9 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
 
     if model.closures:
         raise InputError(f"{model.name}: quasi-static compensation needs an open chain")
+    if model.nq != model.nv:
+        raise InputError(f"{model.name}: quasi-static compensation needs nq == nv (1-DoF joints), "
+                         f"got nq = {model.nq}, nv = {model.nv}")
     iu = np.flatnonzero(model.passive)
     ia = np.flatnonzero(~model.passive)
     if iu.size == 0 or np.any(model.stiffness[iu] <= 0):

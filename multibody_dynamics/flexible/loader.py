@@ -82,6 +82,22 @@ def shipped_flexible_models() -> list[str]:
     return sorted(p.stem for p in flexible_models_dir().glob("*.yaml"))
 
 
+def is_flexible_model(robot: str | Path) -> bool:
+    """True for a shipped flexible model name or a model YAML of the flexible schema (a
+    ``bodies`` list or a closed-loop ``builder``); rigid model files and names give False."""
+    robot = str(robot)
+    if robot in shipped_flexible_models():
+        return True
+    path = Path(robot)
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        return False
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # the rigid loader reports the problem with the file
+    return isinstance(raw, dict) and ("bodies" in raw or "builder" in raw)
+
+
 def beam_modal_data(length: float, elements: int, width: float, height: float, E: float,
                     rho: float, nu: float = 0.3, modes: int = 2, theory: str = "timoshenko",
                     alpha: float = 0.0, beta: float = 0.0, proximal: RigidPart | None = None,

@@ -127,8 +127,7 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     q0 = vec(q0, nv, "q0", chain.neutral())
     v0 = vec(v0, nv, "v0", np.zeros(nv))
     u = vec(u, nu, "u", np.zeros(nu))
-    t = np.arange(0.0, duration + 0.5 * output_dt, output_dt)
-    t[-1] = min(t[-1], duration)
+    t = np.unique(np.r_[np.arange(0.0, duration, output_dt), duration])  # always ends at duration
     start = time.perf_counter()
     name = chain.config.name
     names = chain.coordinate_names
