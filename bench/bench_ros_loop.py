@@ -17,6 +17,13 @@ compared on arm7 at 500 Hz and 1 kHz: both nodes in the same executor, the two e
 alternating in the same run, and the ratios events / single_threaded of the achieved rate
 and of the p99 period error.  ``BENCH_ROS_LOOP_ONLY=executors`` measures only that.
 
+The stepping (parameter ``timing`` of both nodes: ``timer``, an rclpy timer on the executor,
+or ``paced``, a thread of their own at absolute wall-clock deadlines while the executor only
+receives) is compared the same way at 250 Hz, 500 Hz and 1 kHz, both nodes in the default
+executor, ``timer`` and ``paced`` alternating in the same run ``REPEATS`` times, with the
+ratios paced / timer; ``BENCH_ROS_LOOP_ONLY=timings`` measures only that,
+``BENCH_ROS_LOOP_ROBOTS=arm7,five_bar`` selects the robots (default: arm7).
+
 The same for five_bar (closed loop: the simulator projects onto the constraint manifold
 after every step) with a joint PD on the two motors.  The machine load (1-minute load
 average, CPU count) is recorded with every entry: the figures are those of a shared machine.
@@ -66,6 +73,7 @@ def _env() -> dict:
 
 def _start(executable: str, params: dict, log: Path,
            executor: str = "single_threaded") -> subprocess.Popen:
+    """Start a node of the suite (a console script next to this Python) with ``params``."""
     exe = Path(sys.executable).parent / executable
     args = [str(exe), "--executor", executor, "--ros-args"]
     for k, v in params.items():
@@ -97,7 +105,7 @@ def _stats(periods_s: np.ndarray, nominal: float) -> dict:
 
 
 def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd,
-             kind: str = "single_threaded") -> dict:
+             kind: str = "single_threaded", timing: str | None = None) -> dict:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
@@ -124,12 +132,14 @@ def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd,
     thread = threading.Thread(target=spin, daemon=True)
     thread.start()
     # the controller first, as in the tests
+    extra = {} if timing is None else {"timing": timing}
+    tag = f"{robot}_{rate:g}_{kind}_{timing or 'default'}"
     ctl = _start("controller_node", {"robot": robot, "rate_hz": rate, "law": law, "kp": [kp],
-                                     "kd": [kd]},
-                 logdir / f"controller_{robot}_{rate:g}_{kind}.log", kind)
+                                     "kd": [kd], **extra},
+                 logdir / f"controller_{tag}.log", kind)
     sim = _start("simulator_node", {"robot": robot, "rate_hz": rate, "realtime": True,
-                                    "initial_positions": q0},
-                 logdir / f"simulator_{robot}_{rate:g}_{kind}.log", kind)
+                                    "initial_positions": q0, **extra},
+                 logdir / f"simulator_{tag}.log", kind)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while (len(stamps) < 50 or len(arrivals) < 50) and time.monotonic() < deadline:
@@ -207,12 +217,65 @@ def compare_executors(logdir: Path) -> list[dict]:
     return out
 
 
+TIMINGS = ("timer", "paced")
+
+
+def compare_timings(logdir: Path, robots=None) -> list[dict]:
+    """Both nodes with ``timing`` timer, then paced, alternating ``REPEATS`` times per rate.
+
+    One entry per robot, rate and timing (the run with the median p99 period error of the
+    states, with the library share of the period and the load before and after every run),
+    then one ratio entry per robot and rate: paced / timer of the achieved rates and the p99
+    period errors (same run, the baseline is timer).
+    """
+    names = robots or os.environ.get("BENCH_ROS_LOOP_ROBOTS", "arm7").split(",")
+    out = []
+    for case in (c for c in CASES if c[0] in names):
+        robot = case[0]
+        for rate in RATES:
+            t_ctl, t_sim = _library_times(rate, *case)
+            share = {"law_step_us": round(t_ctl * 1e6, 1), "sim_step_us": round(t_sim * 1e6, 1),
+                     "library_share": round((t_ctl + t_sim) * rate, 3)}
+            runs = {tm: [] for tm in TIMINGS}
+            for _ in range(REPEATS):
+                for tm in TIMINGS:
+                    load = os.getloadavg()[0]
+                    m = _measure(rate, logdir, *case, timing=tm)
+                    m["load_1min"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+                    runs[tm].append(m)
+            best = {}
+            for tm in TIMINGS:
+                ok = [m for m in runs[tm] if "joint_states" in m]
+                if not ok:
+                    out.append({"name": f"{robot} {rate:g} Hz {tm}", **runs[tm][-1]})
+                    continue
+                ok.sort(key=lambda m: m["joint_states"]["p99_error_ms"])
+                best[tm] = ok[len(ok) // 2]
+                out.append({"name": f"{robot} {rate:g} Hz {tm}", "timing": tm, "repeats": len(ok),
+                            "cpus": os.cpu_count(), **best[tm], **share,
+                            "rates_all": [m["joint_states"]["rate_hz"] for m in ok],
+                            "p99_error_all_ms": [m["joint_states"]["p99_error_ms"] for m in ok],
+                            "loads_all": [m["load_1min"] for m in ok]})
+            if len(best) == 2:
+                pa, ti = best["paced"], best["timer"]
+                entry = {"name": f"{robot} {rate:g} Hz paced / timer"}
+                for topic in ("joint_states", "commands"):
+                    entry[f"{topic}_rate_ratio"] = round(pa[topic]["rate_hz"] / ti[topic]["rate_hz"], 3)
+                    entry[f"{topic}_p99_error_ratio"] = round(
+                        pa[topic]["p99_error_ms"] / max(ti[topic]["p99_error_ms"], 1e-6), 3)
+                out.append(entry)
+    return out
+
+
 def run() -> list[dict]:
     logdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_ros_loop_{os.getpid()}"
     logdir.mkdir(parents=True, exist_ok=True)
     out = []
-    if os.environ.get("BENCH_ROS_LOOP_ONLY") == "executors":
+    only = os.environ.get("BENCH_ROS_LOOP_ONLY")
+    if only == "executors":
         return compare_executors(logdir)
+    if only == "timings":
+        return compare_timings(logdir)
     for case in CASES:
         robot = case[0]
         for rate in RATES:
@@ -229,4 +292,4 @@ def run() -> list[dict]:
                 entry["meets_goal"] = bool(max(m["joint_states"]["p99_error_ms"],
                                                m["commands"]["p99_error_ms"]) <= GOAL_P99_ERROR_MS)
             out.append(entry)
-    return out + compare_executors(logdir)
+    return out + compare_executors(logdir) + compare_timings(logdir)

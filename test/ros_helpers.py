@@ -1,6 +1,7 @@
 """Helpers for the node tests: nodes as real processes over DDS, and an in-test probe node.
 
-``MULTIBODY_TEST_EXECUTOR`` (single_threaded | events) selects the nodes' executor.
+``MULTIBODY_TEST_EXECUTOR`` (single_threaded | events) selects the nodes' executor,
+``MULTIBODY_TEST_TIMING`` (timer | paced) the ``timing`` of simulator_node and controller_node.
 
 Isolation: every test run uses its own ``ROS_DOMAIN_ID`` (100 + pid % 100) and
 localhost-only discovery (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` for
@@ -28,6 +29,10 @@ DOMAIN_ID = 100 + os.getpid() % 100
 #: ``MULTIBODY_TEST_EXECUTOR=events`` runs every started node in that executor
 #: (``--executor``, multibody_dynamics/ros/runtime.py); unset: the nodes' default
 EXECUTOR = os.environ.get("MULTIBODY_TEST_EXECUTOR", "")
+#: ``MULTIBODY_TEST_TIMING=timer|paced`` sets the parameter ``timing`` of every started
+#: simulator_node and controller_node (unset: the nodes' default)
+TIMING = os.environ.get("MULTIBODY_TEST_TIMING", "")
+TIMED_NODES = ("simulator_node", "controller_node")
 STARTUP_TIMEOUT = 30.0   # s; generous: node start imports pinocchio + rclpy on a loaded 2-core box
 STOP_TIMEOUT = 10.0      # s between SIGINT and SIGKILL
 
@@ -89,6 +94,8 @@ class NodeProcess:
         self.log_path = log_dir / f"{executable}-{len(list(log_dir.glob(executable + '*')))}.log"
         args = node_command(executable) + (["--executor", EXECUTOR] if EXECUTOR else [])
         args += ["--ros-args"]
+        if TIMING and executable in TIMED_NODES and "timing" not in params:
+            params = {"timing": TIMING, **params}
         for key, value in params.items():
             args += ["-p", f"{key}:={_param(value)}"]
         for old, new in (remap or {}).items():
@@ -111,9 +118,20 @@ class NodeProcess:
     def wait(self, timeout: float) -> int:
         return self.proc.wait(timeout)
 
+    def pause(self) -> None:
+        """Freeze the process (SIGSTOP): its executor and its DDS threads stop."""
+        if self.alive:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused process run on (SIGCONT)."""
+        if self.alive:
+            self.proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> int | None:
         """SIGINT (a clean rclpy shutdown), then SIGKILL after STOP_TIMEOUT."""
         if self.alive:
+            self.resume()  # a paused process would not handle the SIGINT
             self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(STOP_TIMEOUT)

@@ -127,6 +127,8 @@ def node():
     made = []
 
     def make(**params):
+        # the tests call _tick themselves: no paced thread ticking behind their back
+        params.setdefault("timing", "timer")
         n = ControllerNode(context=context, parameter_overrides=[
             Parameter(k, value=v) for k, v in params.items()])
         made.append(n)

@@ -9,6 +9,7 @@ messages flowing), never a fixed sleep before an assertion.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -274,3 +275,31 @@ def test_closed_loop_simulator_publishes_constraint_forces(launch, probe):
     assert max(m.data[0] for m in list(res)) < 1e-12
     moved = np.abs(np.array(states[-1].position) - np.array(states[0].position)).max()
     assert moved > 1e-4  # the torques moved the mechanism
+
+
+def test_pending_trajectory_waits_for_the_plant(launch, probe):
+    """A trajectory received before the first state starts only once the commands have a
+    subscriber: DDS may deliver a new plant's states before it receives any command."""
+    names = list(load_model("arm7").coordinate_names)
+    ctl = launch("controller_node", robot="arm7", rate_hz=100.0, law="pd")
+    pub_tr = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
+    pub_js = probe.publisher(JointState, "/joint_states")
+    probe.wait_for(lambda: pub_tr.get_subscription_count() > 0
+                   and pub_js.get_subscription_count() > 0, 30.0, "discovery of the probe", [ctl])
+    pub_tr.publish(trajectory_msg(names, 0.0))
+    probe.wait_for(lambda: "before the first /joint_states" in ctl.log(), 20.0,
+                   "the pending trajectory", [ctl])
+    state = JointState(name=names, position=Q0.tolist(), velocity=[0.0] * 7)
+    deadline = time.monotonic() + 20.0  # states, but nobody subscribes to the commands
+    while "waits for a subscriber" not in ctl.log() and time.monotonic() < deadline:
+        pub_js.publish(state)
+        time.sleep(0.05)
+    assert "waits for a subscriber of /effort_controller/commands" in ctl.log()
+    assert "trajectory accepted" not in ctl.log()
+    probe.record(Float64MultiArray, "/effort_controller/commands")
+    deadline = time.monotonic() + 20.0
+    while "trajectory accepted" not in ctl.log() and time.monotonic() < deadline:
+        pub_js.publish(state)
+        time.sleep(0.05)
+    assert "trajectory accepted" in ctl.log(), "the trajectory did not start once the commands " \
+        "had a subscriber"

@@ -16,7 +16,9 @@ Subscribes
     before this node started still arrives; a message delivered to both (identical to
     the previous one within ``DUPLICATE_WINDOW`` s wall time) is used once.  A
     trajectory with a zero stamp received before the first ``/joint_states`` starts
-    at the first control tick with a state (not at a clock that is not running yet).
+    at the first control tick with a state (not at a clock that is not running yet) and a
+    matched subscriber of the commands (DDS matches the states and the commands of a new
+    plant independently: the states may flow half a second before any command arrives).
     ``~/twist_command`` (geometry_msgs/TwistStamped): the end-effector twist of law
     ``rmrc`` [m/s, rad/s], world axes about the frame origin (``header.frame_id`` empty or
     ending in ``world``); it is applied until ``twist_timeout`` s after its receipt, then
@@ -72,6 +74,7 @@ from typing import Any
 
 import numpy as np
 import pinocchio as pin
+import rclpy
 from geometry_msgs.msg import TwistStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -90,7 +93,14 @@ from multibody_dynamics.ros.conversions import (
     vector_msg,
 )
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
-from multibody_dynamics.ros.runtime import StartupError, Throttle, main_for
+from multibody_dynamics.ros.runtime import (
+    DEFAULT_TIMING,
+    TIMINGS,
+    PacedLoop,
+    StartupError,
+    Throttle,
+    main_for,
+)
 
 from ..controllers import (
     LAWS,
@@ -121,6 +131,11 @@ PARAMETERS = (
                   read_only=True),
     ParameterSpec("rate_hz", 500.0, "control rate: commands published per second of node-clock "
                   "time (simulated time with use_sim_time)", unit="Hz", range=(1.0, 5000.0)),
+    ParameterSpec("timing", DEFAULT_TIMING, "how the control ticks are paced without "
+                  "use_sim_time: timer (an rclpy timer on the executor) or paced (a thread of "
+                  "its own at absolute wall-clock deadlines, publishing the commands; the "
+                  "executor only receives); with use_sim_time always the timer on the node "
+                  "clock", choices=TIMINGS, read_only=True),
     ParameterSpec("controller_name", "effort_controller", "commands are published on "
                   "/<controller_name>/commands", read_only=True),
     ParameterSpec("law", "computed_torque", "control law (see the node's documentation)",
@@ -339,7 +354,12 @@ class ControllerNode(Node):
 
     def __init__(self, **kwargs):
         super().__init__(self.node_name, **kwargs)
-        self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
+        # with timing paced the ticks run in a PacedLoop thread: this lock serializes them with
+        # the executor's callbacks (state, reference, parameters, action), which share the
+        # node's state; with the timer everything runs on the executor and it is uncontended
+        self._lock = threading.RLock()
+        self._loop: PacedLoop | None = None
+        self.params = ParameterSet(self, PARAMETERS, on_change=self._locked(self._on_change))
         p = self.params
         self.throttle = Throttle(self.get_logger())
         self.model = model = load_model(p["robot"])
@@ -373,16 +393,19 @@ class ControllerNode(Node):
         qos = QoSProfile(depth=10)
         self.topic = f"/{p['controller_name']}/commands"
         self._pub = self.create_publisher(Float64MultiArray, self.topic, qos)
-        self.create_subscription(JointState, "/joint_states", self._on_state, qos)
-        self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, qos)
+        self.create_subscription(JointState, "/joint_states", self._locked(self._on_state), qos)
+        on_trajectory = self._locked(self._on_trajectory)
+        self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, qos)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory,
-                                 latched)
-        self.create_subscription(TwistStamped, "~/twist_command", self._on_twist, qos)
+        self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, latched)
+        self.create_subscription(TwistStamped, "~/twist_command", self._locked(self._on_twist), qos)
         self._last_msg: tuple[JointTrajectory, float] | None = None
         self._pending_msg: JointTrajectory | None = None
-        self._timer = self.create_timer(1.0 / p["rate_hz"], self._tick)
+        sim_time = self.get_parameter("use_sim_time").value
+        self._paced = p["timing"] == "paced" and not sim_time
+        self._timer = None
+        self._start_ticks(p["rate_hz"])
         offered = [f"topic {self.resolve_topic_name('~/joint_trajectory')}"]
         self._action = self._make_action_server()
         if self._action is not None:
@@ -392,8 +415,12 @@ class ControllerNode(Node):
         if self.setup.law == "rmrc":
             offered = [f"twist on {self.resolve_topic_name('~/twist_command')} (frame "
                        f"{p['rmrc_frame'] or model.end_effector}, {p['rmrc_inner']} inner loop)"]
+        pacing = "paced by a thread of its own" if self._paced else "rclpy timer"
+        if p["timing"] == "paced" and sim_time:
+            pacing += " (timing paced applies to the wall clock; with use_sim_time the timer runs)"
         self.get_logger().info(
-            f"{self._describe(self.setup)} control of {model.name} at {p['rate_hz']:g} Hz -> "
+            f"{self._describe(self.setup)} control of {model.name} at {p['rate_hz']:g} Hz "
+            f"({pacing}) -> "
             f"{self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); reference: "
             + "; ".join(offered))
 
@@ -423,8 +450,38 @@ class ControllerNode(Node):
             else:
                 self._request_design(keep_plan=False)
         if "rate_hz" in changes:
+            self._start_ticks(changes["rate_hz"])
+
+    # -- pacing ------------------------------------------------------------------------------
+    def _locked(self, callback):
+        """``callback`` run under the node's lock (executor callbacks vs. the paced ticks)."""
+        lock = self._lock
+
+        def run(*args):
+            with lock:
+                return callback(*args)
+
+        return run
+
+    def _start_ticks(self, rate: float):
+        """Start (or re-time) the control ticks: the paced thread or an rclpy timer."""
+        if self._paced:
+            if self._loop is None:
+                self._loop = PacedLoop(self._locked(self._tick), 1.0 / rate,
+                                       name="controller_ticks", on_error=self._loop_error).start()
+            else:
+                self._loop.set_period(1.0 / rate)
+            return
+        if self._timer is not None:
             self.destroy_timer(self._timer)
-            self._timer = self.create_timer(1.0 / changes["rate_hz"], self._tick)
+        self._timer = self.create_timer(1.0 / rate, self._tick)
+
+    def _loop_error(self, exc: Exception) -> bool:
+        """An error escaped a paced tick: end the thread at shutdown, else log and go on."""
+        if not rclpy.ok(context=self.context):
+            return False  # a publish interrupted by the shutdown
+        self.throttle.error("loop", f"control tick failed: {type(exc).__name__}: {exc}")
+        return True
 
     # -- tv_lqr design (worker thread) ---------------------------------------------------------
     def _request_design(self, keep_plan: bool, dt: float | None = None):
@@ -668,7 +725,12 @@ class ControllerNode(Node):
             self._reset_laws()
             self._state_time = now
         self._t_prev = now
-        if self._pending_msg is not None:
+        if self._pending_msg is not None and self._pub.get_subscription_count() == 0:
+            # DDS matches the two directions of the loop independently: the states can flow
+            # while the plant receives no command yet (measured up to 0.5 s); a trajectory
+            # started now would run away from a braked robot
+            self.throttle.info("plant", f"trajectory waits for a subscriber of {self.topic}")
+        elif self._pending_msg is not None:
             msg, self._pending_msg = self._pending_msg, None
             try:
                 self._start(self._accept(msg))
@@ -691,6 +753,9 @@ class ControllerNode(Node):
         self._pub.publish(vector_msg(u, self.model.input_names))
 
     def destroy_node(self):
+        loop, self._loop = getattr(self, "_loop", None), None
+        if loop is not None and not loop.stop():
+            self.get_logger().warning("the control thread did not end within one period + 1 s")
         cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
         if cond is not None:
             with cond:
@@ -715,7 +780,8 @@ class ControllerNode(Node):
 
         def on_goal(goal):
             try:
-                self._accept(goal.trajectory)
+                with self._lock:
+                    self._accept(goal.trajectory)
             except (MessageError, MultibodyError) as exc:
                 self.throttle.warn("goal", f"rejected goal: {exc}")
                 return GoalResponse.REJECT
@@ -723,19 +789,24 @@ class ControllerNode(Node):
 
         async def execute(goal_handle):
             result = FollowJointTrajectory.Result()
-            try:
-                accepted = self._accept(goal_handle.request.trajectory)
-            except (MessageError, MultibodyError) as exc:
+            with self._lock:  # never across the await: the ticks must go on
+                try:
+                    accepted = self._accept(goal_handle.request.trajectory)
+                except (MessageError, MultibodyError) as exc:
+                    accepted, problem = False, str(exc)
+                else:
+                    self._start(accepted)
+                    if accepted is not None:
+                        fut = Future()
+                        self._goal_futures.append(fut)
+            if accepted is False:
                 goal_handle.abort()
                 result.error_code = FollowJointTrajectory.Result.INVALID_GOAL
-                result.error_string = str(exc)
+                result.error_string = problem
                 return result
-            self._start(accepted)
             if accepted is None:
                 goal_handle.succeed()
                 return result
-            fut = Future()
-            self._goal_futures.append(fut)
             success, message = await fut
             if goal_handle.is_cancel_requested:
                 goal_handle.canceled()
@@ -746,6 +817,7 @@ class ControllerNode(Node):
                 result.error_string = message
             return result
 
+        @self._locked
         def on_cancel(goal_handle):
             if self.state is not None:
                 self._hold = Reference.hold(self.model, self.state.q)

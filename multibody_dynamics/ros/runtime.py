@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -73,6 +75,133 @@ class Throttle:
         """Forget ``key`` (the next report is logged at once)."""
         self._last.pop(key, None)
         self._suppressed.pop(key, None)
+
+
+#: How a node runs its periodic step (read-only parameter ``timing``): ``timer`` -- an rclpy
+#: timer on the executor, which then also takes the incoming messages; ``paced`` -- a
+#: :class:`PacedLoop` thread of its own at absolute wall-clock deadlines (the executor only
+#: receives).  ``paced`` needs a wall-clock period: the simulator uses it with
+#: ``realtime: true``, the controller without ``use_sim_time`` (else both keep the timer).
+TIMINGS = ("timer", "paced")
+DEFAULT_TIMING = "timer"
+PR_SET_TIMERSLACK = 29  # linux/prctl.h
+
+
+def set_timer_slack(ns: int) -> bool:
+    """Set the calling thread's timer slack to ``ns`` nanoseconds; whether it was set.
+
+    Linux lets a sleeping thread wake up to the timer slack late (default 50 us, so that
+    wake-ups can be merged); a loop paced at 1 kHz wants its deadline to the microsecond.
+    ``prctl(PR_SET_TIMERSLACK)`` acts on the calling thread only.  Elsewhere: False.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(max(int(ns), 1)), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+class PacedLoop:
+    """Call ``step()`` from a thread of its own every ``period`` seconds of wall-clock time.
+
+    The deadlines are absolute (``time.perf_counter``: ``t0 + k period``), so the time a
+    step takes does not stretch the period; the thread sleeps with a timer slack of
+    ``slack_ns``.  A late step runs at once; when a whole period or more was missed (a
+    step or the machine stalled), the missed deadlines are skipped, exactly as an rcl
+    timer skips them: steps never run back to back to catch up.  A simulator paced by a
+    catching-up loop would advance its time in bursts that its controller, which sees a
+    burst of states at once, cannot follow (the command delay in steps grows with the
+    burst).
+
+    Parameters
+    ----------
+    step : callable()
+        The periodic work.  It must catch its own errors; an exception that escapes goes to
+        ``on_error`` (returning False ends the loop); without ``on_error`` it ends the loop.
+    period : float
+        Step period [s] (> 0).
+    name : str
+        Thread name.
+    on_error : callable(Exception) -> bool, optional
+    slack_ns : int
+        Timer slack of the thread [ns].
+
+    Attributes
+    ----------
+    steps : int  steps run
+    skipped : int  deadlines skipped because they were missed by a whole period or more
+    """
+
+    def __init__(self, step: Callable[[], object], period: float, name: str = "paced_loop",
+                 on_error: Callable[[Exception], bool] | None = None, slack_ns: int = 1000):
+        if not period > 0:
+            raise ValueError(f"PacedLoop: period must be > 0 s, got {period!r}")
+        self._step = step
+        self._period = float(period)
+        self._on_error = on_error
+        self.slack_ns = int(slack_ns)
+        self._restart = True
+        self._stop = threading.Event()
+        self.steps = 0
+        self.skipped = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    @property
+    def period(self) -> float:
+        return self._period
+
+    def set_period(self, period: float) -> None:
+        """A new period [s]; the next deadline is one new period from now."""
+        if not period > 0:
+            raise ValueError(f"PacedLoop: period must be > 0 s, got {period!r}")
+        self._period = float(period)
+        self._restart = True
+
+    def start(self) -> PacedLoop:
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Ask the thread to end and wait for it; whether it ended (not from the thread itself)."""
+        self._stop.set()
+        if self._thread is threading.current_thread() or not self._thread.is_alive():
+            return not self._thread.is_alive()
+        self._thread.join(self._period + 1.0 if timeout is None else timeout)
+        return not self._thread.is_alive()
+
+    def _run(self):
+        set_timer_slack(self.slack_ns)
+        clock, sleep, stop = time.perf_counter, time.sleep, self._stop
+        deadline = 0.0
+        while not stop.is_set():
+            period = self._period
+            if self._restart:
+                self._restart = False
+                deadline = clock() + period
+            delay = deadline - clock()
+            if delay > 0:
+                sleep(min(delay, 0.25))  # bounded: a stop request is seen within 0.25 s
+                continue
+            now = clock()
+            try:
+                self._step()
+            except Exception as exc:
+                if self._on_error is None or not self._on_error(exc):
+                    return
+            self.steps += 1
+            deadline += period
+            if deadline < now:  # missed by a whole period or more: skip, never catch up
+                missed = math.ceil((now - deadline) / period)
+                deadline += missed * period
+                self.skipped += missed
 
 
 #: Executors a node can spin in (``--executor`` / parameter ``executor``):

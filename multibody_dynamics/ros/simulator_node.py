@@ -25,7 +25,10 @@ assembled is refused with a message.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+import rclpy
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
@@ -46,7 +49,7 @@ from .conversions import (
     vector_msg,
 )
 from .parameters import ParameterSet, ParameterSpec
-from .runtime import StartupError, Throttle, main_for
+from .runtime import DEFAULT_TIMING, TIMINGS, PacedLoop, StartupError, Throttle, main_for
 
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file",
@@ -67,6 +70,11 @@ PARAMETERS = (
                   read_only=True),
     ParameterSpec("realtime", True, "true: pace the steps by the wall clock (at most one step "
                   "per 1/rate_hz); false: step as fast as possible (use with publish_clock)"),
+    ParameterSpec("timing", DEFAULT_TIMING, "how the steps are paced with realtime true: timer "
+                  "(an rclpy timer on the executor) or paced (a thread of its own at absolute "
+                  "wall-clock deadlines, publishing /joint_states and /clock; the executor "
+                  "only receives commands); missed periods are skipped in both",
+                  choices=TIMINGS, read_only=True),
     ParameterSpec("integrator", "rk4", "fixed-step integration method", choices=METHODS,
                   read_only=True),
     ParameterSpec("diagnostics_period", 10, "publish ~/constraint_forces and "
@@ -76,12 +84,20 @@ PARAMETERS = (
 
 
 class SimulatorNode(Node):
-    """Fixed-step simulation of a model (open chain or constrained) exposed over ROS 2 topics."""
+    """Fixed-step simulation of a model (open chain or constrained) exposed over ROS 2 topics.
+
+    With ``timing: paced`` (and ``realtime``) the steps run in a :class:`PacedLoop` thread;
+    ``self._lock`` guards what that thread and the executor's callbacks (commands,
+    parameter changes) both touch: the simulator, the applied command and its time.
+    """
 
     node_name = "simulator_node"
 
     def __init__(self, **kwargs):
         super().__init__(self.node_name, **kwargs)
+        self._lock = threading.Lock()
+        self._loop: PacedLoop | None = None
+        self._timer = None
         self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
         p = self.params
         self.throttle = Throttle(self.get_logger())
@@ -121,32 +137,70 @@ class SimulatorNode(Node):
             self._pub_lam = self.create_publisher(Float64MultiArray, "~/constraint_forces", qos)
             self._pub_res = self.create_publisher(Float64MultiArray, "~/constraint_residual", qos)
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self._timer = None
-        self._start_timer()
+        # reused messages: the names and the layout are set once
+        self._js = joint_state_msg(self.coords, self.sim.q, self.sim.v, self.tau, sec_to_stamp(0.0))
+        self._clock_msg = ClockMsg()
+        pacing = "wall-clock paced" if p["realtime"] else "as fast as possible"
+        if p["realtime"]:
+            pacing += " by a thread of its own" if p["timing"] == "paced" else " by an rclpy timer"
         self.get_logger().info(
             f"simulating {model.name} (nq={model.nq}, nv={model.nv}) with {p['integrator']} at "
-            f"{p['rate_hz']:g} Hz ({'wall-clock paced' if p['realtime'] else 'as fast as possible'}); "
+            f"{p['rate_hz']:g} Hz ({pacing}); "
             f"commands: {self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); "
             f"publishing /joint_states" + (" and /clock" if self._pub_clock else ""))
         self._publish()
+        self._start_timer()
 
     # -- parameters --------------------------------------------------------------------------
     def _on_change(self, changes):
         rate = changes.get("rate_hz", self.params["rate_hz"])
         realtime = changes.get("realtime", self.params["realtime"])
         if "rate_hz" in changes:
-            self.sim.config = SimulatorConfig(dt=1.0 / rate, method=self.sim.config.method,
-                                              max_speed=self.sim.config.max_speed)
+            with self._lock:
+                self.sim.config = SimulatorConfig(dt=1.0 / rate, method=self.sim.config.method,
+                                                  max_speed=self.sim.config.max_speed)
         if "rate_hz" in changes or "realtime" in changes:
             self._start_timer(rate, realtime)
 
     def _start_timer(self, rate=None, realtime=None):
+        """(Re)start the stepping: the paced thread (timing paced, realtime) or a timer."""
         rate = self.params["rate_hz"] if rate is None else rate
         realtime = self.params["realtime"] if realtime is None else realtime
+        if self.params["timing"] == "paced" and realtime:
+            if self._timer is not None:
+                self.destroy_timer(self._timer)
+                self._timer = None
+            if self._loop is None:
+                self._loop = PacedLoop(self._tick, 1.0 / rate, name="simulator_steps",
+                                       on_error=self._loop_error).start()
+            else:
+                self._loop.set_period(1.0 / rate)
+            return
+        self._stop_loop()
         if self._timer is not None:
             self.destroy_timer(self._timer)
         period = 1.0 / rate if realtime else 0.0  # period 0: ready at every executor turn
         self._timer = self.create_timer(period, self._tick, clock=self._steady)
+
+    def _stop_loop(self):
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.stop():
+            self.get_logger().warning("the stepping thread did not end within one period + 1 s")
+        return loop
+
+    def _loop_error(self, exc: Exception) -> bool:
+        """An error escaped a paced step: end the thread at shutdown, else log and go on."""
+        if not rclpy.ok(context=self.context):
+            return False  # a publish interrupted by the shutdown
+        self.throttle.error("loop", f"step failed: {type(exc).__name__}: {exc}")
+        return True
+
+    def destroy_node(self):
+        loop = self._stop_loop() if hasattr(self, "_loop") else None
+        if loop is not None and loop.steps:
+            self.get_logger().info(f"stepping thread: {loop.steps} steps, {loop.skipped} "
+                                   "missed periods skipped")
+        return super().destroy_node()
 
     # -- commands ----------------------------------------------------------------------------
     def _on_command(self, msg: Float64MultiArray):
@@ -157,8 +211,9 @@ class SimulatorNode(Node):
             self.throttle.warn("command", f"rejected command: {exc} (inputs: "
                                f"{', '.join(self.model.input_names)}); keeping the last valid one")
             return
-        self.u = u
-        self._t_cmd = self.sim.t
+        with self._lock:
+            self.u = u
+            self._t_cmd = self.sim.t
 
     def _effort(self) -> np.ndarray:
         if self._t_cmd is None:
@@ -172,6 +227,11 @@ class SimulatorNode(Node):
 
     # -- stepping ----------------------------------------------------------------------------
     def _tick(self):
+        with self._lock:
+            self._step()
+            self._publish()
+
+    def _step(self):
         sim = self.sim
         holding = self._t_cmd is None and self.params["hold_until_command"]
         if holding or self._failed:
@@ -192,16 +252,20 @@ class SimulatorNode(Node):
                 self._failed = True
                 self.get_logger().error(f"simulation failed at t = {t:.6g} s ({reason}); the "
                                         "state is frozen at the last finite value; restart the node")
-        self._publish()
 
     def _publish(self):
-        sim = self.sim
+        sim, js = self.sim, self._js
         if self._pub_clock is not None:
             stamp = sec_to_stamp(sim.t)
-            self._pub_clock.publish(ClockMsg(clock=stamp))
+            self._clock_msg.clock = stamp
+            self._pub_clock.publish(self._clock_msg)
         else:
             stamp = self.get_clock().now().to_msg()
-        self._pub_js.publish(joint_state_msg(self.coords, sim.q, sim.v, self.tau, stamp))
+        js.header.stamp = stamp
+        js.position = self.coords.positions(sim.q).tolist()
+        js.velocity = sim.v.tolist()
+        js.effort = self.tau.tolist()
+        self._pub_js.publish(js)
         self._steps += 1
         if self._pub_lam is not None and self._steps % self.params["diagnostics_period"] == 0:
             try:
