@@ -100,6 +100,7 @@ from ..errors import DimensionError, InputError, ModelError
 from .beam import _GAUSS_W, _GAUSS_XI
 from .beam3d import DOFS_PER_NODE_3D, BeamModel3D, element_shapes_3d
 from .modal import ModalBasis
+from .sid import _check_arrays, _failer, _tol
 
 __all__ = [
     "FORMAT_VERSION_3D",
@@ -161,61 +162,11 @@ def _shapes(nq: int, nn: int) -> dict[str, tuple[int, ...]]:
 
 def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
     """Validate raw arrays; return float copies. Raises ModelError naming source and key."""
-
-    def fail(key, why):
-        raise ModelError(f"{source}: key {key!r}: {why}")
-
-    missing = [k for k in KEYS_3D if k not in arrays]
-    if missing:
-        fail(missing[0], f"missing (all missing keys: {missing}; expected keys {list(KEYS_3D)})")
-    for key in ("format_version", "spatial"):
-        value = np.asarray(arrays[key])
-        if value.shape != () or not np.issubdtype(value.dtype, np.integer):
-            fail(key, f"expected an integer scalar, got {value!r}")
-    if int(arrays["format_version"]) != FORMAT_VERSION_3D:
-        fail("format_version",
-             f"unsupported version {int(arrays['format_version'])}, expected {FORMAT_VERSION_3D}")
-    if int(arrays["spatial"]) != 1:
-        fail("spatial", "expected 1 (a spatial body; planar files are read by sid.py)")
-    out = {}
-    for key in KEYS_3D[2:]:
-        try:
-            out[key] = np.array(arrays[key], dtype=float)
-        except (TypeError, ValueError):
-            fail(key, "not a numeric array")
-        if not np.all(np.isfinite(out[key])):
-            fail(key, "contains NaN or inf")
-    me = out["Me"]
-    if me.ndim != 2 or me.shape[0] != me.shape[1] or me.shape[0] < 1:
-        fail("Me", f"expected a square (nq, nq) matrix with nq >= 1, got shape {me.shape}")
-    nq = me.shape[0]
-    pos = out["node_positions"]
-    nn = pos.shape[0] if pos.ndim == 2 else -1
-    for key, shape in _shapes(nq, nn).items():
-        if out[key].shape != shape:
-            fail(key, f"expected shape {shape} (nq={nq}, nn=number of nodes), "
-                      f"got {out[key].shape}")
-    if out["mass"] <= 0.0:
-        fail("mass", f"must be > 0, got {float(out['mass'])}")
-
-    def tol(a):
-        return 1e-8 * max(np.abs(a).max(), np.finfo(float).tiny)
-
-    for key in ("J0", "Me", "Ke", "De", "Komega"):
-        a = out[key]
-        if np.abs(a - a.T).max() > tol(a):
-            fail(key, f"not symmetric (max |A - A^T| = {np.abs(a - a.T).max():.3g})")
-    for key in ("J0", "Me"):
-        lam = np.linalg.eigvalsh(out[key])
-        if lam.min() <= 1e-12 * lam.max():
-            fail(key, f"not positive definite (smallest eigenvalue {lam.min():.3g})")
-    for key in ("Ke", "De"):
-        lam = np.linalg.eigvalsh(out[key])
-        if lam.min() < -1e-9 * max(abs(lam).max(), np.finfo(float).tiny):
-            fail(key, f"has a negative eigenvalue {lam.min():.3g}; expected positive "
-                      "semi-definite")
+    fail = _failer(source)
+    out = _check_arrays(arrays, fail, KEYS_3D, {"format_version": FORMAT_VERSION_3D, "spatial": 1},
+                        _shapes, ("J0", "Me", "Ke", "De", "Komega"), ("J0", "Me"))
     cr1 = out["Cr1"]
-    if np.abs(cr1 + cr1.transpose(1, 0, 2)).max() > tol(cr1):
+    if np.abs(cr1 + cr1.transpose(1, 0, 2)).max() > _tol(cr1):
         fail("Cr1", "not skew in its first two indices (Cr1[k, i] = -Cr1[i, k])")
     return out
 

@@ -72,22 +72,33 @@ def _shapes(nq: int, nn: int) -> dict[str, tuple[int, ...]]:
             "Komega": (nq, nq), "node_positions": (nn, 2), "node_shapes": (nn, 3, nq)}
 
 
-def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
-    """Validate raw arrays; return float copies. Raises ModelError naming source and key."""
-
+def _failer(source):
     def fail(key, why):
         raise ModelError(f"{source}: key {key!r}: {why}")
 
-    missing = [k for k in KEYS if k not in arrays]
+    return fail
+
+
+def _check_arrays(arrays: dict, fail, keys, scalars: dict[str, int], shapes_fn,
+                  symmetric, definite) -> dict[str, np.ndarray]:
+    """The checks every modal data file gets (planar and spatial): all ``keys`` present, the
+    integer ``scalars`` equal to their expected values, the other arrays numeric and finite
+    with the shapes of ``shapes_fn(nq, nn)``, mass > 0, the ``symmetric`` keys symmetric, the
+    ``definite`` ones positive definite, K_e and D_e positive semi-definite."""
+    missing = [k for k in keys if k not in arrays]
     if missing:
-        fail(missing[0], f"missing (all missing keys: {missing}; expected keys {list(KEYS)})")
-    version = np.asarray(arrays["format_version"])
-    if version.shape != () or not np.issubdtype(version.dtype, np.integer):
-        fail("format_version", f"expected an integer scalar, got {version!r}")
-    if int(version) != FORMAT_VERSION:
-        fail("format_version", f"unsupported version {int(version)}, expected {FORMAT_VERSION}")
+        fail(missing[0], f"missing (all missing keys: {missing}; expected keys {list(keys)})")
+    for key, expected in scalars.items():
+        value = np.asarray(arrays[key])
+        if value.shape != () or not np.issubdtype(value.dtype, np.integer):
+            fail(key, f"expected an integer scalar, got {value!r}")
+        if int(value) != expected:
+            what = "version" if key == "format_version" else "value"
+            fail(key, f"unsupported {what} {int(value)}, expected {expected}")
     out = {}
-    for key in KEYS[1:]:
+    for key in keys:
+        if key in scalars:
+            continue
         try:
             out[key] = np.array(arrays[key], dtype=float)
         except (TypeError, ValueError):
@@ -100,32 +111,41 @@ def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
     nq = me.shape[0]
     pos = out["node_positions"]
     nn = pos.shape[0] if pos.ndim == 2 else -1
-    for key, shape in _shapes(nq, nn).items():
+    for key, shape in shapes_fn(nq, nn).items():
         if out[key].shape != shape:
             fail(key, f"expected shape {shape} (nq={nq}, nn=number of nodes), "
                       f"got {out[key].shape}")
     if out["mass"] <= 0.0:
         fail("mass", f"must be > 0, got {float(out['mass'])}")
-    if out["I0"] <= 0.0:
-        fail("I0", f"must be > 0, got {float(out['I0'])}")
-
-    def tol(a):
-        return 1e-8 * max(np.abs(a).max(), np.finfo(float).tiny)
-
-    for key in ("Me", "Ke", "De", "Komega"):
+    for key in symmetric:
         a = out[key]
-        if np.abs(a - a.T).max() > tol(a):
+        if np.abs(a - a.T).max() > _tol(a):
             fail(key, f"not symmetric (max |A - A^T| = {np.abs(a - a.T).max():.3g})")
-    if np.abs(out["Cr1"] + out["Cr1"].T).max() > tol(out["Cr1"]):
-        fail("Cr1", "not skew-symmetric")
-    lam = np.linalg.eigvalsh(me)
-    if lam.min() <= 1e-12 * lam.max():
-        fail("Me", f"not positive definite (smallest eigenvalue {lam.min():.3g})")
+    for key in definite:
+        lam = np.linalg.eigvalsh(out[key])
+        if lam.min() <= 1e-12 * lam.max():
+            fail(key, f"not positive definite (smallest eigenvalue {lam.min():.3g})")
     for key in ("Ke", "De"):
         lam = np.linalg.eigvalsh(out[key])
         if lam.min() < -1e-9 * max(abs(lam).max(), np.finfo(float).tiny):
             fail(key, f"has a negative eigenvalue {lam.min():.3g}; expected positive "
                       "semi-definite")
+    return out
+
+
+def _tol(a):
+    return 1e-8 * max(np.abs(a).max(), np.finfo(float).tiny)
+
+
+def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
+    """Validate raw arrays; return float copies. Raises ModelError naming source and key."""
+    fail = _failer(source)
+    out = _check_arrays(arrays, fail, KEYS, {"format_version": FORMAT_VERSION}, _shapes,
+                        ("Me", "Ke", "De", "Komega"), ("Me",))
+    if out["I0"] <= 0.0:
+        fail("I0", f"must be > 0, got {float(out['I0'])}")
+    if np.abs(out["Cr1"] + out["Cr1"].T).max() > _tol(out["Cr1"]):
+        fail("Cr1", "not skew-symmetric")
     return out
 
 
