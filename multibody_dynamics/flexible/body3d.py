@@ -96,11 +96,11 @@ from typing import Literal
 
 import numpy as np
 
-from ..errors import DimensionError, InputError, ModelError
+from ..errors import DimensionError, InputError
 from .beam import _GAUSS_W, _GAUSS_XI
 from .beam3d import DOFS_PER_NODE_3D, BeamModel3D, element_shapes_3d
 from .modal import ModalBasis
-from .sid import _check_arrays, _failer, _tol
+from .sid import _check_arrays, _failer, _read_npz, _tol
 
 __all__ = [
     "FORMAT_VERSION_3D",
@@ -357,15 +357,7 @@ def load_modal_data_3d(path: str | os.PathLike) -> ModalData3D:
         message names the file and the key.
     """
     path = os.fspath(path)
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except FileNotFoundError as exc:
-        raise ModelError(f"{path}: modal data file not found") from exc
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{path}: not a readable .npz modal data file ({exc})") from exc
-    checked = _check(arrays, path)
-    return ModalData3D(**checked)
+    return ModalData3D(**_check(_read_npz(path), path))
 
 
 @dataclass(frozen=True)

@@ -308,12 +308,15 @@ def load_modal_data(path: str | os.PathLike) -> ModalData:
         message names the file and the key.
     """
     path = os.fspath(path)
+    return ModalData(**_check(_read_npz(path), path))
+
+
+def _read_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of a modal data ``.npz`` file (ModelError naming the file if unreadable)."""
     try:
         with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+            return {k: npz[k] for k in npz.files}
     except FileNotFoundError as exc:
         raise ModelError(f"{path}: modal data file not found") from exc
     except (OSError, ValueError) as exc:
         raise ModelError(f"{path}: not a readable .npz modal data file ({exc})") from exc
-    checked = _check(arrays, path)
-    return ModalData(**checked)
