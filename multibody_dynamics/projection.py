@@ -561,24 +561,7 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
     _closure_rows(v, J, dJ, H, cl, cf, A, gamma)
 
     # one-sided Jacobi SVD of A^T (nv x m): B = A^T Q with orthogonal columns, A = Q Sigma V^T
-    B = A.T.copy()
-    Q = np.eye(m)
-    _jacobi_columns(B, Q)
-    norms = np.empty(m)
-    for j in range(m):
-        sq = 0.0
-        for k in range(nv):
-            sq += B[k, j] * B[k, j]
-        norms[j] = np.sqrt(sq)
-    order = np.argsort(-norms)
-    smax = norms[order[0]]
-    tol = rank_rtol * smax
-    if tol < rank_atol:
-        tol = rank_atol
-    rank = 0
-    for i in range(m):
-        if norms[order[i]] > tol:
-            rank += 1
+    B, Q, norms, order, rank = _svd_rank(A, rank_rtol, rank_atol)
     # P = I - V_r V_r^T, A^+ = V_r S^-1 U_r^T
     P = np.eye(nv)
     Ap = np.zeros((nv, m))
@@ -700,6 +683,31 @@ def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
     return True
 
 
+def _svd_rank(A, rank_rtol, rank_atol):  # pragma: no cover - numba
+    """SVD of A (m, nv) by one-sided Jacobi on A^T: ``B = A^T Q`` with orthogonal columns, their
+    norms ``s`` (the singular values), ``order`` (decreasing s) and the numerical rank (s above
+    ``max(rank_rtol * s_max, rank_atol)``); ``A = Q diag(s) V^T``, ``V[:, j] = B[:, j] / s_j``."""
+    m, nv = A.shape
+    B = A.T.copy()
+    Q = np.eye(m)
+    _jacobi_columns(B, Q)
+    s = np.empty(m)
+    for j in range(m):
+        sq = 0.0
+        for k in range(nv):
+            sq += B[k, j] * B[k, j]
+        s[j] = np.sqrt(sq)
+    order = np.argsort(-s)
+    tol = rank_rtol * s[order[0]]
+    if tol < rank_atol:
+        tol = rank_atol
+    rank = 0
+    for i in range(m):
+        if s[order[i]] > tol:
+            rank += 1
+    return B, Q, s, order, rank
+
+
 def _jacobi_columns(B, Q):  # pragma: no cover - numba
     """One-sided Jacobi: rotates the columns of B (n, p) in place until they are orthogonal,
     accumulating the rotations in Q (p, p) (start from the identity): ``B_in Q = B_out``."""
@@ -787,23 +795,7 @@ def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, pa
             sm += M[i, k] * a[k]
         b[i] = sm
     # SVD of A by one-sided Jacobi on A^T: A = Q diag(s) V^T, V[:, j] = B[:, j] / s_j
-    B = A.T.copy()
-    Q = np.eye(m)
-    _jacobi_columns(B, Q)
-    s = np.empty(m)
-    for j in range(m):
-        sq = 0.0
-        for k in range(nv):
-            sq += B[k, j] * B[k, j]
-        s[j] = np.sqrt(sq)
-    order = np.argsort(-s)
-    tol = rank_rtol * s[order[0]]
-    if tol < rank_atol:
-        tol = rank_atol
-    r = 0
-    for i in range(m):
-        if s[order[i]] > tol:
-            r += 1
+    B, Q, s, order, r = _svd_rank(A, rank_rtol, rank_atol)
     if r < m:
         return tau, f_c, lam, 1, r, 0
     V = np.empty((nv, r))
@@ -891,7 +883,7 @@ _ID_KERNEL = []  # [compiled _inverse_dynamics_kernel] likewise
 def _numba_jit():
     """numba.njit with the options of the kernels, or None; compiles the helpers first (the
     kernels resolve them as globals when they are compiled)."""
-    global _closure_rows, _jacobi_columns, _gauss_solve
+    global _closure_rows, _jacobi_columns, _gauss_solve, _svd_rank
     try:
         import numba
     except ImportError:  # the plain numpy path is used
@@ -900,6 +892,7 @@ def _numba_jit():
     if not hasattr(_closure_rows, "py_func"):
         _closure_rows = jit(_closure_rows)
         _jacobi_columns = jit(_jacobi_columns)
+        _svd_rank = jit(_svd_rank)  # after _jacobi_columns, which it calls
         _gauss_solve = jit(_gauss_solve)
     return jit
 
