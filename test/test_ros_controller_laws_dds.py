@@ -139,18 +139,8 @@ def test_tv_lqr_tracking_over_dds(launch, probe, reference):
     probe.wait_for(lambda: stamp_to_sec(states[-1].header.stamp) > start + interp.end + AFTER,
                    60.0, "the simulation to pass the end of the trajectory", nodes)
 
-    errors, times = [], []
-    for m in list(states):
-        tk = stamp_to_sec(m.header.stamp) - start
-        if 0.0 <= tk <= interp.end + AFTER and len(m.effort) == model.nv:
-            q = np.asarray(m.position)[[m.name.index(n) for n in model.coordinate_names]]
-            errors.append(np.max(np.abs(q - interp.sample(tk)[0])))
-            times.append(tk)
-    window = interp.end + AFTER
-    gaps = np.diff(np.concatenate([[0.0], np.sort(times), [window]]))
-    assert len(errors) >= 30 and gaps.max() < 0.4, (
-        f"joint states do not cover the motion: {len(errors)} samples, largest gap "
-        f"{gaps.max():.3f} s")
+    errors, times = ros_helpers.tracking_errors(states, model.coordinate_names, interp, start, 0.0,
+                                    interp.end + AFTER, n_effort=model.nv)
     switch = t_switch - start  # trajectory time of the switch (negative: before the start)
     assert switch < interp.end, "the gains arrived only after the end of the trajectory"
     err_dds = max(errors)

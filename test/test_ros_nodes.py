@@ -128,20 +128,8 @@ def test_tracking_over_dds(launch, probe):
 
     wp = waypoints()
     interp = TrajectoryInterpolator(wp.t, wp.q, wp.v, wp.a)
-    errors, t_seen = [], []
-    for m in list(states):
-        t = stamp_to_sec(m.header.stamp) - start
-        if -LEAD / 2 <= t <= T_END + 0.3:
-            order = [m.name.index(n) for n in model.coordinate_names]
-            q = np.asarray(m.position)[order]
-            errors.append(np.max(np.abs(q - interp.sample(t)[0])))
-            t_seen.append(t)
-    # the in-test subscriber may drop messages on a busy 2-core machine: require coverage of
-    # the window (30 samples, no gap over 0.4 s) rather than a share of the nominal count
-    gaps = np.diff(np.concatenate([[-LEAD / 2], np.sort(t_seen), [T_END + 0.3]]))
-    assert len(errors) >= 30 and gaps.max() < 0.4, (
-        f"joint states do not cover the motion: {len(errors)} samples, largest gap "
-        f"{gaps.max():.3f} s")
+    errors, t_seen = ros_helpers.tracking_errors(states, model.coordinate_names, interp, start, -LEAD / 2,
+                                     T_END + 0.3)
     assert max(t_seen) > T_MOVE[1], "the motion was not observed to its end"
     err_dds = max(errors)
     err_lib0 = library_error(model, 0)
