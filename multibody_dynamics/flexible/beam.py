@@ -74,8 +74,11 @@ Support = Literal["free", "pinned", "clamped"]
 _SUPPORT_DOFS = {"free": (), "pinned": (0, 1), "clamped": (0, 1, 2)}
 
 
-def _positive(name: str, value: float) -> float:
-    value = float(value)
+def _positive(name: str, value) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a positive finite number, got {value!r}") from None
     if not np.isfinite(value) or value <= 0.0:
         raise InputError(f"{name} must be a positive finite number, got {value!r}")
     return value
@@ -178,29 +181,7 @@ class BeamConfig:
     rayleigh_beta: float = 0.0
 
     def __post_init__(self):
-        object.__setattr__(self, "length", _positive("length", self.length))
-        n = self.n_elements
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise InputError(f"n_elements must be an integer >= 1, got {n!r}")
-        object.__setattr__(self, "n_elements", int(n))
-        if not isinstance(self.section, BeamSection):
-            raise InputError(f"section must be a BeamSection, got {type(self.section).__name__}")
-        if self.theory not in ("euler-bernoulli", "timoshenko"):
-            raise InputError(
-                f"theory must be 'euler-bernoulli' or 'timoshenko', got {self.theory!r}"
-            )
-        if self.rotary_inertia is None:
-            object.__setattr__(self, "rotary_inertia", self.theory == "timoshenko")
-        for side in ("left", "right"):
-            if getattr(self, side) not in _SUPPORT_DOFS:
-                raise InputError(
-                    f"{side} must be one of {sorted(_SUPPORT_DOFS)}, got {getattr(self, side)!r}"
-                )
-        for name in ("rayleigh_alpha", "rayleigh_beta"):
-            value = float(getattr(self, name))
-            if not np.isfinite(value) or value < 0.0:
-                raise InputError(f"{name} must be finite and >= 0, got {value!r}")
-            object.__setattr__(self, name, value)
+        _validate_config(self, BeamSection, _SUPPORT_DOFS)
 
     @property
     def element_length(self) -> float:
@@ -293,6 +274,32 @@ def element_matrices(config: BeamConfig) -> tuple[np.ndarray, np.ndarray]:
         gam = sh["dw"] - sh["theta"]
         k += s.shear_factor * s.G * s.A * np.einsum("g,gi,gj->ij", w, gam, gam)
     return 0.5 * (m + m.T), 0.5 * (k + k.T)
+
+
+def _validate_config(cfg, section_type, supports) -> None:
+    """Check and normalise the fields every beam configuration has (planar and spatial):
+    length, element count, section type, theory, rotary-inertia default, supports (one of
+    ``supports``) and Rayleigh coefficients; InputError naming the field otherwise."""
+    object.__setattr__(cfg, "length", _positive("length", cfg.length))
+    n = cfg.n_elements
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise InputError(f"n_elements must be an integer >= 1, got {n!r}")
+    object.__setattr__(cfg, "n_elements", int(n))
+    if not isinstance(cfg.section, section_type):
+        raise InputError(f"section must be a {section_type.__name__}, got "
+                         f"{type(cfg.section).__name__}")
+    if cfg.theory not in ("euler-bernoulli", "timoshenko"):
+        raise InputError(f"theory must be 'euler-bernoulli' or 'timoshenko', got {cfg.theory!r}")
+    if cfg.rotary_inertia is None:
+        object.__setattr__(cfg, "rotary_inertia", cfg.theory == "timoshenko")
+    for side in ("left", "right"):
+        if getattr(cfg, side) not in supports:
+            raise InputError(f"{side} must be one of {sorted(supports)}, got {getattr(cfg, side)!r}")
+    for name in ("rayleigh_alpha", "rayleigh_beta"):
+        value = float(getattr(cfg, name))
+        if not np.isfinite(value) or value < 0.0:
+            raise InputError(f"{name} must be finite and >= 0, got {value!r}")
+        object.__setattr__(cfg, name, value)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,15 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from ..errors import DimensionError, InputError, ModelError
-from .beam import _GAUSS_W, _GAUSS_XI, BeamModel, _assemble, element_shapes
+from .beam import (
+    _GAUSS_W,
+    _GAUSS_XI,
+    BeamModel,
+    _assemble,
+    _positive,
+    _validate_config,
+    element_shapes,
+)
 from .modal import ModalBasis, clamped_modes
 
 __all__ = [
@@ -74,16 +82,6 @@ Support = Literal["free", "pinned", "clamped"]
 _SUPPORT_DOFS = {"free": (), "pinned": (0, 1, 2, 3), "clamped": (0, 1, 2, 3, 4, 5)}
 # planar element dofs [u1, w1, t1, u2, w2, t2]: the bending ones
 _PLANAR_BEND = [1, 2, 4, 5]
-
-
-def _positive(name: str, value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a positive finite number, got {value!r}") from None
-    if not np.isfinite(value) or value <= 0.0:
-        raise InputError(f"{name} must be a positive finite number, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -223,32 +221,8 @@ class BeamConfig3D:
     rayleigh_beta: float = 0.0
 
     def __post_init__(self):
-        object.__setattr__(self, "length", _positive("length", self.length))
-        n = self.n_elements
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise InputError(f"n_elements must be an integer >= 1, got {n!r}")
-        object.__setattr__(self, "n_elements", int(n))
-        if not isinstance(self.section, BeamSection3D):
-            raise InputError(
-                f"section must be a BeamSection3D, got {type(self.section).__name__}"
-            )
-        if self.theory not in ("euler-bernoulli", "timoshenko"):
-            raise InputError(
-                f"theory must be 'euler-bernoulli' or 'timoshenko', got {self.theory!r}"
-            )
-        if self.rotary_inertia is None:
-            object.__setattr__(self, "rotary_inertia", self.theory == "timoshenko")
+        _validate_config(self, BeamSection3D, _SUPPORT_DOFS)
         object.__setattr__(self, "rotary_inertia", bool(self.rotary_inertia))
-        for side in ("left", "right"):
-            if getattr(self, side) not in _SUPPORT_DOFS:
-                raise InputError(
-                    f"{side} must be one of {sorted(_SUPPORT_DOFS)}, got {getattr(self, side)!r}"
-                )
-        for name in ("rayleigh_alpha", "rayleigh_beta"):
-            value = float(getattr(self, name))
-            if not np.isfinite(value) or value < 0.0:
-                raise InputError(f"{name} must be finite and >= 0, got {value!r}")
-            object.__setattr__(self, name, value)
 
     @property
     def element_length(self) -> float:
