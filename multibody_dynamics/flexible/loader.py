@@ -185,14 +185,11 @@ def read_flexible_config(path: str | Path) -> FlexibleChainConfig:
     """Read and validate a flexible model YAML (beam models are reduced here)."""
     path = Path(path)
     w = YamlChecker(path)
-    if not path.is_file():
-        raise ModelError(f"{path}: flexible model file not found")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ModelError(f"{path}: malformed YAML ({exc})") from None
-    if raw is None:
-        raise ModelError(f"{path}: empty file; expected a mapping with 'name' and 'bodies'")
+    return _config_from(w, w.load("flexible model", "a mapping with 'name' and 'bodies'"))
+
+
+def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:
+    """The checked :class:`FlexibleChainConfig` of a flexible model file's content ``raw``."""
     w.mapping(raw, "", _TOP)
     for req in ("name", "bodies"):
         if req not in raw:
@@ -243,7 +240,7 @@ def read_flexible_config(path: str | Path) -> FlexibleChainConfig:
             if "beam" in rb:
                 data = _beam(w, rb["beam"], f"{key}.beam")
             else:
-                file = path.parent / w.string(rb["modal_data"], f"{key}.modal_data")
+                file = Path(w.path).parent / w.string(rb["modal_data"], f"{key}.modal_data")
                 data = load_modal_data(file)
             kw.update(modal_data=data,
                       distal_node=w.integer(rb.get("distal_node", -1), f"{key}.distal_node"))
@@ -306,21 +303,10 @@ def load_flexible_model(robot: str | Path, backend: str = "auto") -> FlexibleCha
         With the file, the key and what was expected.
     """
     path = resolve_flexible_path(robot)
-    built = _load_built_model(path, backend)
-    if built is not None:
-        return built
-    return FlexibleChain(read_flexible_config(path), backend=backend)
+    w = YamlChecker(path)
+    raw = w.load("flexible model", "a mapping with 'name' and 'bodies'")
+    if isinstance(raw, dict) and "builder" in raw:  # a closed loop, see closed.build_closed_model
+        from .closed import build_closed_model
 
-
-def _load_built_model(path: Path, backend: str):
-    """Closed-loop models (``builder:`` key, see :func:`.closed.build_closed_model`) return a
-    :class:`~.closed.ClosedFlexibleChain`; every other file returns None (the tree schema)."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError):
-        return None  # read_flexible_config reports it
-    if not isinstance(raw, dict) or "builder" not in raw:
-        return None
-    from .closed import build_closed_model
-
-    return build_closed_model(path, raw, backend)
+        return build_closed_model(path, raw, backend)
+    return FlexibleChain(_config_from(w, raw), backend=backend)

@@ -115,6 +115,22 @@ class YamlChecker:
     def error(self, key, msg):
         return ModelError(f"{self.path}: {key}: {msg}" if key else f"{self.path}: {msg}")
 
+    def load(self, kind: str, expected: str) -> dict:
+        """The YAML content of the file: ModelError if missing, malformed or empty.
+
+        ``kind`` names the file in the messages ("model"), ``expected`` says what an empty file
+        lacks ("a mapping with at least 'name'")."""
+        path = Path(self.path)
+        if not path.is_file():
+            raise ModelError(f"{path}: {kind} file not found")
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ModelError(f"{path}: malformed YAML ({exc})") from None
+        if raw is None:
+            raise ModelError(f"{path}: empty file; expected {expected}")
+        return raw
+
     def number(self, value, key, *, minimum=None, positive=False):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(key, f"expected a number, got {value!r}")
@@ -169,14 +185,7 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:
     """Read and validate the model YAML at ``path`` (structure and types only)."""
     path = Path(path)
     w = YamlChecker(path)
-    if not path.is_file():
-        raise ModelError(f"{path}: model file not found")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ModelError(f"{path}: malformed YAML ({exc})") from None
-    if raw is None:
-        raise ModelError(f"{path}: empty file; expected a mapping with at least 'name'")
+    raw = w.load("model", "a mapping with at least 'name'")
     w.mapping(raw, "", _TOP_KEYS)
     if "name" not in raw:
         raise w.error("name", "missing; expected the robot's name")
