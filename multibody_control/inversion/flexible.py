@@ -49,6 +49,7 @@ from scipy.integrate import solve_ivp
 
 from multibody_dynamics.errors import DimensionError, InputError, MultibodyError, SolverError
 from multibody_dynamics.flexible.output import chain_combined_output
+from multibody_dynamics.flexible.servo import ElasticServo
 from multibody_dynamics.flexible.system import FlexibleChain
 
 from ..tasks import Task
@@ -58,7 +59,7 @@ from .methods import InversionResult, _decay_time, _forward, _stable, _time_grid
 FLEXIBLE_METHODS = ("rigid", "collocated", "quasi_static", "stable")
 
 
-class FlexibleServo:
+class FlexibleServo(ElasticServo):
     """Inverse model of a flexible chain with the output ``y = q_r + Γ q_e`` (Seifried 6.24).
 
     The interface is the one :func:`~multibody_control.inversion.methods._stable` uses with
@@ -119,53 +120,19 @@ class FlexibleServo:
         M, k, g, fe = self.chain.dynamics_terms(q, v)
         return (M @ a + k + fe - g)[:self.nr]
 
-    def internal_rhs_at(self, y, yd, ydd, eta) -> np.ndarray:
-        n = self.nu_int
-        q = self.assemble(y, eta[:n])
-        v = self.assemble(yd, eta[n:])
+    def state(self, y, yd, qe, qed):
+        """``q, v`` from the output, its rate and the elastic state."""
+        return self.assemble(y, qe), self.assemble(yd, qed)
+
+    def solve(self, q, v, ydd):
+        """``a``, no reactions (open chain), ``u``."""
         a = self.accelerations(q, v, ydd)
-        return np.concatenate([v[self.iu], a[self.iu]])
+        return a, None, self.inputs(q, v, a)
 
-    def internal_rhs(self, t, eta, ytraj) -> np.ndarray:
-        return self.internal_rhs_at(*ytraj(t), eta)
-
-    def internal_rhs_batch(self, y, yd, ydd, eta) -> np.ndarray:
-        return np.array([self.internal_rhs_at(*args) for args in zip(y, yd, ydd, eta)])
-
-    def reconstruct(self, t, eta, ytraj):
-        y, yd, ydd = ytraj(t)
-        n = self.nu_int
-        q, v = self.assemble(y, eta[:n]), self.assemble(yd, eta[n:])
-        a = self.accelerations(q, v, ydd)
-        return q, v, a, self.inputs(q, v, a)
-
-    def equilibrium(self, y, guess=None) -> np.ndarray:
-        """Internal state at rest with constant output: ``K_e q_e = g_e`` (Newton on the elastic rows)."""
-        n, nr = self.nu_int, self.nr
-        qe = np.zeros(n) if guess is None else np.asarray(guess, float).copy()
-        zero = np.zeros(self.chain.nv)
-        for _ in range(30):
-            def residual(x):
-                _, _, g, fe = self.chain.dynamics_terms(self.assemble(y, x), zero)
-                return (fe - g)[nr:]
-
-            r = residual(qe)
-            if np.max(np.abs(r)) < 1e-10:
-                return np.concatenate([qe, np.zeros(n)])
-            h = 1e-7
-            Jr = np.column_stack([(residual(qe + h * e) - residual(qe - h * e)) / (2 * h)
-                                  for e in np.eye(n)])
-            qe = qe - np.linalg.solve(Jr, r)
-        raise SolverError(f"no static equilibrium of the elastic coordinates found at output {y}")
-
-    def zero_dynamics_jacobian(self, y, eta0=None, step=1e-7):
-        """``Q = ∂η'/∂η`` of the zero dynamics at constant output ``y`` (central differences)."""
-        eta0 = self.equilibrium(y) if eta0 is None else eta0
-        zero = np.zeros_like(y)
-        Q = np.column_stack([(self.internal_rhs_at(y, zero, zero, eta0 + step * e)
-                              - self.internal_rhs_at(y, zero, zero, eta0 - step * e)) / (2 * step)
-                             for e in np.eye(eta0.size)])
-        return Q, eta0
+    def _rest_residual(self, y, qe):
+        """Elastic rows of the statics, ``(f_e - g)_e`` at rest: ``K_e q_e = g_e`` at equilibrium."""
+        _, _, g, fe = self.chain.dynamics_terms(self.assemble(y, qe), np.zeros(self.chain.nv))
+        return (fe - g)[self.nr:]
 
 
 class RigidInverseKinematics:

@@ -91,6 +91,7 @@ from .beam import (
     element_matrices,
     element_shapes,
 )
+from .servo import ElasticServo
 from .sid import ModalData
 from .system import ChainBody, FlexibleChain, FlexibleChainConfig
 
@@ -858,7 +859,7 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,
 
 
 # ============================================================================ inverse model
-class ClosedOutputServo:
+class ClosedOutputServo(ElasticServo):
     """Inverse model of a closed flexible system for the output ``y = H_r q_r + Γ q_e``.
 
     Seifried (2014) Sect. 6.5 with (4.89)-(4.113) and the servo-constraint form (5.21): the
@@ -978,53 +979,13 @@ class ClosedOutputServo:
                               "degree 2 here; change H_r or Γ") from None
         return x[:nv], x[nv:nv + nc], x[nv + nc:]
 
-    def internal_rhs_at(self, y, yd, ydd, eta) -> np.ndarray:
+    equilibrium_tol = 1e-9
+
+    def _rest_residual(self, y, qe):
+        """Elastic accelerations at rest with constant output ``y`` (zero at the equilibrium)."""
         n = self.nu_int
-        q, v = self.state(y, yd, eta[:n], eta[n:])
-        a = self.solve(q, v, ydd)[0]
-        return np.concatenate([v[self.iu], a[self.iu]])
-
-    def internal_rhs(self, t, eta, ytraj) -> np.ndarray:
-        return self.internal_rhs_at(*ytraj(t), eta)
-
-    def internal_rhs_batch(self, y, yd, ydd, eta) -> np.ndarray:
-        return np.array([self.internal_rhs_at(*args) for args in zip(y, yd, ydd, eta)])
-
-    def reconstruct(self, t, eta, ytraj):
-        """``q, v, a, u`` at time ``t`` [s] from the internal state ``eta``."""
-        y, yd, ydd = ytraj(t)
-        n = self.nu_int
-        q, v = self.state(y, yd, eta[:n], eta[n:])
-        a, _, u = self.solve(q, v, ydd)
-        return q, v, a, u
-
-    def equilibrium(self, y, guess=None) -> np.ndarray:
-        """Internal state at rest with constant output ``y`` (Newton on ``a_e = 0``)."""
-        n = self.nu_int
-        qe = np.zeros(n) if guess is None else np.asarray(guess, float)[:n].copy()
         zero = np.zeros_like(np.asarray(y, float))
-
-        def res(x):
-            return self.internal_rhs_at(y, zero, zero, np.concatenate([x, np.zeros(n)]))[n:]
-
-        for _ in range(30):
-            r = res(qe)
-            if np.max(np.abs(r)) < 1e-9:
-                return np.concatenate([qe, np.zeros(n)])
-            h = 1e-7
-            Jr = np.column_stack([(res(qe + h * e) - res(qe - h * e)) / (2 * h) for e in np.eye(n)])
-            qe = qe - np.linalg.solve(Jr, r)
-        raise SolverError(f"no static equilibrium of the elastic coordinates at output {y}")
-
-    def zero_dynamics_jacobian(self, y, eta0=None, step=1e-7):
-        """``Q = ∂η'/∂η`` (2 nq_e, 2 nq_e) of the zero dynamics at constant output (central
-        differences) and the equilibrium ``η0``."""
-        eta0 = self.equilibrium(y) if eta0 is None else eta0
-        zero = np.zeros_like(np.asarray(y, float))
-        Q = np.column_stack([(self.internal_rhs_at(y, zero, zero, eta0 + step * e)
-                              - self.internal_rhs_at(y, zero, zero, eta0 - step * e)) / (2 * step)
-                             for e in np.eye(eta0.size)])
-        return Q, eta0
+        return self.internal_rhs_at(y, zero, zero, np.concatenate([qe, np.zeros(n)]))[n:]
 
 
 @dataclass(frozen=True)
