@@ -47,7 +47,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from ..errors import DimensionError, InputError, ModelError
+from ..errors import InputError
 from .beam import (
     _GAUSS_W,
     _GAUSS_XI,
@@ -56,6 +56,7 @@ from .beam import (
     _positive,
     _validate_config,
     element_shapes,
+    static_deflection,
 )
 from .modal import ModalBasis, clamped_modes
 
@@ -397,16 +398,7 @@ def static_deflection_3d(model: BeamModel3D, f) -> np.ndarray:
     """
     if not isinstance(model, BeamModel3D):
         raise InputError(f"model must be a BeamModel3D, got {type(model).__name__}")
-    f = np.asarray(f, float)
-    if f.shape != (model.ndof,):
-        raise DimensionError(f"f must have shape ({model.ndof},), got {f.shape}")
-    _, K, _ = model.reduced()
-    if np.linalg.cond(K) > 1e14:
-        raise ModelError(
-            f"supports left={model.config.left!r}, right={model.config.right!r} do not "
-            "prevent rigid-body motion: the stiffness matrix is singular"
-        )
-    return model.expand(np.linalg.solve(K, f[model.free_dofs]))
+    return static_deflection(model, f)  # the planar solve: same model interface
 
 
 def clamped_modes_3d(
