@@ -5,10 +5,14 @@ computed torque holding the start position), measured for ``WINDOW`` seconds onc
 loop runs:
 
 * ``/joint_states`` period from the simulator's header stamps (its publish instants) and
-  ``/<controller>/commands`` period from their arrival at an in-process probe node (the
-  message has no stamp, so the probe's own scheduling is included): p50 and p99 [ms], the
-  achieved rate, and the p99 of |period - 1/rate| (goal: <= 0.2 ms at 1 kHz);
-* the share of a period spent in the library: the control law's ``step`` and the
+  ``/<controller>/commands`` period from the DDS source timestamps of the messages (the
+  controller's publish instants; the message has no stamp): p50 and p99 [ms], the achieved
+  rate, and the p99 of |period - 1/rate| (goal: <= 0.2 ms at 1 kHz); and for both the DDS
+  delivery time to the probe (received - source timestamp), p50 and p99.  The probe takes
+  its messages in batches every ``DRAIN_PERIOD`` from subscriptions no executor runs
+  (``PolledSubscription``), so that it costs the nodes little CPU;
+* the CPU time of each node per period (all its threads, from /proc), and the share of a
+  period spent in the library: the control law's ``step`` and the
   simulator's ``Simulator.step`` (rk4) timed in-process on the same model, divided by the
   nominal period (the rest of a cycle is rclpy, message conversion and DDS).
 
@@ -47,7 +51,7 @@ from multibody_dynamics.simulate import Simulator, SimulatorConfig
 
 from .common import per_call
 
-RATES = (250.0, 500.0, 1000.0)
+RATES = tuple(float(r) for r in os.environ.get("BENCH_ROS_LOOP_RATES", "250,500,1000").split(","))
 WINDOW = 5.0            # s of steady loop measured per rate
 STARTUP_TIMEOUT = 60.0  # s
 GOAL_P99_ERROR_MS = 0.2
@@ -62,6 +66,7 @@ DOMAIN_ID = 200 + os.getpid() % 30
 EXECUTORS = ("single_threaded", "events")
 EXECUTOR_RATES = (500.0, 1000.0)
 REPEATS = int(os.environ.get("BENCH_ROS_LOOP_REPEATS", "2"))
+DRAIN_PERIOD = 0.01  # s between two takes of the probe
 
 
 def _env() -> dict:
@@ -106,33 +111,45 @@ def _stats(periods_s: np.ndarray, nominal: float) -> dict:
 
 def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd,
              kind: str = "single_threaded", timing: str | None = None) -> dict:
+    """One run of both nodes; ``timing`` is a key of :data:`TIMING_PARAMETERS` or None."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
     from multibody_dynamics.ros.conversions import stamp_to_sec
+    from multibody_dynamics.ros.runtime import PolledSubscription
 
     context = rclpy.context.Context()
     rclpy.init(context=context, domain_id=DOMAIN_ID)
     node = rclpy.create_node(f"bench_probe_{os.getpid()}", context=context)
-    stamps, arrivals = [], []
-    node.create_subscription(JointState, "/joint_states",
-                             lambda m: stamps.append(stamp_to_sec(m.header.stamp)), 1000)
-    node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                             lambda m: arrivals.append(time.perf_counter()), 1000)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
+    # the probe takes its messages in batches every DRAIN_PERIOD (no executor wake-up per
+    # message: at 1 kHz a per-message probe took half a core from the nodes it measures);
+    # the periods come from the publishers' instants, so the batching does not enter them
+    stamps, states_info, commands_info = [], [], []
+
+    def on_state(msg, info):
+        stamps.append(stamp_to_sec(msg.header.stamp))
+        states_info.append((info["source_timestamp"], info["received_timestamp"]))
+
+    qos = QoSProfile(depth=1000)
+    subs = (PolledSubscription(node, JointState, "/joint_states", on_state, qos, with_info=True),
+            PolledSubscription(node, Float64MultiArray, "/effort_controller/commands",
+                               lambda m, info: commands_info.append(
+                                   (info["source_timestamp"], info["received_timestamp"])),
+                               qos, with_info=True))
     stop = threading.Event()
 
-    def spin():
+    def drain():
         while not stop.is_set() and context.ok():
-            executor.spin_once(timeout_sec=0.05)
+            for sub in subs:
+                sub.drain()
+            time.sleep(DRAIN_PERIOD)
 
-    thread = threading.Thread(target=spin, daemon=True)
+    thread = threading.Thread(target=drain, daemon=True)
     thread.start()
     # the controller first, as in the tests
-    extra = {} if timing is None else {"timing": timing}
+    extra = {} if timing is None else TIMING_PARAMETERS[timing]
     tag = f"{robot}_{rate:g}_{kind}_{timing or 'default'}"
     ctl = _start("controller_node", {"robot": robot, "rate_hz": rate, "law": law, "kp": [kp],
                                      "kd": [kd], **extra},
@@ -142,25 +159,48 @@ def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd,
                  logdir / f"simulator_{tag}.log", kind)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
-        while (len(stamps) < 50 or len(arrivals) < 50) and time.monotonic() < deadline:
+        while (len(stamps) < 50 or len(commands_info) < 50) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if len(stamps) < 50 or len(arrivals) < 50:
+        if len(stamps) < 50 or len(commands_info) < 50:
             return {"error": f"loop did not start within {STARTUP_TIMEOUT:g} s "
-                             f"({len(stamps)} states, {len(arrivals)} commands)"}
+                             f"({len(stamps)} states, {len(commands_info)} commands)"}
         time.sleep(1.0)  # settle
-        n_s, n_c = len(stamps), len(arrivals)
+        n_s, n_c = len(stamps), len(commands_info)
+        cpu0, wall0 = (_cpu_seconds(sim.pid), _cpu_seconds(ctl.pid)), time.perf_counter()
         time.sleep(WINDOW)
+        cpu1, wall1 = (_cpu_seconds(sim.pid), _cpu_seconds(ctl.pid)), time.perf_counter()
         js = np.diff(np.array(stamps[n_s:]))
-        cmd = np.diff(np.array(arrivals[n_c:]))
+        st = np.array(states_info[n_s:], float) * 1e-9
+        cm = np.array(commands_info[n_c:], float) * 1e-9
     finally:
         _stop(sim)
         _stop(ctl)
         stop.set()
         thread.join(5.0)
-        executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
         rclpy.try_shutdown(context=context)
-    return {"joint_states": _stats(js, 1.0 / rate), "commands": _stats(cmd, 1.0 / rate)}
+    states = {**_stats(js, 1.0 / rate), **_latency(st)}
+    # CPU of each node per period (all its threads: executor, stepping, DDS) [us]
+    cpu = {f"{name}_cpu_per_period_us": round((b - a) / ((wall1 - wall0) * rate) * 1e6, 1)
+           for name, a, b in zip(("simulator", "controller"), cpu0, cpu1)}
+    return {"joint_states": states, "commands": {**_stats(np.diff(cm[:, 0]), 1.0 / rate),
+                                                 **_latency(cm)}, **cpu}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far [s] (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _latency(info: np.ndarray) -> dict:
+    """DDS delivery time (received - source timestamp) p50 and p99 [ms]."""
+    lat = (info[:, 1] - info[:, 0]) * 1e3
+    return {"latency_p50_ms": round(float(np.percentile(lat, 50)), 4),
+            "latency_p99_ms": round(float(np.percentile(lat, 99)), 4)}
 
 
 def _library_times(rate: float, robot, law, q0, kp, kd) -> tuple[float, float]:
@@ -217,16 +257,20 @@ def compare_executors(logdir: Path) -> list[dict]:
     return out
 
 
-TIMINGS = ("timer", "paced")
+#: node parameters of each compared stepping: the rclpy timer, the paced thread, and the paced
+#: thread with SCHED_FIFO priority 50 (ros2_control's default thread_priority)
+TIMING_PARAMETERS = {"timer": {"timing": "timer"}, "paced": {"timing": "paced"},
+                     "paced_fifo": {"timing": "paced", "thread_priority": 50}}
+TIMINGS = tuple(os.environ.get("BENCH_ROS_LOOP_TIMINGS", ",".join(TIMING_PARAMETERS)).split(","))
 
 
 def compare_timings(logdir: Path, robots=None) -> list[dict]:
-    """Both nodes with ``timing`` timer, then paced, alternating ``REPEATS`` times per rate.
+    """Both nodes with each of :data:`TIMINGS` in turn, alternating ``REPEATS`` times per rate.
 
     One entry per robot, rate and timing (the run with the median p99 period error of the
     states, with the library share of the period and the load before and after every run),
-    then one ratio entry per robot and rate: paced / timer of the achieved rates and the p99
-    period errors (same run, the baseline is timer).
+    then one ratio entry per robot, rate and timing other than timer: its achieved rates and
+    p99 period errors over the timer's (same run, the baseline is timer).
     """
     names = robots or os.environ.get("BENCH_ROS_LOOP_ROBOTS", "arm7").split(",")
     out = []
@@ -256,9 +300,9 @@ def compare_timings(logdir: Path, robots=None) -> list[dict]:
                             "rates_all": [m["joint_states"]["rate_hz"] for m in ok],
                             "p99_error_all_ms": [m["joint_states"]["p99_error_ms"] for m in ok],
                             "loads_all": [m["load_1min"] for m in ok]})
-            if len(best) == 2:
-                pa, ti = best["paced"], best["timer"]
-                entry = {"name": f"{robot} {rate:g} Hz paced / timer"}
+            for tm in (t for t in TIMINGS if t != "timer" and t in best and "timer" in best):
+                pa, ti = best[tm], best["timer"]
+                entry = {"name": f"{robot} {rate:g} Hz {tm} / timer"}
                 for topic in ("joint_states", "commands"):
                     entry[f"{topic}_rate_ratio"] = round(pa[topic]["rate_hz"] / ti[topic]["rate_hz"], 3)
                     entry[f"{topic}_p99_error_ratio"] = round(

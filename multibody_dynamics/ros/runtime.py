@@ -78,12 +78,16 @@ class Throttle:
 
 
 #: How a node runs its periodic step (read-only parameter ``timing``): ``timer`` -- an rclpy
-#: timer on the executor, which then also takes the incoming messages; ``paced`` -- a
-#: :class:`PacedLoop` thread of its own at absolute wall-clock deadlines (the executor only
-#: receives).  ``paced`` needs a wall-clock period: the simulator uses it with
-#: ``realtime: true``, the controller without ``use_sim_time`` (else both keep the timer).
+#: timer on the executor, which then also takes the incoming messages; ``paced`` (default) --
+#: a :class:`PacedLoop` thread of its own at absolute wall-clock deadlines that takes its fast
+#: topic itself (:class:`PolledSubscription`; the executor keeps the rest).  ``paced`` needs a
+#: wall-clock period: the simulator uses it with ``realtime: true``, the controller without
+#: ``use_sim_time`` (else both keep the timer).  Measured in one run (bench_ros_loop, arm7
+#: and five_bar at 250 Hz-1 kHz): paced had 0.53-0.72 of the timer's p99 period error of
+#: /joint_states and held the rate (1 kHz: 996-997 Hz against 918-970 Hz) at about half the
+#: CPU per period, hence the default.
 TIMINGS = ("timer", "paced")
-DEFAULT_TIMING = "timer"
+DEFAULT_TIMING = "paced"
 PR_SET_TIMERSLACK = 29  # linux/prctl.h
 
 
@@ -103,6 +107,31 @@ def set_timer_slack(ns: int) -> bool:
         return libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(max(int(ns), 1)), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def set_fifo_priority(priority: int) -> str | None:
+    """Give the calling thread real-time ``SCHED_FIFO`` scheduling at ``priority`` (1-99).
+
+    What ros2_control's controller manager does for its update thread (priority 50 by
+    default): a FIFO thread that wakes up takes the CPU from every normal thread at once,
+    so its period does not wait for the scheduler's time slices of other processes.  The
+    thread must sleep most of a period (a paced loop does).  Needs ``CAP_SYS_NICE`` or an
+    ``rtprio`` limit (``/etc/security/limits.conf``: ``@realtime - rtprio 99``).
+
+    Returns None when set, else the reason it was refused.
+    """
+    import os
+
+    if not 1 <= int(priority) <= 99:
+        return f"priority {priority}: expected 1..99"
+    if not hasattr(os, "sched_setscheduler"):
+        return "this platform has no sched_setscheduler"
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(priority)))
+    except OSError as exc:
+        return (f"SCHED_FIFO priority {priority} refused ({exc.strerror}); give the user an "
+                "rtprio limit or CAP_SYS_NICE")
+    return None
 
 
 class PacedLoop:
@@ -129,6 +158,10 @@ class PacedLoop:
     on_error : callable(Exception) -> bool, optional
     slack_ns : int
         Timer slack of the thread [ns].
+    priority : int
+        0: the thread keeps the normal scheduling; 1-99: it asks for ``SCHED_FIFO`` at this
+        priority (:func:`set_fifo_priority`); when refused, ``priority_error`` says why and
+        the loop runs with the normal scheduling.
 
     Attributes
     ----------
@@ -137,13 +170,17 @@ class PacedLoop:
     """
 
     def __init__(self, step: Callable[[], object], period: float, name: str = "paced_loop",
-                 on_error: Callable[[Exception], bool] | None = None, slack_ns: int = 1000):
+                 on_error: Callable[[Exception], bool] | None = None, slack_ns: int = 1000,
+                 priority: int = 0):
         if not period > 0:
             raise ValueError(f"PacedLoop: period must be > 0 s, got {period!r}")
         self._step = step
         self._period = float(period)
         self._on_error = on_error
         self.slack_ns = int(slack_ns)
+        self.priority = int(priority)
+        self.priority_error: str | None = None
+        self._started = threading.Event()
         self._restart = True
         self._stop = threading.Event()
         self.steps = 0
@@ -162,7 +199,9 @@ class PacedLoop:
         self._restart = True
 
     def start(self) -> PacedLoop:
+        """Start the thread; returns once it has set its timer slack and priority."""
         self._thread.start()
+        self._started.wait(5.0)
         return self
 
     @property
@@ -179,6 +218,8 @@ class PacedLoop:
 
     def _run(self):
         set_timer_slack(self.slack_ns)
+        self.priority_error = set_fifo_priority(self.priority) if self.priority else None
+        self._started.set()
         clock, sleep, stop = time.perf_counter, time.sleep, self._stop
         deadline = 0.0
         while not stop.is_set():
@@ -202,6 +243,70 @@ class PacedLoop:
                 missed = math.ceil((now - deadline) / period)
                 deadline += missed * period
                 self.skipped += missed
+
+
+def _polled_group():
+    """A callback group no executor runs: its entities are taken by their owner."""
+    from rclpy.callback_groups import CallbackGroup
+
+    class PolledCallbackGroup(CallbackGroup):
+        def can_execute(self, entity) -> bool:
+            return False
+
+        def beginning_execution(self, entity) -> bool:
+            return False
+
+        def ending_execution(self, entity) -> None:
+            pass
+
+    return PolledCallbackGroup()
+
+
+class PolledSubscription:
+    """A subscription that the paced loop takes itself, without an executor wake-up per message.
+
+    A node stepping in a :class:`PacedLoop` at 1 kHz receives a message every period on its
+    fast topic (the simulator its commands, the controller ``/joint_states``).  Taken by
+    the executor, each one costs a wake-up of the executor's thread, a wait set rebuilt in
+    Python and a switch of the interpreter lock to and from the paced thread: measured on
+    arm7 at 1 kHz, the executor's share of a node's CPU was about three quarters.  Here the
+    subscription sits in a callback group whose ``can_execute`` is False (so the
+    SingleThreadedExecutor leaves it out of its wait set) and :meth:`drain`, called by the
+    paced step before it steps, takes what arrived since the last period with rcl's take
+    (the call the executor makes) and hands each message to ``callback`` in the paced
+    thread.  Its QoS depth bounds what a late period can find queued.  With ``with_info``
+    the callback also gets the message info (a dict with the DDS ``source_timestamp`` and
+    ``received_timestamp`` [ns]).
+
+    The events executor (``--executor events``) dispatches from C++ without asking the
+    callback group, so with it the nodes keep executor subscriptions.
+    """
+
+    def __init__(self, node, msg_type, topic: str, callback: Callable[..., object], qos,
+                 with_info: bool = False):
+        self._callback = callback
+        self._with_info = bool(with_info)
+        self.subscription = node.create_subscription(msg_type, topic, callback, qos,
+                                                     callback_group=_polled_group())
+        self.taken = 0
+
+    def drain(self, limit: int = 1000) -> int:
+        """Take up to ``limit`` queued messages, oldest first, calling back each; how many."""
+        sub = self.subscription
+        handle, msg_type, raw = sub.handle, sub.msg_type, sub.raw
+        n = 0
+        while n < limit:
+            with handle:
+                taken = handle.take_message(msg_type, raw)
+            if taken is None:
+                break
+            n += 1
+            if self._with_info:
+                self._callback(*taken)
+            else:
+                self._callback(taken[0])
+        self.taken += n
+        return n
 
 
 #: Executors a node can spin in (``--executor`` / parameter ``executor``):
@@ -293,14 +398,23 @@ def spin(executor, kind: str, context=None) -> None:
         executor.spin_once(timeout_sec=0.5)
 
 
-def _executor_parameter(node, default: str) -> str:
-    """Declare the read-only ``executor`` parameter on ``node`` (unless it has one); its value."""
+#: default of the ``executor`` parameter of the node being built (run_node sets it from
+#: ``--executor`` before it builds the node, so that the node can ask in its constructor)
+_executor_default = DEFAULT_EXECUTOR
+
+
+def node_executor(node) -> str:
+    """The executor ``node`` spins in: its read-only parameter ``executor`` (declared here).
+
+    Nodes ask in their constructor when what they build depends on it (a
+    :class:`PolledSubscription` needs an executor that honours callback groups).
+    """
     from .parameters import ParameterSet, ParameterSpec
 
     if not node.has_parameter("executor"):
-        spec = ParameterSpec("executor", default, "executor the node spins in (start-up only; "
-                             "the --executor command-line option sets the default)",
-                             choices=EXECUTORS, read_only=True)
+        spec = ParameterSpec("executor", _executor_default, "executor the node spins in "
+                             "(start-up only; the --executor command-line option sets the "
+                             "default)", choices=EXECUTORS, read_only=True)
         ParameterSet(node, (spec,))
     return node.get_parameter("executor").value
 
@@ -330,6 +444,8 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
     except StartupError as exc:
         rclpy.logging.get_logger(name).error(f"cannot start: {exc}")
         return 1
+    global _executor_default
+    _executor_default = executor or cli_kind or DEFAULT_EXECUTOR
     rclpy.init(args=argv)
     node = None
     spinner = None
@@ -337,7 +453,7 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
     try:
         try:
             node = node_cls()
-            kind = _executor_parameter(node, executor or cli_kind or DEFAULT_EXECUTOR)
+            kind = node_executor(node)
             spinner = make_executor(kind)
         except (MultibodyError, ValueError, FileNotFoundError) as exc:
             msg = " ".join(str(exc).split())

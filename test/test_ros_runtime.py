@@ -1,0 +1,166 @@
+"""The nodes' stepping machinery: PacedLoop, SCHED_FIFO priority, PolledSubscription.
+
+PacedLoop and the priority need no ROS; the polled subscription runs over DDS in one process
+(its own rclpy context in the test run's isolated domain, as the ``probe`` fixture does).
+"""
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+from ros_helpers import DOMAIN_ID, ROS_ENV
+
+from multibody_dynamics.ros.runtime import PacedLoop, set_fifo_priority
+
+
+def _wait(predicate, timeout):
+    end = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < end:
+        time.sleep(0.005)
+    return predicate()
+
+
+def test_paced_loop_keeps_absolute_deadlines_and_skips_missed_periods():
+    period = 0.01
+    calls = []
+
+    def step():
+        calls.append(time.perf_counter())
+        if len(calls) == 5:
+            time.sleep(3.5 * period)  # a stall of more than a whole period
+
+    loop = PacedLoop(step, period, name="test_loop").start()
+    try:
+        assert _wait(lambda: len(calls) >= 20, 5.0), f"{len(calls)} steps in 5 s"
+    finally:
+        assert loop.stop()
+    # the stall: the late step runs at once, the next one rejoins the grid of absolute
+    # deadlines (4 periods after the stalled one), the missed deadlines are skipped
+    assert calls[5] - calls[4] > 3.0 * period
+    assert abs(calls[6] - calls[4] - 4.0 * period) < 0.3 * period, calls[4:7]
+    assert loop.skipped >= 2
+    # no burst afterwards: every later period is a whole one (a catching-up loop would give
+    # ~0 gaps); 0.5 period is far below one and far above a back-to-back call on any machine
+    after = [b - a for a, b in zip(calls[6:19], calls[7:20])]
+    assert min(after) > 0.5 * period, after
+
+
+def test_paced_loop_errors_go_to_on_error_and_bad_period_is_refused():
+    seen = []
+
+    def step():
+        raise RuntimeError("boom")
+
+    loop = PacedLoop(step, 0.005, on_error=lambda exc: seen.append(str(exc)) or len(seen) < 3)
+    loop.start()
+    assert _wait(lambda: not loop.running, 5.0)
+    assert seen == ["boom"] * 3  # the loop ended when on_error returned False
+    with pytest.raises(ValueError, match="period must be > 0"):
+        PacedLoop(lambda: None, 0.0)
+    with pytest.raises(ValueError, match="period must be > 0"):
+        loop.set_period(-1.0)
+
+
+def test_fifo_priority_is_set_or_refused_with_a_reason():
+    assert "expected 1..99" in set_fifo_priority(0)
+    assert "expected 1..99" in set_fifo_priority(100)
+    result = {}
+
+    def probe():  # a thread of its own: the policy is per thread
+        result["error"] = set_fifo_priority(10)
+        if hasattr(os, "sched_getscheduler"):
+            result["policy"] = os.sched_getscheduler(0)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join(5.0)
+    if result["error"] is None:
+        assert result["policy"] == os.SCHED_FIFO
+    else:  # an unprivileged user: the reason names the remedy
+        assert "refused" in result["error"] or "no sched_setscheduler" in result["error"]
+        assert sys.platform != "linux" or "rtprio" in result["error"]
+    # the caller's own scheduling is untouched
+    if hasattr(os, "sched_getscheduler"):
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+def test_paced_loop_reports_a_refused_priority():
+    loop = PacedLoop(lambda: None, 0.01, priority=10).start()
+    try:
+        assert loop.priority_error is None or "refused" in loop.priority_error
+    finally:
+        loop.stop()
+
+
+@pytest.fixture
+def ros_pair(monkeypatch):
+    rclpy = pytest.importorskip("rclpy")
+    for key, value in ROS_ENV.items():
+        monkeypatch.setenv(key, value)
+    context = rclpy.context.Context()
+    rclpy.init(context=context, domain_id=DOMAIN_ID)
+    pub_node = rclpy.create_node("polled_pub", context=context, enable_rosout=False,
+                                 start_parameter_services=False)
+    sub_node = rclpy.create_node("polled_sub", context=context, enable_rosout=False,
+                                 start_parameter_services=False)
+    try:
+        yield rclpy, context, pub_node, sub_node
+    finally:
+        pub_node.destroy_node()
+        sub_node.destroy_node()
+        rclpy.try_shutdown(context=context)
+
+
+def test_polled_subscription_is_taken_by_its_owner_not_the_executor(ros_pair):
+    """The executor spinning the node never runs the polled callback; ``drain`` takes every
+    queued message in order, with the DDS timestamps when asked."""
+    rclpy, context, pub_node, sub_node = ros_pair
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from std_msgs.msg import Float64MultiArray
+
+    from multibody_dynamics.ros.runtime import PolledSubscription
+
+    threads, got = [], []
+
+    def on_message(msg, info):
+        threads.append(threading.current_thread().name)
+        got.append((msg.data[0], info["source_timestamp"], info["received_timestamp"]))
+
+    polled = PolledSubscription(sub_node, Float64MultiArray, "/polled_test", on_message,
+                                QoSProfile(depth=100), with_info=True)
+    other = []
+    sub_node.create_subscription(Float64MultiArray, "/polled_test",
+                                 lambda m: other.append(m.data[0]), QoSProfile(depth=100))
+    pub = pub_node.create_publisher(Float64MultiArray, "/polled_test", QoSProfile(depth=100))
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(sub_node)
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.02)
+
+    spinner = threading.Thread(target=spin, name="executor", daemon=True)
+    spinner.start()
+    try:
+        assert _wait(lambda: pub.get_subscription_count() >= 2, 10.0), "no DDS match in 10 s"
+        for i in range(20):
+            pub.publish(Float64MultiArray(data=[float(i)]))
+            time.sleep(0.002)
+        # the executor's own subscription on the same topic proves the messages arrived
+        assert _wait(lambda: len(other) == 20, 10.0), f"{len(other)} of 20 reached the executor"
+        assert got == []  # the executor ran nothing of the polled subscription
+        n = polled.drain()
+    finally:
+        stop.set()
+        spinner.join(5.0)
+        executor.shutdown(timeout_sec=1.0)
+    assert n == 20 and polled.taken == 20
+    assert [g[0] for g in got] == [float(i) for i in range(20)]
+    assert set(threads) == {threading.current_thread().name}
+    sources = [g[1] for g in got]
+    assert sources == sorted(sources) and all(g[2] >= g[1] for g in got)
+    assert polled.drain() == 0  # nothing left
