@@ -81,14 +81,32 @@ LAWS = ["pd", "pid", "computed_torque"]
 
 
 def closure_names(share, robot):
-    """Names of the loop closures listed in ``config/robots/<robot>.yaml`` ([] for a tree)."""
+    """Names of the loop closures listed in ``config/robots/<robot>.yaml`` ([] for a tree).
+
+    Refuses an unknown robot and a flexible model (a file with ``bodies`` or ``builder``: it
+    has no URDF, so robot_state_publisher, Gazebo and ros2_control cannot take it).
+    """
     robots_dir = os.path.join(share, "config", "robots")
     path = os.path.join(robots_dir, f"{robot}.yaml")
+
+    def read(p):
+        with open(p) as f:
+            raw = yaml.safe_load(f) or {}
+        return raw if isinstance(raw, dict) else {}
+
+    def flexible(raw):
+        return "bodies" in raw or "builder" in raw
+
     if not os.path.isfile(path):
-        shipped = sorted(f[: -len(".yaml")] for f in os.listdir(robots_dir) if f.endswith(".yaml"))
+        shipped = sorted(f[: -len(".yaml")] for f in os.listdir(robots_dir)
+                         if f.endswith(".yaml") and not flexible(read(os.path.join(robots_dir, f))))
         raise RuntimeError(f"robot:={robot}: no {path}; shipped robots: {', '.join(shipped)}")
-    with open(path) as f:
-        raw = yaml.safe_load(f) or {}
+    raw = read(path)
+    if flexible(raw):
+        raise RuntimeError(
+            f"robot:={robot} is a flexible model ({path}): it has no URDF, so this launch file "
+            f"cannot bring it up; run its plant directly: ros2 run multibody_suite "
+            f"simulator_node --ros-args -p robot:={robot} (or multibody simulate {robot})")
     return [str(c.get("name", "?")) for c in raw.get("closures") or []]
 
 

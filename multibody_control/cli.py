@@ -43,7 +43,7 @@ def cmd_models(args) -> int:
 
     flexible = shipped_flexible_models()
     if flexible:
-        print("\nflexible models (config/flexible/; Python: "
+        print("\nflexible models (config/robots/ files with 'bodies' or 'builder'; Python: "
               "multibody_dynamics.flexible.loader.load_flexible_model)")
         for name in flexible:
             chain = load_flexible_model(name)
@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("models", help="list the shipped robots")
+    p = sub.add_parser("models", help="list the shipped robots (rigid and flexible)")
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("check", help="load and validate a model, print its summary")

@@ -135,7 +135,7 @@ def test_section_6_4_ranking_of_the_feedforward_designs(designs):
     """Sect. 6.4.1 (Figs. 6.5, 6.6, 6.8): rigid >> quasi-static (< 1 mm) >> stable inversion
     (< 0.1 mm), joints tracked by a stiff PD law. The book's absolute errors (several cm for
     the rigid design) depend on the rigid-part masses it does not print (ours are chosen, see
-    config/flexible/flexible_manipulator.yaml); the bounds and the ranking are asserted.
+    config/robots/flexible_manipulator.yaml); the bounds and the ranking are asserted.
     Measured here: 4.3 / 0.086 / 0.0044 mm."""
     _, out = designs
     err = {m: out[m][1].max_error for m in out}
@@ -206,7 +206,7 @@ def test_cli_check_flexible_models(tmp_path, capsys):
     # the first clamped frequency of arm 2 with its rigid end parts (modal data: Me, Ke)
     assert "6 (2 joint + 4 elastic)" in out and "arm2.e2" in out and "Hz" in out
     bad = tmp_path / "bad.yaml"
-    text = (Path(__file__).resolve().parent.parent / "config/flexible/flexible_manipulator.yaml").read_text()
+    text = (Path(__file__).resolve().parent.parent / "config/robots/flexible_manipulator.yaml").read_text()
     bad.write_text(text.replace("elements: 20", "elements: -3", 1))
     assert main(["check", str(bad)]) == 2
     assert "elements" in capsys.readouterr().err

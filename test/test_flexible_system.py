@@ -11,18 +11,21 @@ import dataclasses
 import numpy as np
 import pinocchio as pin
 import pytest
+import yaml
 from scipy.integrate import solve_ivp
 
 from multibody_dynamics.errors import DimensionError, InputError, ModelError
 from multibody_dynamics.flexible.loader import (
     beam_modal_data,
+    is_flexible_model,
     load_flexible_model,
     read_flexible_config,
     shipped_flexible_models,
 )
 from multibody_dynamics.flexible.sid import save_modal_data
 from multibody_dynamics.flexible.system import ChainBody, FlexibleChain, FlexibleChainConfig
-from multibody_dynamics.model import load_model
+from multibody_dynamics.model import load_model, share_dir, shipped_robots
+from multibody_dynamics.model.resources import robots_dir
 
 # soft beams (first modes 3-40 rad/s) so that every coupling term is large and explicit
 # integration is cheap; an axial-soft section couples axial and bending through I1, Cr1
@@ -248,14 +251,57 @@ def test_flexible_cart_manipulator_released_near_upright(cart_models):
 # ---------------------------------------------------------------- loading and validation
 
 
+#: The shipped flexible models, declared in config/robots/ next to the rigid robots.
+FLEXIBLE = ["flexible_cart_manipulator", "flexible_manipulator", "flexible_parallel_tool"]
+
+
 def test_shipped_flexible_models_load():
-    assert "flexible_cart_manipulator" in shipped_flexible_models()
+    assert set(FLEXIBLE) <= set(shipped_flexible_models())
     for name in shipped_flexible_models():
         chain = load_flexible_model(name)
+        assert chain.config.name == name
         assert chain.nv == chain.nq_r + chain.nq_e
         if chain.config.rigid_counterpart:
             rigid = load_model(chain.config.rigid_counterpart)
             assert rigid.nv == chain.nq_r
+
+
+def test_one_directory_two_schemas():
+    """config/robots/ holds every shipped model; the schema (a 'bodies' list or a 'builder'
+    key) puts each file in exactly one listing."""
+    files = {p.stem: p for p in robots_dir().glob("*.yaml")}
+    rigid, flexible = shipped_robots(), shipped_flexible_models()
+    assert not set(rigid) & set(flexible)
+    assert sorted(rigid + flexible) == sorted(files)
+    assert set(FLEXIBLE) <= set(flexible)
+    assert {"arm7", "cart_double_pendulum", "five_bar"} <= set(rigid)
+    for name, path in files.items():
+        raw = yaml.safe_load(path.read_text())
+        assert isinstance(raw, dict) and raw.get("name") == name, path
+        flexible_schema = "bodies" in raw or "builder" in raw
+        assert flexible_schema == (name in flexible) == is_flexible_model(name), name
+    assert not (share_dir() / "config" / "flexible").exists()  # the old folder is gone
+
+
+@pytest.mark.parametrize("name", FLEXIBLE)
+def test_load_model_names_the_flexible_loader(name):
+    for robot in (name, robots_dir() / f"{name}.yaml"):
+        with pytest.raises(ModelError) as info:
+            load_model(robot)
+        msg = str(info.value)
+        assert name in msg and "is a flexible model" in msg, msg
+        assert "multibody_dynamics.flexible.loader.load_flexible_model" in msg, msg
+
+
+@pytest.mark.parametrize("name", ["arm7", "cart_double_pendulum", "five_bar"])
+def test_load_flexible_model_names_the_rigid_loader(name):
+    for robot in (name, robots_dir() / f"{name}.yaml"):
+        with pytest.raises(ModelError) as info:
+            load_flexible_model(robot)
+        msg = str(info.value)
+        assert name in msg and "is a rigid model" in msg, msg
+        assert "multibody_dynamics.model.load_model" in msg, msg
+        assert "load_flexible_model" not in msg, msg
 
 
 def test_cart_manipulator_structure(cart_models):

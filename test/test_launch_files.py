@@ -20,12 +20,20 @@ import pytest
 import yaml
 
 from multibody_dynamics.model import load_model
+from multibody_dynamics.model.resources import is_flexible_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "multibody_suite"
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
 NODE_CONFIGS = sorted(p for p in (ROOT / "config").glob("*.yaml"))
-ROBOTS = sorted(p.stem for p in (ROOT / "config" / "robots").glob("*.yaml"))
+ROBOT_FILES = sorted((ROOT / "config" / "robots").glob("*.yaml"))
+#: The rigid robots of config/robots/ only: the launch files (robot:=), the nodes, the
+#: urdf/<robot>.urdf(.xacro) and config/controllers/<robot>.yaml exist for URDF-backed models.
+#: The flexible models in the same folder (a 'bodies' list or a 'builder' key, see
+#: multibody_dynamics.model.resources) have no URDF and are not launchable; they are split off
+#: by schema here and checked in test_flexible_models_are_not_robots_for_launch.
+ROBOTS = [p.stem for p in ROBOT_FILES if not is_flexible_file(p)]
+FLEXIBLE = [p.stem for p in ROBOT_FILES if is_flexible_file(p)]
 DATA_DIRS = {"config", "urdf", "launch"}
 
 #: The node parameters (declared by the nodes with these names): name -> type in the YAML.
@@ -260,9 +268,33 @@ def test_gazebo_refusal_matches_model(robot):
     assert closures == [c.name for c in load_model(robot).closures]
 
 
+def test_flexible_models_are_not_robots_for_launch():
+    """The schema split of config/robots/: every file is either a launchable rigid robot (its
+    URDF, xacro and controllers shipped) or a flexible model (none of them)."""
+    assert ROBOTS and FLEXIBLE and sorted(ROBOTS + FLEXIBLE) == [p.stem for p in ROBOT_FILES]
+    assert {"arm7", "five_bar"} <= set(ROBOTS)
+    assert {"flexible_cart_manipulator", "flexible_manipulator", "flexible_parallel_tool"} <= set(
+        FLEXIBLE)
+    for robot in ROBOTS:
+        for rel in (f"urdf/{robot}.urdf", f"urdf/{robot}.urdf.xacro",
+                    f"config/controllers/{robot}.yaml"):
+            assert (ROOT / rel).is_file(), rel
+    for name in FLEXIBLE:
+        for rel in (f"urdf/{name}.urdf", f"urdf/{name}.urdf.xacro",
+                    f"config/controllers/{name}.yaml"):
+            assert not (ROOT / rel).exists(), f"{rel}: a flexible model has no URDF / controllers"
+
+
 def test_unknown_robot_is_named():
-    with pytest.raises(RuntimeError, match="shipped robots: .*arm7"):
+    with pytest.raises(RuntimeError, match="shipped robots: .*arm7") as info:
         _closure_names()(str(ROOT), "no_such_robot")
+    assert "flexible_manipulator" not in str(info.value)  # only launchable robots are offered
+
+
+@pytest.mark.parametrize("name", FLEXIBLE)
+def test_bringup_refuses_flexible_models(name):
+    with pytest.raises(RuntimeError, match=f"robot:={name} is a flexible model.*no URDF"):
+        _closure_names()(str(ROOT), name)
 
 
 def test_bringup_refuses_gazebo_for_closures_before_starting():

@@ -152,10 +152,19 @@ def test_cli_models_and_check(capsys):
 
     assert main(["models"]) == 0
     out = capsys.readouterr().out
-    for name in list(EXPECTED) + ["flexible_cart_manipulator"]:
-        assert name in out
+    # one folder, two listings: the rigid table, then the flexible models (by schema)
+    rigid, heading, flexible = out.partition("flexible models (config/robots/")
+    assert heading
+    for name in EXPECTED:
+        assert name in rigid
+    for name in ("flexible_cart_manipulator", "flexible_manipulator", "flexible_parallel_tool"):
+        assert name in flexible and name not in rigid
     assert main(["check", "five_bar"]) == 0
     assert "end_effector planar_revolute" in capsys.readouterr().out
     assert main(["check", "no_such_robot"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown robot" in err[0]
+    # a rigid-only command given a flexible model names the flexible loader (one line, exit 2)
+    assert main(["analyze", "flexible_manipulator"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a flexible model" in err[0] and "load_flexible_model" in err[0]

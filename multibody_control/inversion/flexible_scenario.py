@@ -1,7 +1,8 @@
 """Inversion scenarios of flexible manipulators: YAML -> feedforward designs -> tracking check.
 
-``multibody invert`` dispatches here when the scenario's robot is a flexible model
-(``config/flexible/``). Schema (every key validated; unknown keys are errors naming the key)::
+``multibody invert`` dispatches here when the scenario's robot is a flexible model (a
+``config/robots/`` file with a ``bodies`` list). Schema (every key validated; unknown keys are
+errors naming the key)::
 
     robot: flexible_manipulator     # shipped flexible model or a flexible-model YAML path
     task:

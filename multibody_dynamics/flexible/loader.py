@@ -1,10 +1,13 @@
-"""Flexible model descriptions: ``config/flexible/<robot>.yaml`` -> :class:`FlexibleChain`.
+"""Flexible model descriptions: ``config/robots/<robot>.yaml`` -> :class:`FlexibleChain`.
 
-The flexible models live in their own folder, not in ``config/robots/``: every file there is a
-URDF-backed pinocchio model that the rigid tools (and their tests, parametrized over all shipped
-robots) load with :func:`~multibody_dynamics.model.load_model`. A chain of floating-frame bodies
-has no URDF spanning tree, so it gets this loader. The rigid counterpart of a flexible model
-(same masses and inertias) is named by ``rigid_counterpart`` and stays a normal robot.
+Flexible models are declared in ``config/robots/`` like the rigid robots; the schema decides
+(:mod:`multibody_dynamics.model.resources`): a file with a ``bodies`` list (or a closed-loop
+``builder``) is flexible and loads here, every other file is a URDF-backed rigid model for
+:func:`~multibody_dynamics.model.load_model`, which stays rigid because its users need
+pinocchio models (and which names this loader when given a flexible model). A chain of
+floating-frame bodies has no URDF spanning tree, so it gets this loader. The rigid counterpart
+of a flexible model (same masses and inertias) is named by ``rigid_counterpart`` and stays a
+normal robot.
 
 Schema (units in brackets; every key but ``name`` and ``bodies`` optional)::
 
@@ -48,18 +51,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from ..errors import InputError, ModelError
 from ..model.config import YamlChecker
-from ..model.resources import share_dir
+from ..model.resources import (
+    FLEXIBLE_KEYS,
+    flexible_schema_key,
+    robots_dir,
+    shipped_flexible_models,
+)
 from .beam import BeamConfig, BeamSection, assemble_beam
 from .modal import clamped_modes
 from .output import RigidPart, arm_modal_data
 from .sid import ModalData, load_modal_data, modal_data_from_beam
 from .system import ChainBody, FlexibleChain, FlexibleChainConfig
 
-__all__ = ["flexible_models_dir", "shipped_flexible_models", "read_flexible_config",
+__all__ = ["shipped_flexible_models", "is_flexible_model", "read_flexible_config",
            "load_flexible_model", "beam_modal_data"]
 
 _TOP = {"name", "description", "source", "rigid_counterpart", "gravity", "second_order_inertia",
@@ -72,30 +78,13 @@ _BEAM = {"length", "elements", "theory", "section", "material", "modes", "dampin
 _PART = {"length", "mass", "inertia", "com"}
 
 
-def flexible_models_dir() -> Path:
-    """``config/flexible`` of the package data."""
-    return share_dir() / "config" / "flexible"
-
-
-def shipped_flexible_models() -> list[str]:
-    """Names of the shipped flexible models, sorted."""
-    return sorted(p.stem for p in flexible_models_dir().glob("*.yaml"))
-
-
 def is_flexible_model(robot: str | Path) -> bool:
     """True for a shipped flexible model name or a model YAML of the flexible schema (a
     ``bodies`` list or a closed-loop ``builder``); rigid model files and names give False."""
     robot = str(robot)
     if robot in shipped_flexible_models():
         return True
-    path = Path(robot)
-    if path.suffix not in (".yaml", ".yml") or not path.is_file():
-        return False
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return False  # the rigid loader reports the problem with the file
-    return isinstance(raw, dict) and ("bodies" in raw or "builder" in raw)
+    return flexible_schema_key(robot) is not None  # the rigid loader reports a broken file
 
 
 def beam_modal_data(length: float, elements: int, width: float, height: float, E: float,
@@ -270,17 +259,32 @@ def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:
         raise w.error("", str(exc)) from None
 
 
+def _rigid_model_error(path: Path) -> ModelError:
+    return ModelError(
+        f"{path}: {path.stem!r} is a rigid model (no 'bodies' list or 'builder' key), not a "
+        "flexible one: load it with multibody_dynamics.model.load_model (or use `multibody "
+        "check/simulate/invert`, which take both kinds); a flexible model needs 'bodies' or "
+        "'builder'"
+    )
+
+
 def resolve_flexible_path(robot: str | Path) -> Path:
-    """Model YAML for a shipped flexible model name or a path to a YAML file."""
+    """Model YAML for a shipped flexible model name or a path to a YAML file.
+
+    A shipped rigid robot's name raises :class:`ModelError` naming
+    :func:`~multibody_dynamics.model.load_model`.
+    """
     p = Path(robot)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
-    candidate = flexible_models_dir() / f"{robot}.yaml"
+    candidate = robots_dir() / f"{robot}.yaml"
     if not candidate.is_file():
         raise ModelError(
             f"unknown flexible model {str(robot)!r}: not shipped "
             f"({', '.join(shipped_flexible_models())}) and not a path to a model YAML file"
         )
+    if flexible_schema_key(candidate) is None:  # a shipped rigid robot
+        raise _rigid_model_error(candidate)
     return candidate
 
 
@@ -300,11 +304,15 @@ def load_flexible_model(robot: str | Path, backend: str = "auto") -> FlexibleCha
     Raises
     ------
     ModelError
-        With the file, the key and what was expected.
+        With the file, the key and what was expected; for a rigid model (a file without a
+        ``bodies`` list or a ``builder`` key, e.g. ``"arm7"``) naming
+        :func:`~multibody_dynamics.model.load_model`.
     """
     path = resolve_flexible_path(robot)
     w = YamlChecker(path)
     raw = w.load("flexible model", "a mapping with 'name' and 'bodies'")
+    if isinstance(raw, dict) and not any(k in raw for k in FLEXIBLE_KEYS):
+        raise _rigid_model_error(path)
     if isinstance(raw, dict) and "builder" in raw:  # a closed loop, see closed.build_closed_model
         from .closed import build_closed_model
 

@@ -10,7 +10,7 @@ import pinocchio as pin
 
 from ..errors import FrameNotFound, ModelError
 from .config import ClosureSpec, ModelConfig, PassiveJointSpec, read_config
-from .resources import robots_dir, share_dir, shipped_robots
+from .resources import flexible_schema_key, robots_dir, share_dir, shipped_robots
 from .urdf_checks import check_urdf
 
 
@@ -140,27 +140,44 @@ class MultibodyModel:
 
 
 def resolve_model_path(robot: str | Path) -> Path:
-    """Model YAML for a shipped robot name or a path to a YAML file."""
+    """Model YAML for a shipped robot name or a path to a YAML file.
+
+    Raises :class:`ModelError` for an unknown name and for a flexible model (a file with a
+    ``bodies`` list or a ``builder`` key), which :func:`load_model` cannot load.
+    """
     p = Path(robot)
     if p.suffix in (".yaml", ".yml") or p.exists():
-        return p
-    candidate = robots_dir() / f"{robot}.yaml"
-    if not candidate.is_file():
+        path = p
+    else:
+        path = robots_dir() / f"{robot}.yaml"
+        if not path.is_file():
+            raise ModelError(
+                f"unknown robot {str(robot)!r}: not a shipped robot "
+                f"({', '.join(shipped_robots())}) and not a path to a model YAML file"
+            )
+    key = flexible_schema_key(path)
+    if key is not None:
         raise ModelError(
-            f"unknown robot {str(robot)!r}: not a shipped robot ({', '.join(shipped_robots())}) "
-            "and not a path to a model YAML file"
+            f"{path}: {path.stem!r} is a flexible model (it has a {key!r} key), not a rigid "
+            "URDF-backed one: load it with multibody_dynamics.flexible.loader.load_flexible_model "
+            "(or use `multibody check/simulate/invert`, which take both kinds); load_model "
+            "returns rigid pinocchio models only"
         )
-    return candidate
+    return path
 
 
 def load_model(robot: str | Path) -> MultibodyModel:
-    """Load and validate a robot by shipped name (``"arm7"``) or model-YAML path.
+    """Load and validate a rigid robot by shipped name (``"arm7"``) or model-YAML path.
+
+    Only rigid models (URDF + model YAML): a flexible model of ``config/robots/`` (a
+    ``bodies`` list or a ``builder`` key) raises :class:`ModelError` naming
+    :func:`~multibody_dynamics.flexible.loader.load_flexible_model`, its loader.
 
     Raises
     ------
     ModelError
         With the file, the key and what was expected, for every inconsistency
-        between the YAML and the URDF.
+        between the YAML and the URDF; for an unknown name; for a flexible model.
     """
     path = resolve_model_path(robot)
     cfg = read_config(path, share_dir() / "urdf")

@@ -1,4 +1,11 @@
-"""Where the shipped robot descriptions live.
+"""Where the shipped robot descriptions live, and which schema each one uses.
+
+Every shipped model is ``config/robots/<robot>.yaml``. Two schemas share that directory: a
+file with a ``bodies`` list or a ``builder`` key is a flexible model (loaded by
+:func:`multibody_dynamics.flexible.loader.load_flexible_model`), every other file is a rigid
+model (URDF + model YAML, loaded by :func:`multibody_dynamics.model.load_model`, which returns
+pinocchio-backed models only). :func:`shipped_robots` lists the rigid models,
+:func:`shipped_flexible_models` the flexible ones.
 
 The package data (``urdf/``, ``config/``, ``launch/``) is found, in order, in:
 
@@ -15,6 +22,8 @@ import functools
 import os
 import sys
 from pathlib import Path
+
+import yaml
 
 PACKAGE = "multibody_suite"
 
@@ -49,9 +58,48 @@ def share_dir() -> Path:
 
 
 def robots_dir() -> Path:
+    """``config/robots`` of the package data: every shipped model, rigid and flexible."""
     return share_dir() / "config" / "robots"
 
 
+#: Top-level keys that make a model YAML a flexible model (see the module docstring).
+FLEXIBLE_KEYS = ("bodies", "builder")
+
+
+def flexible_schema_key(path: str | Path) -> str | None:
+    """The key (``"bodies"`` or ``"builder"``) that makes the model YAML at ``path`` a flexible
+    model, or None for a rigid model. A missing, unreadable or malformed file gives None: the
+    rigid loader then reports the problem with the file."""
+    path = Path(path)
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        return None
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    return next((k for k in FLEXIBLE_KEYS if k in raw), None)
+
+
+def is_flexible_file(path: str | Path) -> bool:
+    """True when the model YAML at ``path`` has the flexible schema (a ``bodies`` list or a
+    ``builder`` key)."""
+    return flexible_schema_key(path) is not None
+
+
+def _shipped(flexible: bool) -> list[str]:
+    return sorted(p.stem for p in robots_dir().glob("*.yaml") if is_flexible_file(p) == flexible)
+
+
 def shipped_robots() -> list[str]:
-    """Names of the robots shipped with the package, sorted."""
-    return sorted(p.stem for p in robots_dir().glob("*.yaml"))
+    """Names of the shipped rigid robots (``config/robots/*.yaml`` of the rigid schema), sorted;
+    each loads with :func:`~multibody_dynamics.model.load_model`."""
+    return _shipped(flexible=False)
+
+
+def shipped_flexible_models() -> list[str]:
+    """Names of the shipped flexible models (``config/robots/*.yaml`` with ``bodies`` or
+    ``builder``), sorted; each loads with
+    :func:`~multibody_dynamics.flexible.loader.load_flexible_model`."""
+    return _shipped(flexible=True)
