@@ -60,6 +60,18 @@ Laws (parameter ``law``)
     tv_lqr on a closed loop, rmrc without a frame, gains of the wrong length) stops the node
     at start-up with one error line and exit code 1, and is refused at run time.
 
+Flexible robots (``robot`` a flexible model name, see
+:func:`~multibody_dynamics.flexible.loader.is_flexible_model`): ``pd`` and ``pid`` act on the
+joints only (collocated feedback, as Seifried 2014 Ch. 6 closes it around the feedforward),
+with ``kp``, ``kd``, ``ki`` per joint; the node reads the joints of ``/joint_states`` (the
+elastic coordinates ``<body>.e<k>`` it also carries are checked and dropped, as are elastic
+entries of a trajectory) and publishes one effort per joint. The model is the joint view
+:func:`~multibody_dynamics.flexible.joint_view.joint_space_model`, which has no dynamics:
+computed_torque, tv_lqr and rmrc are refused (start-up: ``cannot start: law ...``; run time:
+the parameter change is refused). A computed torque on the ``rigid_counterpart`` was not
+chosen: it would cancel a rigid model's dynamics with high-gain feedback that excites the
+undamped elastic modes, and only flexible_cart_manipulator names a counterpart.
+
 The control laws are :mod:`multibody_control.controllers`; this node only wires
 parameters and messages to them (:func:`law_setup` is the parameter -> law mapping).
 """
@@ -83,6 +95,8 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from multibody_dynamics.errors import InputError, ModelError, MultibodyError
+from multibody_dynamics.flexible.joint_view import joint_space_model
+from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
 from multibody_dynamics.model import load_model
 from multibody_dynamics.rigid import RigidDynamics
 from multibody_dynamics.ros.conversions import (
@@ -97,9 +111,11 @@ from multibody_dynamics.ros.runtime import (
     DEFAULT_TIMING,
     TIMINGS,
     PacedLoop,
+    PolledSubscription,
     StartupError,
     Throttle,
     main_for,
+    node_executor,
 )
 
 from ..controllers import (
@@ -118,6 +134,8 @@ DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a d
 #: Laws the node runs.  projected_inverse_dynamics and quasi_velocity need constraint-force
 #: references and closures the node does not carry yet: library-only for now.
 NODE_LAWS = tuple(law for law in LAWS if law in ("pd", "pid", "computed_torque", "tv_lqr", "rmrc"))
+#: Laws run on a flexible robot: joint feedback only (its joint view has no dynamics).
+FLEXIBLE_LAWS = ("pd", "pid")
 #: Laws tv_lqr can fall back on while its gains are computed; "zero": zero effort.
 FALLBACK_LAWS = ("pd", "pid", "computed_torque", "zero")
 #: Parameters whose change rebuilds the law (and re-solves tv_lqr).
@@ -132,10 +150,16 @@ PARAMETERS = (
     ParameterSpec("rate_hz", 500.0, "control rate: commands published per second of node-clock "
                   "time (simulated time with use_sim_time)", unit="Hz", range=(1.0, 5000.0)),
     ParameterSpec("timing", DEFAULT_TIMING, "how the control ticks are paced without "
-                  "use_sim_time: timer (an rclpy timer on the executor) or paced (a thread of "
-                  "its own at absolute wall-clock deadlines, publishing the commands; the "
-                  "executor only receives); with use_sim_time always the timer on the node "
-                  "clock", choices=TIMINGS, read_only=True),
+                  "use_sim_time: timer (an rclpy timer on the executor, which also takes the "
+                  "states) or paced (a thread of its own at absolute wall-clock deadlines that "
+                  "takes the /joint_states queued since the last tick and publishes the "
+                  "commands; the executor keeps references, parameters and the action); with "
+                  "use_sim_time always the timer on the node clock",
+                  choices=TIMINGS, read_only=True),
+    ParameterSpec("thread_priority", 0, "timing paced: 0 keeps normal scheduling; 1-99 asks "
+                  "SCHED_FIFO at this priority for the control thread (as ros2_control's "
+                  "thread_priority; needs an rtprio limit or CAP_SYS_NICE, else a warning)",
+                  range=(0, 99), read_only=True),
     ParameterSpec("controller_name", "effort_controller", "commands are published on "
                   "/<controller_name>/commands", read_only=True),
     ParameterSpec("law", "computed_torque", "control law (see the node's documentation)",
@@ -223,12 +247,13 @@ class LawSetup:
     lqr_dt: float = 0.0
 
 
-def law_setup(model, values: dict) -> LawSetup:
+def law_setup(model, values: dict, flexible: bool = False) -> LawSetup:
     """The law (and tv_lqr's fallback and design settings) of the parameter ``values``.
 
     Checks that the law fits ``model``: every gain vector has the right length, computed
     torque and rmrc need a fully actuated model, rmrc a frame, tv_lqr an open chain (its
-    weights are checked by a design along a two-sample rest trajectory).
+    weights are checked by a design along a two-sample rest trajectory). ``flexible``:
+    ``model`` is the joint view of a flexible robot; only :data:`FLEXIBLE_LAWS` run on it.
 
     Raises
     ------
@@ -237,6 +262,11 @@ def law_setup(model, values: dict) -> LawSetup:
     """
     law = values["law"]
     limit = _gain(values["effort_limit"])
+    if flexible and law not in FLEXIBLE_LAWS:
+        raise LawError(f"law {law}: {model.name} is a flexible model; only "
+                       f"{' and '.join(FLEXIBLE_LAWS)} (collocated joint feedback) run on it, "
+                       "the laws that need its dynamics (computed_torque, tv_lqr, rmrc) are "
+                       "not available for flexible robots")
     try:
         if law == "tv_lqr":
             if model.closures:
@@ -362,11 +392,17 @@ class ControllerNode(Node):
         self.params = ParameterSet(self, PARAMETERS, on_change=self._locked(self._on_change))
         p = self.params
         self.throttle = Throttle(self.get_logger())
-        self.model = model = load_model(p["robot"])
-        self.coords = JointCoordinates(model)
+        self.flexible = is_flexible_model(p["robot"])
+        if self.flexible:  # the joints only; the elastic coordinates of /joint_states dropped
+            system = load_flexible_model(p["robot"])
+            self.model = model = joint_space_model(system)
+            self.coords = JointCoordinates(model, ignored=system.coordinate_names[system.nq_r:])
+        else:
+            self.model = model = load_model(p["robot"])
+            self.coords = JointCoordinates(model)
         self._actuated = _fully_actuated(model)
         try:
-            self.setup = law_setup(model, p.values)
+            self.setup = law_setup(model, p.values, self.flexible)
         except LawError as exc:
             raise StartupError(f"{exc} (robot {model.name})") from None
         self.state = None
@@ -393,7 +429,16 @@ class ControllerNode(Node):
         qos = QoSProfile(depth=10)
         self.topic = f"/{p['controller_name']}/commands"
         self._pub = self.create_publisher(Float64MultiArray, self.topic, qos)
-        self.create_subscription(JointState, "/joint_states", self._locked(self._on_state), qos)
+        sim_time = self.get_parameter("use_sim_time").value
+        self._paced = p["timing"] == "paced" and not sim_time
+        # paced: the ticks take /joint_states themselves (no executor wake-up per state)
+        self._states = None
+        if self._paced and node_executor(self) != "events":
+            self._states = PolledSubscription(self, JointState, "/joint_states",
+                                              self._locked(self._on_state), qos)
+        else:
+            self.create_subscription(JointState, "/joint_states", self._locked(self._on_state),
+                                     qos)
         on_trajectory = self._locked(self._on_trajectory)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, qos)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -402,8 +447,6 @@ class ControllerNode(Node):
         self.create_subscription(TwistStamped, "~/twist_command", self._locked(self._on_twist), qos)
         self._last_msg: tuple[JointTrajectory, float] | None = None
         self._pending_msg: JointTrajectory | None = None
-        sim_time = self.get_parameter("use_sim_time").value
-        self._paced = p["timing"] == "paced" and not sim_time
         self._timer = None
         self._start_ticks(p["rate_hz"])
         offered = [f"topic {self.resolve_topic_name('~/joint_trajectory')}"]
@@ -440,7 +483,7 @@ class ControllerNode(Node):
         redesign = "rate_hz" in changes and values["law"] == "tv_lqr" and not values["lqr_dt"]
         if any(k in changes for k in LAW_PARAMETERS) or redesign:
             old = self.setup
-            self.setup = law_setup(self.model, values)  # raises ValueError: change refused
+            self.setup = law_setup(self.model, values, self.flexible)  # ValueError: refused
             self.get_logger().info(f"control law {self._describe(self.setup)} rebuilt with the "
                                    "new parameters")
             if self.setup.law != "rmrc":
@@ -468,7 +511,11 @@ class ControllerNode(Node):
         if self._paced:
             if self._loop is None:
                 self._loop = PacedLoop(self._locked(self._tick), 1.0 / rate,
-                                       name="controller_ticks", on_error=self._loop_error).start()
+                                       name="controller_ticks", on_error=self._loop_error,
+                                       priority=self.params["thread_priority"]).start()
+                if self._loop.priority_error:
+                    self.get_logger().warning(f"thread_priority: {self._loop.priority_error}; "
+                                              "ticking with normal scheduling")
             else:
                 self._loop.set_period(1.0 / rate)
             return
@@ -717,6 +764,8 @@ class ControllerNode(Node):
         return setup.controller.step(now, q, v, ref)
 
     def _tick(self):
+        if self._states is not None:
+            self._states.drain()
         now = self._now()
         if self.state is None:
             self.throttle.info("wait", "waiting for /joint_states")

@@ -9,7 +9,10 @@ Conventions
 -----------
 - ``sensor_msgs/JointState`` carries one entry per velocity coordinate of the
   model (``model.coordinate_names``), in any order; positions of continuous
-  joints (stored by pinocchio as cos/sin) are angles in rad.
+  joints (stored by pinocchio as cos/sin) are angles in rad.  A flexible model's
+  messages carry its joints and its elastic coordinates ``<body>.e<k>``; a reader
+  built with ``ignored`` names (the joint-space controller of a flexible robot)
+  drops those entries.
 - ``std_msgs/Float64MultiArray`` published by the suite is labelled: each
   ``layout.dim[k].label`` lists the names along that axis, comma-separated
   (``"joint1,joint2,..."``; for a wrench matrix the second axis is
@@ -28,7 +31,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ..errors import InputError, ModelError
-from ..model import MultibodyModel
 
 WRENCH_LABELS = ("fx", "fy", "fz", "tx", "ty", "tz")
 
@@ -65,10 +67,17 @@ class JointCoordinates:
 
     Only one-degree-of-freedom joints can be carried by ``JointState``:
     revolute/prismatic (nq = nv = 1) and continuous (nq = 2 as cos/sin, nv = 1).
+    A flexible model (:class:`~multibody_dynamics.flexible.system.FlexibleChain` or a closed
+    one) has Euclidean coordinates: its ``coordinate_names`` (joints, then the elastic
+    ``<body>.e<k>``) are the message entries and ``q`` is the positions.
 
     Parameters
     ----------
-    model : MultibodyModel
+    model : MultibodyModel, FlexibleChain or ClosedFlexibleChain
+    ignored : sequence of str
+        Names that messages may carry besides the model's coordinates; their entries are
+        dropped (a joint-space controller of a flexible robot reads the joints of a
+        ``/joint_states`` that also carries the elastic coordinates).
 
     Raises
     ------
@@ -76,11 +85,21 @@ class JointCoordinates:
         If the model has a joint with more than one velocity coordinate.
     """
 
-    def __init__(self, model: MultibodyModel):
-        pm = model.pin_model
+    def __init__(self, model, ignored=()):
         self.model = model
-        self.names: tuple[str, ...] = model.coordinate_names
+        self.names: tuple[str, ...] = tuple(model.coordinate_names)
+        self.ignored = frozenset(ignored) - set(self.names)
         self._index = {n: i for i, n in enumerate(self.names)}
+        self._cache: tuple[tuple[str, ...], np.ndarray] | None = None
+        self._kept: tuple[tuple[str, ...], np.ndarray | None] | None = None
+        pm = getattr(model, "pin_model", None)
+        if pm is None:  # flexible model: q = the coordinates themselves
+            self.label = getattr(model, "name", None) or model.config.name
+            self._iq = np.arange(len(self.names))
+            self._continuous = np.zeros(0, dtype=int)
+            self._simple = True
+            return
+        self.label = model.name
         self._iq = np.empty(model.nv, dtype=int)
         continuous = []
         for jid in range(1, pm.njoints):
@@ -93,7 +112,6 @@ class JointCoordinates:
                 continuous.append(j.idx_v)
         self._continuous = np.array(continuous, dtype=int)
         self._simple = self._continuous.size == 0
-        self._cache: tuple[tuple[str, ...], np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -133,7 +151,7 @@ class JointCoordinates:
         unknown = [n for n in names if n not in self._index]
         if unknown:
             raise MessageError(f"{what}: unknown joint name(s) {', '.join(map(repr, unknown))}; "
-                               f"{self.model.name} has: {', '.join(self.names)}")
+                               f"{self.label} has: {', '.join(self.names)}")
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise MessageError(f"{what}: duplicate joint name(s) {', '.join(dup)}")
@@ -144,6 +162,29 @@ class JointCoordinates:
         idx = np.array([self._index[n] for n in names], dtype=int)
         self._cache = (names, idx)
         return idx
+
+    def kept(self, names) -> np.ndarray | None:
+        """Positions of the entries of a message with ``names`` that are not ``ignored``;
+        None when every entry is kept (no ignored name present)."""
+        names = tuple(names)
+        if self._kept is not None and self._kept[0] == names:
+            return self._kept[1]
+        take = None
+        if self.ignored and not self.ignored.isdisjoint(names):
+            take = np.array([k for k, n in enumerate(names) if n not in self.ignored], dtype=int)
+        self._kept = (names, take)
+        return take
+
+
+def _select(coords, names, what: str):
+    """``(take, idx)``: message entries kept (None: all) and their model indices (see
+    :meth:`JointCoordinates.order`); ``coords`` may be any object with ``order``."""
+    names = tuple(names)
+    kept = getattr(coords, "kept", None)
+    take = kept(names) if kept is not None else None
+    if take is not None:
+        names = tuple(names[k] for k in take)
+    return take, coords.order(names, what)
 
 
 def _finite_array(values, n: int, what: str, allow_empty: bool = False) -> np.ndarray | None:
@@ -178,17 +219,18 @@ def joint_state_to_arrays(msg: JointState, coords: JointCoordinates,
         Unknown/missing/duplicate names, position/velocity/effort lengths that do
         not match ``name``, NaN or inf, or (``require_velocity``) no velocities.
     """
-    idx = coords.order(msg.name, "JointState.name")
-    n = len(idx)
-    pos = _finite_array(msg.position, n, "JointState.position")
-    vel = _finite_array(msg.velocity, n, "JointState.velocity", allow_empty=not require_velocity)
-    eff = _finite_array(msg.effort, n, "JointState.effort", allow_empty=True)
+    take, idx = _select(coords, msg.name, "JointState.name")
+    m, n = len(msg.name), len(idx)
+    # every entry is checked, the ignored ones too: a NaN anywhere means a broken plant
+    pos = _finite_array(msg.position, m, "JointState.position")
+    vel = _finite_array(msg.velocity, m, "JointState.velocity", allow_empty=not require_velocity)
+    eff = _finite_array(msg.effort, m, "JointState.effort", allow_empty=True)
 
     def ordered(x):
         if x is None:
             return None
         out = np.empty(n)
-        out[idx] = x
+        out[idx] = x if take is None else x[take]
         return out
 
     return JointStateArrays(stamp_to_sec(msg.header.stamp), coords.configuration(ordered(pos)),
@@ -295,8 +337,8 @@ def trajectory_from_msg(msg, coords: JointCoordinates) -> TrajectoryArrays | Non
     """
     if not msg.points:
         return None
-    idx = coords.order(msg.joint_names, "JointTrajectory.joint_names")
-    n, npts = len(idx), len(msg.points)
+    take, idx = _select(coords, msg.joint_names, "JointTrajectory.joint_names")
+    n, m, npts = len(idx), len(msg.joint_names), len(msg.points)
     t = np.array([duration_to_sec(p.time_from_start) for p in msg.points])
     if t[0] < 0:
         raise MessageError(f"JointTrajectory: negative time_from_start {t[0]:g} s at point 0")
@@ -316,7 +358,8 @@ def trajectory_from_msg(msg, coords: JointCoordinates) -> TrajectoryArrays | Non
             raise MessageError(f"JointTrajectory: point {k} has no {name}{hint}")
         out = np.empty((npts, n))
         for k, p in enumerate(msg.points):
-            out[k, idx] = _finite_array(getattr(p, name), n, f"JointTrajectory.points[{k}].{name}")
+            x = _finite_array(getattr(p, name), m, f"JointTrajectory.points[{k}].{name}")
+            out[k, idx] = x if take is None else x[take]
         return out
 
     pos = field("positions", True)

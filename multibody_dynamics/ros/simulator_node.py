@@ -21,6 +21,14 @@ one per constraint row, dim[0].label = the comma-separated row labels, N | N m) 
 max |A v| [m/s | rad/s]) every ``diagnostics_period`` steps.  ``initial_positions`` of
 a closed loop are projected onto the manifold first (Newton); a start that cannot be
 assembled is refused with a message.
+
+A flexible model (``robot`` a flexible model name, see
+:func:`~multibody_dynamics.flexible.loader.is_flexible_model`) is stepped by
+:class:`~multibody_dynamics.flexible.stepper.FlexibleStepper`: the same fixed step ``dt =
+1/rate_hz`` and zero-order hold, split into RK4 substeps chosen from the stiffest mode of the
+linearization at the start (its log line gives the substeps); ``/joint_states`` then carries the
+joints and the elastic coordinates (``<body>.e<k>``, modal amplitudes, effort 0), the commands
+one effort per joint. Closed flexible loops (flexible_parallel_tool) are refused at start-up.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..errors import MultibodyError
+from ..flexible.loader import is_flexible_model, load_flexible_model
+from ..flexible.stepper import FlexibleStepper
 from ..model import load_model
 from ..rolling import model_constraints
 from ..simulate import METHODS, Simulator, SimulatorConfig
@@ -49,11 +59,20 @@ from .conversions import (
     vector_msg,
 )
 from .parameters import ParameterSet, ParameterSpec
-from .runtime import DEFAULT_TIMING, TIMINGS, PacedLoop, StartupError, Throttle, main_for
+from .runtime import (
+    DEFAULT_TIMING,
+    TIMINGS,
+    PacedLoop,
+    PolledSubscription,
+    StartupError,
+    Throttle,
+    main_for,
+    node_executor,
+)
 
 PARAMETERS = (
-    ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file",
-                  read_only=True),
+    ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file (rigid, "
+                  "constrained or an open flexible chain)", read_only=True),
     ParameterSpec("rate_hz", 500.0, "integration step rate; one step per tick, /joint_states "
                   "published every step (step size dt = 1/rate_hz)", unit="Hz",
                   range=(1.0, 10000.0)),
@@ -71,12 +90,17 @@ PARAMETERS = (
     ParameterSpec("realtime", True, "true: pace the steps by the wall clock (at most one step "
                   "per 1/rate_hz); false: step as fast as possible (use with publish_clock)"),
     ParameterSpec("timing", DEFAULT_TIMING, "how the steps are paced with realtime true: timer "
-                  "(an rclpy timer on the executor) or paced (a thread of its own at absolute "
-                  "wall-clock deadlines, publishing /joint_states and /clock; the executor "
-                  "only receives commands); missed periods are skipped in both",
-                  choices=TIMINGS, read_only=True),
-    ParameterSpec("integrator", "rk4", "fixed-step integration method", choices=METHODS,
-                  read_only=True),
+                  "(an rclpy timer on the executor, which also takes the commands) or paced (a "
+                  "thread of its own at absolute wall-clock deadlines that takes the commands "
+                  "queued since the last step, steps and publishes /joint_states and /clock; "
+                  "the executor keeps parameters and services); missed periods are skipped in "
+                  "both", choices=TIMINGS, read_only=True),
+    ParameterSpec("thread_priority", 0, "timing paced: 0 keeps normal scheduling; 1-99 asks "
+                  "SCHED_FIFO at this priority for the stepping thread (as ros2_control's "
+                  "thread_priority; needs an rtprio limit or CAP_SYS_NICE, else a warning)",
+                  range=(0, 99), read_only=True),
+    ParameterSpec("integrator", "rk4", "fixed-step integration method (flexible models: the "
+                  "method of each substep)", choices=METHODS, read_only=True),
     ParameterSpec("diagnostics_period", 10, "publish ~/constraint_forces and "
                   "~/constraint_residual every this many steps (constrained models only)",
                   unit="steps", range=(1, 100000)),
@@ -101,10 +125,19 @@ class SimulatorNode(Node):
         self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
         p = self.params
         self.throttle = Throttle(self.get_logger())
-        self.model = model = load_model(p["robot"])
+        config = SimulatorConfig(dt=1.0 / p["rate_hz"], method=p["integrator"])
+        self.flexible = is_flexible_model(p["robot"])
+        if self.flexible:
+            # FlexibleStepper refuses a closed loop (ModelError: "cannot start: ...")
+            model = load_flexible_model(p["robot"])
+            self.sim = FlexibleStepper(model, config)
+            name, self.input_names = model.config.name, tuple(model.joint_names)
+        else:
+            model = load_model(p["robot"])
+            self.sim = Simulator(model, config, constraints=model_constraints(model))
+            name, self.input_names = model.name, tuple(model.input_names)
+        self.model = model
         self.coords = JointCoordinates(model)
-        self.sim = Simulator(model, SimulatorConfig(dt=1.0 / p["rate_hz"], method=p["integrator"]),
-                             constraints=model_constraints(model))
         q0 = None
         if p["initial_positions"]:
             if len(p["initial_positions"]) != model.nv:
@@ -115,7 +148,7 @@ class SimulatorNode(Node):
         try:
             self.sim.reset(q0)
         except MultibodyError as exc:
-            raise StartupError(f"{model.name}: the initial configuration cannot be assembled "
+            raise StartupError(f"{name}: the initial configuration cannot be assembled "
                                f"({exc}); set initial_positions near an assembled "
                                "configuration of the loop") from None
         self.u = np.zeros(model.nu)
@@ -129,7 +162,13 @@ class SimulatorNode(Node):
         self.topic = f"/{p['controller_name']}/commands"
         self._pub_js = self.create_publisher(JointState, "/joint_states", qos)
         self._pub_clock = self.create_publisher(ClockMsg, "/clock", qos) if p["publish_clock"] else None
-        self.create_subscription(Float64MultiArray, self.topic, self._on_command, qos)
+        # timing paced: the steps take the commands themselves (no executor wake-up per command)
+        self._commands = None
+        if p["timing"] == "paced" and node_executor(self) != "events":
+            self._commands = PolledSubscription(self, Float64MultiArray, self.topic,
+                                                self._on_command, qos)
+        else:
+            self.create_subscription(Float64MultiArray, self.topic, self._on_command, qos)
         self._pub_lam = self._pub_res = None
         self._steps = 0
         if self.sim.constrained:
@@ -143,10 +182,15 @@ class SimulatorNode(Node):
         pacing = "wall-clock paced" if p["realtime"] else "as fast as possible"
         if p["realtime"]:
             pacing += " by a thread of its own" if p["timing"] == "paced" else " by an rclpy timer"
+        method = p["integrator"]
+        if self.flexible:
+            method = (f"{method} in {self.sim.substeps} substeps per step (flexible model: "
+                      f"stiffest mode {self.sim.omega_max:.4g} 1/s, h*omega <= "
+                      f"{self.sim.h_omega:g})")
         self.get_logger().info(
-            f"simulating {model.name} (nq={model.nq}, nv={model.nv}) with {p['integrator']} at "
+            f"simulating {name} (nq={model.nq}, nv={model.nv}) with {method} at "
             f"{p['rate_hz']:g} Hz ({pacing}); "
-            f"commands: {self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); "
+            f"commands: {self.topic} ({model.nu} efforts: {', '.join(self.input_names)}); "
             f"publishing /joint_states" + (" and /clock" if self._pub_clock else ""))
         self._publish()
         self._start_timer()
@@ -172,7 +216,11 @@ class SimulatorNode(Node):
                 self._timer = None
             if self._loop is None:
                 self._loop = PacedLoop(self._tick, 1.0 / rate, name="simulator_steps",
-                                       on_error=self._loop_error).start()
+                                       on_error=self._loop_error,
+                                       priority=self.params["thread_priority"]).start()
+                if self._loop.priority_error:
+                    self.get_logger().warning(f"thread_priority: {self._loop.priority_error}; "
+                                              "stepping with normal scheduling")
             else:
                 self._loop.set_period(1.0 / rate)
             return
@@ -209,7 +257,7 @@ class SimulatorNode(Node):
         except MessageError as exc:
             self.rejected += 1
             self.throttle.warn("command", f"rejected command: {exc} (inputs: "
-                               f"{', '.join(self.model.input_names)}); keeping the last valid one")
+                               f"{', '.join(self.input_names)}); keeping the last valid one")
             return
         with self._lock:
             self.u = u
@@ -227,6 +275,8 @@ class SimulatorNode(Node):
 
     # -- stepping ----------------------------------------------------------------------------
     def _tick(self):
+        if self._commands is not None:
+            self._commands.drain()
         with self._lock:
             self._step()
             self._publish()
