@@ -260,6 +260,34 @@ def probe(monkeypatch):
         rclpy.try_shutdown(context=context)
 
 
+def start_loop(launch, probe, robot: str, rate: float, controller: dict, simulator: dict,
+               depth: int = 1000):
+    """Start a sim-time closed loop of ``robot`` and wait until it runs and takes trajectories.
+
+    ``controller_node`` (``use_sim_time``, ``controller`` parameters) first, then
+    ``simulator_node`` publishing /clock in real time (``simulator`` parameters), both at
+    ``rate``; returns ``(states, commands, nodes, trajectory_publisher)``: the recorded
+    /joint_states and commands, the two node processes and a publisher on the controller's
+    ``~/joint_trajectory`` that the controller has discovered.
+    """
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from trajectory_msgs.msg import JointTrajectory
+
+    states = probe.record(JointState, "/joint_states", depth=depth)
+    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=depth)
+    ctl = launch("controller_node", robot=robot, use_sim_time=True, rate_hz=rate, **controller)
+    sim = launch("simulator_node", robot=robot, rate_hz=rate, publish_clock=True, realtime=True,
+                 **simulator)
+    nodes = (ctl, sim)
+    probe.wait_for(lambda: len(commands) > 20 and len(states) > 20, 60.0,
+                   "commands from controller_node and states from simulator_node", nodes)
+    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
+    probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0,
+                   "controller_node to discover the trajectory publisher", nodes)
+    return states, commands, nodes, pub
+
+
 def tracking_errors(states, names, interp, start, t_lo, t_hi, n_effort=None):
     """Max joint error [rad | m] against ``interp`` of every recorded JointState whose stamp lies
     in ``[t_lo, t_hi]`` of trajectory time (``start`` [s] is time zero), and those times.

@@ -115,20 +115,13 @@ def test_tv_lqr_tracking_over_dds(launch, probe, reference):
     half-circle motion; the switch from the fallback to the gains is logged with the solve
     time; no NaN anywhere."""
     model, coords, interp, msg = reference
-    states = probe.record(JointState, "/joint_states", depth=3000)
-    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=3000)
     q0 = interp.sample(0.0)[0]
-    ctl = launch("controller_node", robot="passive_arm", use_sim_time=True, rate_hz=RATE,
-                 law="tv_lqr", kp=[Q_POS], kd=[Q_VEL], lqr_r=[R], fallback_law="pd",
-                 fallback_kp=FB_KP, fallback_kd=FB_KD)
-    sim = launch("simulator_node", robot="passive_arm", rate_hz=RATE, publish_clock=True,
-                 realtime=True, initial_positions=q0.tolist())
-    nodes = (ctl, sim)
-    probe.wait_for(lambda: len(commands) > 20 and len(states) > 20, 60.0,
-                   "commands from controller_node and states from simulator_node", nodes)
-    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
-    probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0,
-                   "controller_node to discover the trajectory publisher", nodes)
+    states, commands, nodes, pub = ros_helpers.start_loop(
+        launch, probe, "passive_arm", RATE,
+        controller=dict(law="tv_lqr", kp=[Q_POS], kd=[Q_VEL], lqr_r=[R], fallback_law="pd",
+                        fallback_kp=FB_KP, fallback_kd=FB_KD),
+        simulator=dict(initial_positions=q0.tolist()), depth=3000)
+    ctl, sim = nodes
     start = stamp_to_sec(states[-1].header.stamp) + LEAD
     msg.header.stamp = sec_to_stamp(start)
     pub.publish(msg)

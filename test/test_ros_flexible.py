@@ -243,18 +243,10 @@ def test_flexible_tracking_over_dds(launch, probe, chain):
     wrong joint mapping or a lost feedforward (0.84 rad without it).
     """
     wall = time.monotonic()
-    states = probe.record(JointState, "/joint_states", depth=1000)
-    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=1000)
-    ctl = launch("controller_node", robot=ROBOT, use_sim_time=True, rate_hz=RATE, law="pd",
-                 kp=list(KP), kd=list(KD))
-    sim = launch("simulator_node", robot=ROBOT, rate_hz=RATE, publish_clock=True,
-                 realtime=True)
-    nodes = (ctl, sim)
-    probe.wait_for(lambda: len(commands) > 20 and len(states) > 20, 60.0,
-                   "commands from controller_node and states from simulator_node", nodes)
-    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
-    probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0,
-                   "controller_node to discover the trajectory publisher", nodes)
+    states, commands, nodes, pub = ros_helpers.start_loop(
+        launch, probe, ROBOT, RATE, controller=dict(law="pd", kp=list(KP), kd=list(KD)),
+        simulator={})
+    ctl, sim = nodes
     start = stamp_to_sec(states[-1].header.stamp) + LEAD
     pub.publish(trajectory_msg(chain, start))
     probe.wait_for(lambda: stamp_to_sec(states[-1].header.stamp) > start + T_END + 0.3, 60.0,

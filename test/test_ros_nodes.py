@@ -108,18 +108,10 @@ def test_tracking_over_dds(launch, probe):
     clock, the controller by /clock) and the messages the probe may miss.
     """
     model = load_model("arm7")
-    states = probe.record(JointState, "/joint_states", depth=1000)
-    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=1000)
-    ctl = launch("controller_node", robot="arm7", use_sim_time=True, rate_hz=RATE,
-                 law="computed_torque", kp=[KP], kd=[KD])
-    sim = launch("simulator_node", robot="arm7", rate_hz=RATE, publish_clock=True,
-                 realtime=True, initial_positions=Q0.tolist())
-    nodes = (ctl, sim)
-    probe.wait_for(lambda: len(commands) > 20 and len(states) > 20, 60.0,
-                   "commands from controller_node and states from simulator_node", nodes)
-    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
-    probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0,
-                   "controller_node to discover the trajectory publisher", nodes)
+    states, commands, nodes, pub = ros_helpers.start_loop(
+        launch, probe, "arm7", RATE, controller=dict(law="computed_torque", kp=[KP], kd=[KD]),
+        simulator=dict(initial_positions=Q0.tolist()))
+    ctl, sim = nodes
 
     start = stamp_to_sec(states[-1].header.stamp) + LEAD
     pub.publish(trajectory_msg(model.coordinate_names, start))
