@@ -7,7 +7,8 @@ the stable inversion with the combined output (book: about 0.03 mm) — from the
 and from a simulation of the closed plant driven by the feedforward plus a PD law on the carts
 — a cross-check of the dichotomy sweeps against the collocation driver ``_stable`` on a reduced
 model, and timings as ratios (stable / classical, dichotomy / BVP; same run). About 7 minutes
-on one core.
+on one core. The split with POD shape functions instead of eigenmodes (29 stable / 7 unstable)
+is studied in ``bench/study_parallel_tool_pod.py`` (not part of ``make bench``, about 3 min).
 
 The book's test trajectory (Fig. 6.11) is only plotted; chosen here: the tool point moves on a
 straight line from (0.7644, 0.7644) m (long arm at 45 deg, cart 1 at 0) by (+0.1, -0.1) m in

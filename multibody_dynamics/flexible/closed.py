@@ -56,9 +56,25 @@ Results with the shipped parameters (``bench/bench_flexible_parallel.py``; tool 
   "7 stable / 29 unstable". Without damping our spectrum is 2 real pairs, 2 complex quadruplets
   and 12 imaginary pairs (modes that Γ does not touch, e.g. all short-arm modes); light
   Rayleigh damping moves the imaginary pairs to the left. The book's split needs most
-  oscillatory zeros in the right half plane, which depends on its POD shape functions and its
-  damping (neither printed); with the labels swapped (29 stable / 7 unstable) it would be
-  close to ours. The split is the same for every damping tried and for a tangent frame.
+  oscillatory zeros in the right half plane, which no positive damping gives; with the labels
+  swapped (29 stable / 7 unstable) it is the split of our POD model (next item). The split is
+  the same for every damping tried and for a tangent frame.
+* POD shape functions (``bench/study_parallel_tool_pod.py``,
+  :mod:`~multibody_dynamics.flexible.pod`, ``shape_vectors`` of
+  :func:`flexible_parallel_tool`): 12 + 6 POD shapes from 1 ms snapshots of the arms'
+  deformation in a 24 + 12 bending-eigenmode simulation of the bench motion (the machine
+  driven by the collocated feedforward), mass-weighted or Euclidean SVD: **29 stable / 7
+  unstable** (a third unstable real zero near 3800 1/s); undamped 7 stable, 7 unstable, 22 on
+  the imaginary axis. These are the book's counts with "left" and "right" swapped (as in its
+  (3.86)), or its 7 "left" if the 22 undamped imaginary eigenvalues were counted as "right";
+  no variant with positive damping has 29 unstable. The 7th pair hangs on the weakest
+  long-arm POD shape (σ_12/σ_1 = 3e-11, mostly the 13th bending eigenmode: eigenmodes 1-11
+  and 13 give the same split, ``test/test_flexible_pod.py``). Snapshot models with 20 + 10 or
+  32 + 16 modes and a tighter integration give 29 / 7 as well; the under-resolved 16 + 8
+  snapshot model, 11 long-arm shapes or POD on the short arm only give 30 / 6, and eigenmode
+  models with more shapes have more unstable zeros (16 + 8: 40 / 8, 24 + 12: 60 / 12). The shape
+  functions thus explain the count 7 (and 29 under the swap), not 29 unstable zeros. Tool
+  errors of the POD model: 12.9 mm and 0.022 mm, as with eigenmodes (below).
 * collocated output ``[s1, s2]`` and the book's "collocated" ``y = q_i = [s1, alpha]``
   (Γ = 0): all 36 eigenvalues stable (bounded internal dynamics, as the book says); the two
   have the same linearisation here because an elastic deflection of the short arm moves the
@@ -708,7 +724,8 @@ class LumpedMass:
 def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,
                              frame: str = "tangent", chord_node: int | None = None,
                              masses: Sequence[LumpedMass] = (), theory: str = "timoshenko",
-                             rayleigh: tuple[float, float] = (0.0, 0.0)) -> tuple[ModalData, dict]:
+                             rayleigh: tuple[float, float] = (0.0, 0.0),
+                             basis=None) -> tuple[ModalData, dict]:
     """Modal data of an arm made of uniform segments (rigid parts inside the FE model).
 
     Seifried (2014) Sect. 6.5: "the rigid parts are here included in the finite element model
@@ -724,7 +741,8 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,
         From the frame origin along x.
     modes : int
         Lowest normal modes kept, mass-normalised (the book used 12 POD shapes for the long
-        arm and 6 for the short one; here: fixed-interface eigenmodes).
+        arm and 6 for the short one; here: fixed-interface eigenmodes); with ``basis``: its
+        number of columns.
     frame : {"tangent", "chord"}
         ``"tangent"``: clamped at node 0 (u, w, theta fixed). ``"chord"``: u and w fixed at node
         0 and w at ``chord_node``: the frame's x axis passes through that node (the book's
@@ -735,13 +753,21 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,
     theory : {"timoshenko", "euler-bernoulli"}
     rayleigh : (alpha, beta)
         Damping ``D = alpha M + beta K`` [1/s, s] of the FE model, projected on the modes.
+    basis : array_like, shape (ndof, modes), optional
+        Shape vectors on all FE dofs (``ndof = 3 x nodes``, node order ``u, w, theta``; m or
+        rad per unit ``q_e``) used instead of the eigenmodes, e.g. POD shapes
+        (:func:`~multibody_dynamics.flexible.pod.pod_basis`). They must vanish at the dofs the
+        frame holds (see ``frame``) and be linearly independent; they need not be
+        mass-normalised (``Me`` is then not the identity). Default: the eigenmodes.
 
     Returns
     -------
     data : ModalData
         Nodes: every FE node (``node_positions`` along x).
     info : dict
-        ``"frequencies"`` (modes,) [rad/s], ``"nodes"`` (nn,) x [m], ``"mass"`` [kg].
+        ``"frequencies"`` (modes,) [rad/s] (of the reduced pair ``(Ke, Me)``), ``"nodes"``
+        (nn,) x [m], ``"mass"`` [kg], ``"M"``, ``"K"`` (ndof, ndof) the FE mass and stiffness
+        matrices (lumped masses included), ``"fixed"`` the dofs held by the frame.
     """
     segments = tuple(segments)
     if not segments or not all(isinstance(s, ArmSegment) for s in segments):
@@ -792,14 +818,33 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,
             not 1 <= modes <= free.size:
         raise InputError(f"modes must be an integer in [1, {free.size}], got {modes!r}")
     ff = np.ix_(free, free)
-    lam, vec = scipy.linalg.eigh(K[ff], M[ff], subset_by_index=[0, modes - 1])
-    if lam.min() <= 1e-8 * lam.max():
-        raise SolverError("the supported arm has a rigid-body mode (zero frequency): check "
-                          "frame / chord_node")
-    Phi = np.zeros((ndof, modes))
-    Phi[free] = vec
-    idx = np.argmax(np.abs(Phi), axis=0)
-    Phi *= np.sign(Phi[idx, np.arange(modes)])  # reproducible signs
+    if basis is None:
+        lam, vec = scipy.linalg.eigh(K[ff], M[ff], subset_by_index=[0, modes - 1])
+        if lam.min() <= 1e-8 * lam.max():
+            raise SolverError("the supported arm has a rigid-body mode (zero frequency): check "
+                              "frame / chord_node")
+        Phi = np.zeros((ndof, modes))
+        Phi[free] = vec
+        idx = np.argmax(np.abs(Phi), axis=0)
+        Phi *= np.sign(Phi[idx, np.arange(modes)])  # reproducible signs
+    else:
+        Phi = np.array(basis, dtype=float)
+        if Phi.shape != (ndof, modes):
+            raise DimensionError(f"basis must have shape ({ndof}, {modes}) (FE dofs x modes), "
+                                 f"got {Phi.shape}")
+        if not np.all(np.isfinite(Phi)):
+            raise InputError("basis must be finite")
+        scale = np.abs(Phi).max(axis=0)
+        if np.any(scale == 0) or np.abs(Phi[fixed]).max() > 1e-9 * scale.max():
+            raise InputError(f"basis vectors must be non-zero and vanish at the dofs {fixed} "
+                             f"held by the {frame} frame")
+        Phi[fixed] = 0.0
+        mass_gram = Phi[free].T @ M[ff] @ Phi[free]
+        if np.linalg.cond(mass_gram) > 1e12:
+            raise InputError("basis vectors are (nearly) linearly dependent")
+        lam = scipy.linalg.eigh(Phi[free].T @ K[ff] @ Phi[free], mass_gram, eigvals_only=True)
+        if lam.min() <= 1e-8 * lam.max():
+            raise SolverError("the basis spans a rigid-body motion of the supported arm")
     al, be = rayleigh
     if al < 0 or be < 0:
         raise InputError(f"rayleigh damping coefficients must be >= 0, got {rayleigh}")
@@ -855,7 +900,8 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,
                      De=0.5 * (De + De.T), Komega=0.5 * (kom + kom.T),
                      node_positions=np.column_stack([nodes, np.zeros_like(nodes)]),
                      node_shapes=shapes)
-    return data, {"frequencies": np.sqrt(lam), "nodes": nodes, "mass": mass}
+    return data, {"frequencies": np.sqrt(lam), "nodes": nodes, "mass": mass, "M": M, "K": K,
+                  "fixed": np.array(fixed, dtype=int)}
 
 
 # ============================================================================ inverse model
@@ -1170,7 +1216,7 @@ def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter
 
 
 # ============================================================================ machine tool
-#: Parameters of :func:`flexible_parallel_tool` (and of ``config/flexible/flexible_parallel_tool.yaml``).
+#: Parameters of :func:`flexible_parallel_tool` (and of ``config/robots/flexible_parallel_tool.yaml``).
 PARALLEL_TOOL_DEFAULTS: dict[str, float | int | str] = {
     # the book (Sect. 6.5): three identical steel links 400 x 80 x 2 mm, l_l = 1081 mm, l_s = 560 mm
     "link_length": 0.4, "link_height": 0.08, "link_thickness": 0.002, "link_elements": 16,
@@ -1192,7 +1238,8 @@ PARALLEL_TOOL_DEFAULTS: dict[str, float | int | str] = {
 }
 
 
-def flexible_parallel_tool(backend: str = "auto", **parameters) -> ClosedFlexibleChain:
+def flexible_parallel_tool(backend: str = "auto", shape_vectors: dict | None = None,
+                           **parameters) -> ClosedFlexibleChain:
     """The parallel flexible machine tool of Seifried (2014) Sect. 6.5 (Fig. 6.10).
 
     Lambda kinematics in the horizontal plane (no gravity in the plane): two carts on one
@@ -1214,15 +1261,23 @@ def flexible_parallel_tool(backend: str = "auto", **parameters) -> ClosedFlexibl
     (100 + 81 + 100 mm and 80 + 80 mm), their section (aluminium 80 x 30 mm), the tool mass
     (0.5 kg) and the cart masses (3 kg), both carts on the same axis, Rayleigh damping, and the
     shape functions: the lowest eigenmodes of the supported arm FE models (the book used POD
-    shapes from MatMoremb, which need simulation snapshots the book does not give).
+    shapes from MatMoremb, which need simulation snapshots the book does not give; POD shapes
+    of our own snapshots can be passed as ``shape_vectors``, see the module docstring).
 
     Parameters
     ----------
     backend : {"auto", "numba", "numpy"}
         Of the tree (:class:`FlexibleChain`).
+    shape_vectors : dict, optional
+        ``{"long_arm": (ndof_l, modes_long), "short_arm": (ndof_s, modes_short)}`` (either key
+        may be left out): shape vectors on all FE dofs of that arm replacing its eigenmodes,
+        e.g. POD shapes (``basis`` of :func:`segmented_arm_modal_data`; the FE dofs of a built
+        model's arm are ``node_shapes.reshape(-1, nq)`` of its modal data, node order from the
+        frame origin). Only the span matters for the dynamics and the outputs of
+        :func:`parallel_tool_outputs` (Γ follows the shapes).
     **parameters
         Overrides of :data:`PARALLEL_TOOL_DEFAULTS` (SI units: m, Pa, kg/m^3, kg, kg m^2;
-        ``rayleigh_alpha`` [1/s], ``rayleigh_beta`` [s]).
+        ``rayleigh_alpha`` [1/s], ``rayleigh_beta`` [s], both >= 0: 0 and 0 is undamped).
 
     Returns
     -------
@@ -1233,6 +1288,10 @@ def flexible_parallel_tool(backend: str = "auto", **parameters) -> ClosedFlexibl
     if unknown:
         raise InputError(f"flexible_parallel_tool: unknown parameters {unknown}; expected some of "
                          f"{sorted(PARALLEL_TOOL_DEFAULTS)}")
+    shape_vectors = {} if shape_vectors is None else dict(shape_vectors)
+    if set(shape_vectors) - {"long_arm", "short_arm"}:
+        raise InputError("flexible_parallel_tool: shape_vectors keys must be 'long_arm' and/or "
+                         f"'short_arm', got {sorted(shape_vectors)}")
     p = {**PARALLEL_TOOL_DEFAULTS, **parameters}
     for key, default in PARALLEL_TOOL_DEFAULTS.items():
         value = p[key]
@@ -1244,7 +1303,8 @@ def flexible_parallel_tool(backend: str = "auto", **parameters) -> ClosedFlexibl
                 raise InputError(f"flexible_parallel_tool: {key} must be an integer >= 1, got {value!r}")
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or \
                 not np.isfinite(value) or value < 0 or (value == 0 and default > 0 and
-                                                        key not in ("tool_mass", "tool_inertia")):
+                                                        key not in ("tool_mass", "tool_inertia",
+                                                                    "rayleigh_alpha", "rayleigh_beta")):
             raise InputError(f"flexible_parallel_tool: {key} must be a finite number > 0 "
                              f"(SI units), got {value!r}")
     steel = BeamSection.rectangle(p["link_height"], p["link_thickness"], E=p["steel_E"],
@@ -1265,11 +1325,12 @@ def flexible_parallel_tool(backend: str = "auto", **parameters) -> ClosedFlexibl
         long_segments, int(p["modes_long"]), frame=str(p["long_frame"]),
         chord_node=middle_node if p["long_frame"] == "chord" else None,
         masses=[LumpedMass(l_long, p["tool_mass"], p["tool_inertia"])], theory=p["theory"],
-        rayleigh=rayleigh)
+        rayleigh=rayleigh, basis=shape_vectors.get("long_arm"))
     short_segments = [ArmSegment(p["short_proximal"], nr_el, block), link,
                       ArmSegment(p["short_distal"], nr_el, block)]
     short_data, _ = segmented_arm_modal_data(short_segments, int(p["modes_short"]),
-                                             theory=p["theory"], rayleigh=rayleigh)
+                                             theory=p["theory"], rayleigh=rayleigh,
+                                             basis=shape_vectors.get("short_arm"))
     mc = float(p["cart_mass"])
     bodies = [
         ChainBody("cart1", "s1", "prismatic", parent=-1, axis=(1.0, 0.0), mass=mc,
