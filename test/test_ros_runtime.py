@@ -45,6 +45,12 @@ def test_paced_loop_keeps_absolute_deadlines_and_skips_missed_periods():
     # ~0 gaps); 0.5 period is far below one and far above a back-to-back call on any machine
     after = [b - a for a, b in zip(calls[6:19], calls[7:20])]
     assert min(after) > 0.5 * period, after
+    # the statistics see the stall: one step took 3.5 periods, the next started that late
+    st = loop.timing_stats()
+    assert st["step_max_ms"] > 3.0 * period * 1e3 and st["late_max_ms"] > 2.0 * period * 1e3
+    assert 0.0 <= st["late_p50_ms"] < st["late_max_ms"]
+    assert f"{loop.steps} steps, {loop.skipped} missed periods skipped" in loop.describe()
+    assert PacedLoop(step, period).timing_stats() == {}  # nothing before the first step
 
 
 def test_paced_loop_errors_go_to_on_error_and_bad_period_is_refused():

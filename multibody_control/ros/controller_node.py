@@ -805,6 +805,8 @@ class ControllerNode(Node):
         loop, self._loop = getattr(self, "_loop", None), None
         if loop is not None and not loop.stop():
             self.get_logger().warning("the control thread did not end within one period + 1 s")
+        elif loop is not None and loop.steps:
+            self.get_logger().info(f"control thread: {loop.describe()}")
         cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
         if cond is not None:
             with cond:

@@ -167,7 +167,13 @@ class PacedLoop:
     ----------
     steps : int  steps run
     skipped : int  deadlines skipped because they were missed by a whole period or more
+
+    :meth:`timing_stats` summarizes the last :data:`STATS_WINDOW` steps: how late each started
+    after its deadline (wake-up latency) and how long it took.
     """
+
+    #: steps kept for :meth:`timing_stats` (a ring buffer)
+    STATS_WINDOW = 4096
 
     def __init__(self, step: Callable[[], object], period: float, name: str = "paced_loop",
                  on_error: Callable[[Exception], bool] | None = None, slack_ns: int = 1000,
@@ -185,6 +191,8 @@ class PacedLoop:
         self._stop = threading.Event()
         self.steps = 0
         self.skipped = 0
+        self._late = [0.0] * self.STATS_WINDOW
+        self._took = [0.0] * self.STATS_WINDOW
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     @property
@@ -216,6 +224,33 @@ class PacedLoop:
         self._thread.join(self._period + 1.0 if timeout is None else timeout)
         return not self._thread.is_alive()
 
+    def timing_stats(self) -> dict[str, float]:
+        """p50, p99 and max [ms] of the wake-up lateness (start of a step after its deadline)
+        and of the step duration over the last :data:`STATS_WINDOW` steps ({} before one)."""
+        import numpy as np
+
+        n = min(self.steps, self.STATS_WINDOW)
+        if n == 0:
+            return {}
+        out = {}
+        for key, values in (("late", self._late), ("step", self._took)):
+            ms = np.asarray(values[:n]) * 1e3
+            out.update({f"{key}_p50_ms": float(np.percentile(ms, 50)),
+                        f"{key}_p99_ms": float(np.percentile(ms, 99)),
+                        f"{key}_max_ms": float(ms.max())})
+        return out
+
+    def describe(self) -> str:
+        """One line for the log: steps, skipped periods and :meth:`timing_stats`."""
+        text = f"{self.steps} steps, {self.skipped} missed periods skipped"
+        st = self.timing_stats()
+        if st:
+            text += (f"; start after the deadline p50 {st['late_p50_ms']:.3f} / p99 "
+                     f"{st['late_p99_ms']:.3f} / max {st['late_max_ms']:.3f} ms, step p50 "
+                     f"{st['step_p50_ms']:.3f} / p99 {st['step_p99_ms']:.3f} ms (last "
+                     f"{min(self.steps, self.STATS_WINDOW)} steps)")
+        return text
+
     def _run(self):
         set_timer_slack(self.slack_ns)
         self.priority_error = set_fifo_priority(self.priority) if self.priority else None
@@ -237,6 +272,9 @@ class PacedLoop:
             except Exception as exc:
                 if self._on_error is None or not self._on_error(exc):
                     return
+            k = self.steps % self.STATS_WINDOW
+            self._late[k] = now - deadline
+            self._took[k] = clock() - now
             self.steps += 1
             deadline += period
             if deadline < now:  # missed by a whole period or more: skip, never catch up

@@ -246,8 +246,7 @@ class SimulatorNode(Node):
     def destroy_node(self):
         loop = self._stop_loop() if hasattr(self, "_loop") else None
         if loop is not None and loop.steps:
-            self.get_logger().info(f"stepping thread: {loop.steps} steps, {loop.skipped} "
-                                   "missed periods skipped")
+            self.get_logger().info(f"stepping thread: {loop.describe()}")
         return super().destroy_node()
 
     # -- commands ----------------------------------------------------------------------------
