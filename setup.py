@@ -17,7 +17,8 @@ CORE = ["numpy>=1.24", "scipy>=1.10", "pyyaml>=6", "pin>=3.0", "matplotlib>=3.6"
         "numba>=0.59"]  # compiled fast path of projection.py (optional at import)
 ROS = [  # real ROS 2 from PyPI (rclpy + messages + Fast DDS), used where no ROS install exists
     "ros-rclpy", "ros-std-msgs", "ros-sensor-msgs", "ros-trajectory-msgs", "ros-rosgraph-msgs",
-    "ros-builtin-interfaces", "ros-action-msgs", "ros-geometry-msgs", "ros-rmw-fastrtps-cpp",
+    "ros-builtin-interfaces", "ros-action-msgs", "ros-geometry-msgs", "ros-diagnostic-msgs",
+    "ros-rmw-fastrtps-cpp",
 ]
 under_ament = bool(os.environ.get("AMENT_PREFIX_PATH"))
 

@@ -107,7 +107,10 @@ def test_tracking_over_dds(launch, probe):
     one, and the factor 2 covers timer jitter (the simulator paces by the wall
     clock, the controller by /clock) and the messages the probe may miss.
     """
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
     model = load_model("arm7")
+    diagnostics = probe.record(DiagnosticArray, "/diagnostics")
     states, commands, nodes, pub = ros_helpers.start_loop(
         launch, probe, "arm7", RATE, controller=dict(law="computed_torque", kp=[KP], kd=[KD]),
         simulator=dict(initial_positions=Q0.tolist()))
@@ -134,6 +137,14 @@ def test_tracking_over_dds(launch, probe):
     np.testing.assert_allclose(last, Q0 + STEP, atol=bound)  # same bound: tracking error at rest
     assert all_finite(states, "position") and all_finite(commands, "data")
     assert ctl.alive and sim.alive
+    # the controller's /diagnostics (1 s period): its law, the trajectory, the tracking error
+    control = [st for m in list(diagnostics) for st in m.status
+               if st.name == "controller_node: control"]
+    assert control, "no /diagnostics status of controller_node"
+    values = {kv.key: kv.value for kv in control[-1].values}
+    assert control[-1].level == DiagnosticStatus.OK, (control[-1].message, values)
+    assert values["law"] == "computed_torque" and values["reference"] == "trajectory"
+    assert float(values["tracking error max [rad | m]"]) < bound
 
 
 def _set(prb, node: str, name: str, value):
@@ -235,9 +246,12 @@ def test_refuses_to_start(launch, executable, params, message):
 def test_closed_loop_simulator_publishes_constraint_forces(launch, probe):
     """five_bar (closed loop) in the embedded simulator: assembled start, driven by constant
     motor torques over DDS; the loop stays closed and the labelled multipliers are finite."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
     sim = launch("simulator_node", robot="five_bar", rate_hz=200.0,
                  initial_positions=[2.0, -1.2, 1.1, 1.2], hold_until_command=False,
-                 command_timeout=0.0)
+                 command_timeout=0.0, **{"diagnostic_updater.period": 0.2})
+    diagnostics = probe.record(DiagnosticArray, "/diagnostics")
     lam = probe.record(Float64MultiArray, "/simulator_node/constraint_forces")
     res = probe.record(Float64MultiArray, "/simulator_node/constraint_residual")
     states = probe.record(JointState, "/joint_states")
@@ -255,6 +269,15 @@ def test_closed_loop_simulator_publishes_constraint_forces(launch, probe):
     assert max(m.data[0] for m in list(res)) < 1e-12
     moved = np.abs(np.array(states[-1].position) - np.array(states[0].position)).max()
     assert moved > 1e-4  # the torques moved the mechanism
+    # /diagnostics (diagnostic_updater's layout): the same numbers, labelled, level OK
+    probe.wait_for(lambda: len(diagnostics) > 2, 10.0, "/diagnostics", nodes=[sim])
+    status = diagnostics[-1].status[0]
+    values = {kv.key: kv.value for kv in status.values}
+    assert status.name == "simulator_node: simulation" and status.hardware_id == "five_bar"
+    assert status.level == DiagnosticStatus.OK, (status.message, values)
+    assert float(values["constraint residual |phi| [m | rad]"]) < 1e-12
+    assert {"constraint force end_effector.t1", "constraint force end_effector.t2"} <= set(values)
+    assert float(values["nominal rate [Hz]"]) == 200.0 and int(values["commands rejected"]) == 0
 
 
 def test_pending_trajectory_waits_for_the_plant(launch, probe):

@@ -232,3 +232,45 @@ def test_run_node_exit_codes():
             raise StartupError("robot 'x' has loop closures")
 
     assert run_node(Failing, args=[]) == 1
+
+
+def test_node_diagnostics_status_and_failures(ros_context):
+    """/diagnostics statuses: values formatted, a failing collect becomes an ERROR status
+    naming the exception, a bad level is refused, period 0 turns it off."""
+    pytest.importorskip("diagnostic_msgs")
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    from multibody_dynamics.ros.diagnostics import NodeDiagnostics
+
+    node = rclpy.create_node("diag_test", context=ros_context, start_parameter_services=False,
+                             enable_rosout=False)
+    try:
+        answers = iter([("ok", "fine", {"rate [Hz]": 999.4567891, "n": 3}),
+                        ("warn", "slow", {}), ("bad", "x", {})])
+
+        def collect():
+            answer = next(answers, None)
+            if answer is None:
+                raise RuntimeError("boom")
+            return answer
+
+        diag = NodeDiagnostics(node, "test", "arm7", collect)
+        assert diag.enabled
+        st = diag.status()
+        assert (st.level, st.name, st.hardware_id) == (DiagnosticStatus.OK, "diag_test: test", "arm7")
+        assert [(kv.key, kv.value) for kv in st.values] == [("rate [Hz]", "999.457"), ("n", "3")]
+        assert diag.status().level == DiagnosticStatus.WARN
+        st = diag.status()
+        assert st.level == DiagnosticStatus.ERROR and "level 'bad'" in st.message
+        st = diag.status()
+        assert st.level == DiagnosticStatus.ERROR and "RuntimeError: boom" in st.message
+    finally:
+        node.destroy_node()
+    off = rclpy.create_node("diag_off", context=ros_context, start_parameter_services=False,
+                            enable_rosout=False,
+                            parameter_overrides=[Parameter("diagnostic_updater.period",
+                                                           value=0.0)])
+    try:
+        assert not NodeDiagnostics(off, "test", "arm7", lambda: ("ok", "", {})).enabled
+    finally:
+        off.destroy_node()

@@ -106,6 +106,7 @@ from multibody_dynamics.ros.conversions import (
     trajectory_from_msg,
     vector_msg,
 )
+from multibody_dynamics.ros.diagnostics import NodeDiagnostics
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import (
     DEFAULT_TIMING,
@@ -448,7 +449,10 @@ class ControllerNode(Node):
         self._last_msg: tuple[JointTrajectory, float] | None = None
         self._pending_msg: JointTrajectory | None = None
         self._timer = None
+        self._published = 0
+        self._report = (0, time.monotonic())
         self._start_ticks(p["rate_hz"])
+        self.diagnostics = NodeDiagnostics(self, "control", model.name, self._diagnose)
         offered = [f"topic {self.resolve_topic_name('~/joint_trajectory')}"]
         self._action = self._make_action_server()
         if self._action is not None:
@@ -750,7 +754,7 @@ class ControllerNode(Node):
         setup, q, v = self.setup, self.state.q, self.state.v
         if setup.law == "rmrc":
             return setup.controller.step(now, q, v, self._twist_reference(now))
-        ref = self._current_reference(now)
+        ref = self._last_ref = self._current_reference(now)
         plan = self._plan
         if setup.law == "tv_lqr" and plan is not None:
             t = now - plan.start  # the gain table runs on trajectory time
@@ -800,6 +804,41 @@ class ControllerNode(Node):
             self.throttle.error("nan", "control law produced NaN/inf; no command published")
             return
         self._pub.publish(vector_msg(u, self.model.input_names))
+        self._published += 1
+
+    def _diagnose(self):
+        """(level, message, values) of the control loop for /diagnostics (on the executor)."""
+        with self._lock:
+            state, ref, published = self.state, self._last_ref, self._published
+            state_time, traj, loop = self._state_time, self._traj, self._loop
+            law = self._describe(self.setup) if self._plan is None else "tv_lqr"
+        wall = time.monotonic()
+        published0, wall0 = self._report
+        self._report = (published, wall)
+        values = {"law": law, "commands published": published,
+                  "command rate [Hz]": (published - published0) / max(wall - wall0, 1e-9),
+                  "nominal rate [Hz]": self.params["rate_hz"],
+                  "states rejected": self.rejected["state"],
+                  "trajectories rejected": self.rejected["trajectory"],
+                  "reference": ("twist commands" if self.setup.law == "rmrc" else
+                                "trajectory" if traj is not None else
+                                "holding the first state" if ref is not None else "none")}
+        if loop is not None:
+            st = loop.timing_stats()
+            if st:
+                values["tick start after the deadline p99 [ms]"] = st["late_p99_ms"]
+                values["tick duration p99 [ms]"] = st["step_p99_ms"]
+        if state is None:
+            return "warn", "waiting for /joint_states", values
+        age = self._now() - state_time
+        values["state age [s]"] = age
+        if ref is not None and self.setup.law != "rmrc":
+            error = pin.difference(self.model.pin_model, state.q, ref.q)
+            values["tracking error max [rad | m]"] = float(np.max(np.abs(error), initial=0.0))
+        timeout = self.params["state_timeout"]
+        if timeout > 0 and age > timeout:
+            return "warn", f"/joint_states older than {timeout:g} s: not commanding", values
+        return "ok", f"{law} running", values
 
     def destroy_node(self):
         loop, self._loop = getattr(self, "_loop", None), None

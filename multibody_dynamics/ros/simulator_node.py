@@ -34,6 +34,7 @@ one effort per joint. Closed flexible loops (flexible_parallel_tool) are refused
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import rclpy
@@ -58,6 +59,7 @@ from .conversions import (
     vector_from_msg,
     vector_msg,
 )
+from .diagnostics import NodeDiagnostics
 from .parameters import ParameterSet, ParameterSpec
 from .runtime import (
     DEFAULT_TIMING,
@@ -192,6 +194,10 @@ class SimulatorNode(Node):
             f"{p['rate_hz']:g} Hz ({pacing}); "
             f"commands: {self.topic} ({model.nu} efforts: {', '.join(self.input_names)}); "
             f"publishing /joint_states" + (" and /clock" if self._pub_clock else ""))
+        # /diagnostics: the last constraint sample and the step count at the last report
+        self._constraint_sample: tuple[np.ndarray, float, float] | None = None
+        self._report = (0, time.monotonic(), 0)
+        self.diagnostics = NodeDiagnostics(self, "simulation", name, self._diagnose)
         self._publish()
         self._start_timer()
 
@@ -323,8 +329,57 @@ class SimulatorNode(Node):
                 self.throttle.warn("diagnostics", f"constraint forces not available: {exc}")
                 return
             if np.all(np.isfinite(lam)):
+                self._constraint_sample = (lam, phi, av)
                 self._pub_lam.publish(vector_msg(lam, self._lam_labels))
                 self._pub_res.publish(vector_msg([phi, av], ["phi", "Av"]))
+
+
+    # -- /diagnostics ------------------------------------------------------------------------
+    #: |phi| above which the loop-closure residual is reported as a warning [m | rad]
+    RESIDUAL_WARN = 1e-6
+
+    def _diagnose(self):
+        """(level, message, values) of the simulation for /diagnostics (on the executor)."""
+        p, sim = self.params, self.sim
+        with self._lock:
+            t, steps, failed, t_cmd = sim.t, self._steps, self._failed, self._t_cmd
+            sample, loop = self._constraint_sample, self._loop
+        wall = time.monotonic()
+        steps0, wall0, skipped0 = self._report
+        skipped = loop.skipped if loop is not None else 0
+        self._report = (steps, wall, skipped)
+        rate = (steps - steps0) / max(wall - wall0, 1e-9)
+        values = {"simulated time [s]": t, "steps": steps, "step rate [Hz]": rate,
+                  "nominal rate [Hz]": p["rate_hz"], "commands rejected": self.rejected}
+        timeout = p["command_timeout"]
+        age = None if t_cmd is None else t - t_cmd
+        values["last command age [s]"] = "no command yet" if age is None else age
+        level, message = "ok", "running"
+        if p["realtime"] and steps0 and rate < 0.9 * p["rate_hz"]:
+            level, message = "warn", f"behind real time: {rate:.1f} of {p['rate_hz']:g} steps/s"
+        if age is not None and timeout > 0 and age > timeout:
+            level, message = "warn", (f"no valid command for {age:.3g} s (timeout "
+                                      f"{timeout:g} s): applying zero effort")
+        elif age is None and p["hold_until_command"]:
+            message = "braked until the first command"
+        if sample is not None:
+            lam, phi, av = sample
+            values["constraint residual |phi| [m | rad]"] = float(phi)
+            values["constraint velocity residual |A v|"] = float(av)
+            values.update({f"constraint force {label}": float(x)
+                           for label, x in zip(self._lam_labels, lam)})
+            if phi > self.RESIDUAL_WARN and level == "ok":
+                level, message = "warn", (f"loop-closure residual {phi:.3g} above "
+                                          f"{self.RESIDUAL_WARN:g}")
+        if loop is not None:
+            st = loop.timing_stats()
+            values["missed periods skipped (since the last report)"] = skipped - skipped0
+            if st:
+                values["step start after the deadline p99 [ms]"] = st["late_p99_ms"]
+                values["step duration p99 [ms]"] = st["step_p99_ms"]
+        if failed:
+            level, message = "error", "simulation failed; the state is frozen (restart the node)"
+        return level, message, values
 
 
 main = main_for(SimulatorNode)
