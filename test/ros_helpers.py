@@ -311,3 +311,26 @@ def tracking_errors(states, names, interp, start, t_lo, t_hi, n_effort=None):
         f"joint states do not cover the motion: {len(errors)} samples, largest gap "
         f"{gaps.max():.3f} s")
     return np.array(errors), np.array(times)
+
+
+def recorded_positions(states, names, start, t_lo, t_hi):
+    """Times (trajectory time: ``start`` [s] is zero) and positions of ``names`` (in that order)
+    of every recorded JointState whose stamp lies in ``[t_lo, t_hi]``; the same coverage as
+    :func:`tracking_errors` is required (at least 30 samples, no gap over 0.4 s).
+
+    For quantities computed from the whole recorded state, e.g. a flexible robot's end
+    effector from its joints and elastic coordinates.
+    """
+    from multibody_dynamics.ros.conversions import stamp_to_sec
+
+    times, rows = [], []
+    for m in list(states):
+        tk = stamp_to_sec(m.header.stamp) - start
+        if t_lo <= tk <= t_hi:
+            rows.append(np.asarray(m.position)[[m.name.index(n) for n in names]])
+            times.append(tk)
+    gaps = np.diff(np.concatenate([[t_lo], np.sort(times), [t_hi]]))
+    assert len(times) >= 30 and gaps.max() < 0.4, (
+        f"joint states do not cover the motion: {len(times)} samples, largest gap "
+        f"{gaps.max():.3f} s")
+    return np.array(times), np.array(rows)

@@ -52,6 +52,28 @@ The published trajectory
     messages with a zero stamp; a message with stamp s gives the stamp s + t_first (the
     pre-actuation starts before s).
 
+Flexible robots (``robot`` a flexible model, see
+:func:`~multibody_dynamics.flexible.loader.is_flexible_model`; open chains such as
+flexible_manipulator)
+    The scenario is a flexible inversion scenario
+    (:mod:`multibody_control.inversion.flexible_scenario`), inverted with
+    :func:`~multibody_control.inversion.flexible_scenario.run_flexible_scenario` for its
+    method only (its ``compare`` list is left to ``multibody invert``; its tracking check runs
+    when ``verify`` is true and is part of the logged summary); ``method`` chooses among the
+    flexible designs ``rigid``, ``collocated``, ``quasi_static``, ``stable`` (the methods of
+    rigid robots are refused with that list, as the flexible designs are on a rigid robot).
+    The output is the end point of one body in the plane, ``output_names`` ``["<body>.x",
+    "<body>.y"]`` (empty: the scenario's task, or the model's end effector); a scenario fixes
+    it. ``~/output_trajectory`` messages over these two names are interpolated as above and
+    inverted with :func:`~multibody_control.inversion.flexible.invert_flexible` and the
+    scenario's Γ, ``ik_guess`` (elbow branch; default 0.5 rad per joint) and solver options.
+    The published trajectory has ``joint_names`` = the joints only (``chain.joint_names``: the
+    controller tracks joints, the elastic coordinates are not references), ``positions``,
+    ``velocities``, ``accelerations`` the joint rows of the inverse model's motion and
+    ``effort`` = the joint torques ``u`` (``B = [I; 0]``), by
+    :func:`~multibody_control.inversion.flexible_reference.joint_reference`; times and stamps
+    as above. Closed flexible loops are refused at start-up.
+
 Solving runs in a worker thread, off the executor: the node keeps answering parameter
 requests and validating messages.  A request arriving during a solve waits; only the
 latest waiting request is kept, and a result already superseded by a newer request is
@@ -77,6 +99,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from multibody_dynamics.errors import InputError, MultibodyError
+from multibody_dynamics.flexible.joint_view import joint_space_model
+from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
+from multibody_dynamics.flexible.system import FlexibleChain
 from multibody_dynamics.model import load_model
 from multibody_dynamics.model.resources import share_dir
 from multibody_dynamics.ros.conversions import (
@@ -90,6 +115,15 @@ from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import StartupError, Throttle, main_for
 
 from ..controllers import TrajectoryInterpolator
+from ..inversion.flexible import FLEXIBLE_METHODS, invert_flexible
+from ..inversion.flexible_reference import PointPathOutput, joint_reference
+from ..inversion.flexible_scenario import (
+    FlexibleInversionScenario,
+    flexible_summary,
+    is_flexible_scenario,
+    load_flexible_scenario,
+    run_flexible_scenario,
+)
 from ..inversion.methods import METHODS, InversionResult, invert
 from ..inversion.scenario import (
     InversionScenario,
@@ -102,6 +136,7 @@ from ..tasks import TimeLaw
 
 DEFAULT_DT = 0.01      # s, sample spacing without a scenario
 DEFAULT_METHOD = "stable"
+ALL_METHODS = tuple(dict.fromkeys(METHODS + FLEXIBLE_METHODS))  # rigid robots', then flexible
 
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file; a "
@@ -111,10 +146,14 @@ PARAMETERS = (
                   "left out); empty: only ~/output_trajectory requests"),
     ParameterSpec("output_names", [], "output rows to invert (coordinate names, linear "
                   "combinations 'a*x + b*y' or frame coordinates 'tip.x'), one per input; "
-                  "empty: the scenario's output, or the actuated joints without a scenario",
+                  "empty: the scenario's output, or the actuated joints without a scenario; "
+                  "flexible robots: ['<body>.x', '<body>.y'] (empty: the scenario's task or "
+                  "the end effector)",
                   type=ParameterType.PARAMETER_STRING_ARRAY),
     ParameterSpec("method", "scenario", "inversion method; 'scenario': the scenario's "
-                  f"(or {DEFAULT_METHOD} without one)", choices=("scenario",) + METHODS),
+                  f"(or {DEFAULT_METHOD} without one); rigid robots: {', '.join(METHODS)}; "
+                  f"flexible robots: {', '.join(FLEXIBLE_METHODS)}",
+                  choices=("scenario",) + ALL_METHODS),
     ParameterSpec("dt", 0.0, "sample spacing of the inversion and of the published points; "
                   f"0: the scenario's ({DEFAULT_DT:g} s without one)", unit="s",
                   range=(0.0, 1.0)),
@@ -229,8 +268,8 @@ def joint_trajectory_msg(model, coords: JointCoordinates, result: InversionResul
 class _Setup:
     """What the current parameters select: scenario (or None), output, method, dt."""
 
-    scenario: InversionScenario | None
-    output: Output
+    scenario: InversionScenario | FlexibleInversionScenario | None
+    output: Output | PointPathOutput   # PointPathOutput: a flexible robot
     method: str
     dt: float
 
@@ -264,7 +303,16 @@ class InverterNode(Node):
         self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
         p = self.params
         self.throttle = Throttle(self.get_logger())
-        self.model = load_model(p["robot"])
+        self.chain = None  # the flexible model of a flexible robot
+        if is_flexible_model(p["robot"]):
+            self.chain = load_flexible_model(p["robot"])
+            if not isinstance(self.chain, FlexibleChain):
+                raise StartupError(f"{p['robot']} is a closed flexible loop: its feedforward "
+                                   "is computed offline (multibody_dynamics.flexible.closed, "
+                                   "invert_closed); inverter_node takes open flexible chains")
+            self.model = joint_space_model(self.chain)  # the joints: what is published
+        else:
+            self.model = load_model(p["robot"])
         self.coords = JointCoordinates(self.model)
         try:
             self.setup = self._make_setup(p.values)
@@ -298,14 +346,30 @@ class InverterNode(Node):
             self._submit(_Job(f"scenario {s.scenario.path}", s))
 
     # -- parameters --------------------------------------------------------------------------
-    def _make_setup(self, values) -> _Setup:
-        sc = None
-        if values["scenario"]:
-            path = resolve_scenario(values["scenario"])
+    def _load_scenario(self, value: str):
+        """The scenario file ``value`` (rigid or flexible loader by its robot), or None."""
+        if not value:
+            return None
+        path = resolve_scenario(value)
+        if is_flexible_scenario(path):
+            sc = load_flexible_scenario(path)
+            robot = sc.chain.config.name
+        else:
             sc = load_inversion_scenario(path)
-            if sc.model.name != self.model.name:
-                raise InputError(f"scenario {path}: robot {sc.model.name!r} but the node's robot "
-                                 f"is {self.model.name!r}")
+            robot = sc.model.name
+        if robot != self.model.name:
+            raise InputError(f"scenario {path}: robot {robot!r} but the node's robot is "
+                             f"{self.model.name!r}")
+        return sc
+
+    def _make_setup(self, values) -> _Setup:
+        sc = self._load_scenario(values["scenario"])
+        if self.chain is not None:
+            return self._make_flexible_setup(values, sc)
+        if values["method"] in FLEXIBLE_METHODS and values["method"] not in METHODS:
+            raise InputError(f"method {values['method']}: a design for flexible robots "
+                             f"(multibody_control.inversion.flexible); {self.model.name} is a "
+                             f"rigid model: expected one of {', '.join(METHODS)}")
         model = sc.model if sc is not None else self.model
         if values["output_names"]:
             output = Output(model, values["output_names"])
@@ -320,6 +384,23 @@ class InverterNode(Node):
         method = values["method"]
         if method == "scenario":
             method = sc.method if sc is not None else DEFAULT_METHOD
+        dt = values["dt"] or (sc.dt if sc is not None else DEFAULT_DT)
+        return _Setup(sc, output, method, dt)
+
+    def _make_flexible_setup(self, values, sc: FlexibleInversionScenario | None) -> _Setup:
+        output = PointPathOutput.of(self.chain, values["output_names"]
+                                    or (sc.task.names if sc is not None else ()))
+        if sc is not None and output.names != sc.task.names:
+            raise InputError(f"output_names {list(output.names)}: the scenario's task is the path "
+                             f"of [{', '.join(sc.task.names)}], and a flexible inversion's output "
+                             "is its task's point; leave output_names empty")
+        method = values["method"]
+        if method == "scenario":
+            method = sc.methods[0] if sc is not None else DEFAULT_METHOD
+        elif method not in FLEXIBLE_METHODS:
+            raise InputError(f"method {method}: {self.model.name} is a flexible model: expected "
+                             f"one of {', '.join(FLEXIBLE_METHODS)} (the designs of "
+                             "multibody_control.inversion.flexible)")
         dt = values["dt"] or (sc.dt if sc is not None else DEFAULT_DT)
         return _Setup(sc, output, method, dt)
 
@@ -406,14 +487,17 @@ class InverterNode(Node):
         log.info(f"inverting {job.source}: output [{', '.join(s.output.names)}], method "
                  f"{s.method}, dt {s.dt:g} s")
         start = time.monotonic()
-        verification = None
-        if job.task is None:
+        if self.chain is not None:
+            result, text = self._invert_flexible(job)
+        elif job.task is None:
             sc = dataclasses.replace(s.scenario, output=s.output, method=s.method, dt=s.dt)
             result, verification, guess = run_inversion_scenario(sc)
+            text = summary(result, verification)
         else:
             options = {k: v for k, v in (s.scenario.options if s.scenario else {}).items()
                        if k not in ("t_start", "t_end")}
             result = invert(s.output.model, s.output, job.task, s.method, dt=s.dt, **options)
+            text = summary(result, None)
         elapsed = time.monotonic() - start
         if self._stop:
             return
@@ -427,12 +511,29 @@ class InverterNode(Node):
             log.info(f"{job.source}: inverted in {elapsed:.2f} s but superseded by a newer "
                      "request; not published")
             return
+        if self.chain is not None:
+            result = joint_reference(self.chain, result)  # the joints of the flexible result
         msg = joint_trajectory_msg(self.model, self.coords, result, job.start)
         self._pub.publish(msg)
         self.published += 1
         log.info(f"published {len(msg.points)} points over {result.t[-1] - result.t[0]:.4g} s "
                  f"on {self._pub.topic_name} ({job.source} inverted in {elapsed:.2f} s)\n"
-                 + summary(result, verification))
+                 + text)
+
+    def _invert_flexible(self, job: _Job) -> tuple[InversionResult, str]:
+        """The flexible inversion of a job: the scenario's (its method only) or a request's."""
+        s = job.setup
+        if job.task is None:
+            sc = dataclasses.replace(s.scenario, methods=(s.method,), dt=s.dt)
+            runs = run_flexible_scenario(sc)
+            return runs[s.method][0], flexible_summary(sc, runs)
+        sc = s.scenario
+        options = {k: v for k, v in (sc.options if sc is not None else {}).items()
+                   if k != "t_end" and v is not None}
+        result = invert_flexible(self.chain, job.task, s.method, dt=s.dt,
+                                 gamma=sc.gamma if sc is not None else None,
+                                 ik_guess=sc.ik_guess if sc is not None else None, **options)
+        return result, summary(result, None)
 
     def destroy_node(self):
         cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
