@@ -50,7 +50,10 @@ Errata of Sect. 6.4 (evidence: test_flexible_gamma)
    arm scales as ``1 / sqrt(rho A)``, and ``(25.779 / 21.693)^2 = 1.412 ≈ 1.27 / 0.9 = 1.411``:
    the book's Γ was evaluated with arm 2's thickness 0.9 mm for arm 1 too (or with a mass per
    length smaller by that factor). Which of the two printed data is the typo cannot be told
-   from the book; the shipped model ``flexible_manipulator`` keeps the printed 1.27 mm.
+   from the book; the shipped model ``flexible_manipulator`` keeps the printed 1.27 mm,
+   ``flexible_manipulator_book`` takes 0.9 mm (with it the Γ here is (6.38) to 0.6 %, and
+   the zero-dynamics mass matrix ``M_ee - M_er Γ`` of that model changes sign along the
+   Sect. 6.4 motion: the book's failed BVP, see README).
 
 Γ depends on the density and the geometry only: the mode shapes of a uniform clamped-free beam
 do not depend on E, and mass normalisation fixes their scale through ``rho A l_e``.
