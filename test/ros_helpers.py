@@ -15,6 +15,7 @@ The fixtures are imported by the test modules (``from ros_helpers import ...``);
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -286,6 +287,43 @@ def start_loop(launch, probe, robot: str, rate: float, controller: dict, simulat
     probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0,
                    "controller_node to discover the trajectory publisher", nodes)
     return states, commands, nodes, pub
+
+
+def start_late_controller(launch, probe, inv, states, robot: str, rate: float, topic: str,
+                          q0, **controller):
+    """controller_node after inverter_node ``inv``, then simulator_node: the latched loop.
+
+    The controller (``use_sim_time``, remapped to the inverter's latched ``topic``,
+    ``controller`` parameters) starts first and receives the trajectory before any state;
+    the simulator starts last from ``q0`` (a use_sim_time controller started after a running
+    simulator_node stalls in rclpy's wait; started before, it works).  The probe must see the
+    states from the start of the motion, which the controller starts at its first tick with
+    a state.  DDS discovery matches the new simulator with each other participant 0-5 s
+    after its launch, in any order: measured under load, the probe matched it after the
+    controller in 7 of 10 runs and then missed 0.6-1.5 s of the motion, or all of it (timer
+    and paced stepping alike).  So the controller is frozen (SIGSTOP, DDS threads included)
+    until the probe receives the simulator's states (``states``, recorded by the caller).
+
+    Returns ``(start, nodes)``: the trajectory's start on the node clock, read from the
+    controller's log, and (simulator, inverter, controller).
+    """
+    ctl = launch("controller_node", remap={"~/joint_trajectory": topic}, robot=robot,
+                 use_sim_time=True, rate_hz=rate, **controller)
+    probe.wait_for(lambda: "trajectory received before the first /joint_states" in ctl.log(),
+                   60.0, "controller_node to receive the latched trajectory", (inv, ctl))
+    ctl.pause()
+    sim = launch("simulator_node", robot=robot, rate_hz=rate, publish_clock=True, realtime=True,
+                 initial_positions=list(q0))
+    nodes = (sim, inv, ctl)
+    try:
+        probe.wait_for(lambda: len(states) > 0, 60.0, "the first state from simulator_node",
+                       nodes)
+    finally:
+        ctl.resume()
+    pattern = re.compile(r"trajectory accepted: .* from t = ([0-9.eE+-]+) s")
+    probe.wait_for(lambda: pattern.search(ctl.log()), 60.0, "controller_node to start the "
+                   "latched trajectory", nodes)
+    return float(pattern.search(ctl.log()).group(1)), nodes
 
 
 def tracking_errors(states, names, interp, start, t_lo, t_hi, n_effort=None):

@@ -236,31 +236,8 @@ def test_closed_loop_with_a_late_controller(launch, probe, library):
     q0 = coords.positions(result.q[0])
     inv = launch("inverter_node", robot=ROBOT, scenario=str(path))
     probe.wait_for(lambda: len(received) == 1, 60.0, "the inverter's trajectory", (inv,))
-    ctl = launch("controller_node", remap={"~/joint_trajectory": TOPIC}, robot=ROBOT,
-                 use_sim_time=True, rate_hz=RATE, law="pd", kp=KP, kd=KD)
-    probe.wait_for(lambda: "trajectory received before the first /joint_states" in ctl.log(),
-                   60.0, "controller_node to receive the latched trajectory", (inv, ctl))
-    # The simulator starts last: a use_sim_time controller started after a running
-    # simulator_node stalls in rclpy's wait (see the report); started before, it works.
-    # The probe must see the states from the start of the motion, which the controller
-    # starts at its first tick with a state.  DDS discovery matches the new simulator with
-    # each other participant 0-5 s after its launch, in any order: measured under load, the
-    # probe matched it after the controller in 7 of 10 runs and then missed 0.6-1.5 s of the
-    # motion, or all of it (timer and paced stepping alike).  So the controller is frozen
-    # (SIGSTOP, DDS threads included) until the probe receives the simulator's states.
-    ctl.pause()
-    sim = launch("simulator_node", robot=ROBOT, rate_hz=RATE, publish_clock=True, realtime=True,
-                 initial_positions=q0.tolist())
-    nodes = (sim, inv, ctl)
-    try:
-        probe.wait_for(lambda: len(states) > 0, 60.0, "the first state from simulator_node",
-                       nodes)
-    finally:
-        ctl.resume()
-    pattern = re.compile(r"trajectory accepted: .* from t = ([0-9.eE+-]+) s")
-    probe.wait_for(lambda: pattern.search(ctl.log()), 60.0, "controller_node to start the "
-                   "latched trajectory", nodes)
-    start = float(pattern.search(ctl.log()).group(1))
+    start, nodes = ros_helpers.start_late_controller(launch, probe, inv, states, ROBOT, RATE,
+                                                     TOPIC, q0.tolist(), law="pd", kp=KP, kd=KD)
     t, pos, vel, acc, eff = arrays(received[0], model)
     interp = TrajectoryInterpolator(t, pos, vel, acc, eff)
     end = start + interp.end + AFTER

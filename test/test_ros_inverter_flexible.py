@@ -334,25 +334,8 @@ def test_flexible_inversion_closed_loop_over_dds(launch, probe, library):
     interp = TrajectoryInterpolator(t, pos, vel, acc, eff)
     q0 = result.q[0]  # the plant starts where the inverse model does (joints and elastic)
 
-    ctl = launch("controller_node", remap={"~/joint_trajectory": TOPIC}, robot=ROBOT,
-                 use_sim_time=True, rate_hz=RATE, law="pd", kp=KP, kd=KD)
-    probe.wait_for(lambda: "trajectory received before the first /joint_states" in ctl.log(),
-                   60.0, "controller_node to receive the latched trajectory", (inv, ctl))
-    # as in test_ros_inverter: the controller is frozen until the probe receives the states,
-    # so that the probe sees the motion from its start (DDS discovery order is arbitrary)
-    ctl.pause()
-    sim = launch("simulator_node", robot=ROBOT, rate_hz=RATE, publish_clock=True, realtime=True,
-                 initial_positions=q0.tolist())
-    nodes = (sim, inv, ctl)
-    try:
-        probe.wait_for(lambda: len(states) > 0, 60.0, "the first state from simulator_node",
-                       nodes)
-    finally:
-        ctl.resume()
-    pattern = re.compile(r"trajectory accepted: .* from t = ([0-9.eE+-]+) s")
-    probe.wait_for(lambda: pattern.search(ctl.log()), 60.0, "controller_node to start the "
-                   "latched trajectory", nodes)
-    start = float(pattern.search(ctl.log()).group(1))
+    start, nodes = ros_helpers.start_late_controller(launch, probe, inv, states, ROBOT, RATE,
+                                                     TOPIC, q0.tolist(), law="pd", kp=KP, kd=KD)
     end = start + interp.end + AFTER
     probe.wait_for(lambda: states and stamp_to_sec(states[-1].header.stamp) > end, 60.0,
                    "the simulation to pass the end of the trajectory", nodes)
