@@ -22,77 +22,60 @@ import time
 import numpy as np
 
 from multibody_control.inversion.desired import TabulatedOutput
-from multibody_control.tasks import Task, TimeLaw, straight_line
+from multibody_control.inversion.flexible_scenario import (
+    ClosedDesignSpec,
+    closed_grid,
+    closed_task_outputs,
+    closed_task_path,
+    closed_zero_dynamics,
+    parallel_tool_task,
+    run_closed_design,
+)
+from multibody_control.tasks import TimeLaw
 from multibody_dynamics.flexible.closed import (
+    PARALLEL_TOOL_TASK,
     ClosedOutputServo,
     flexible_parallel_tool,
     invert_closed,
     parallel_tool_outputs,
+    point_error,
+    track_closed,
 )
 
-T0, TF = 0.0, 1.0  # s: motion
-T_PRE, T_POST = 0.3, 0.3  # s: pre-/post-actuation (slowest unstable zero ~50 1/s: e^-15)
+# the task, grid and branch are the library's (PARALLEL_TOOL_TASK; the scenario
+# config/scenarios/invert_flexible_parallel_tool.yaml runs the same pipeline on a 0.5 ms grid)
+T0, TF = PARALLEL_TOOL_TASK["t0"], PARALLEL_TOOL_TASK["tf"]  # s: motion
+T_PRE, T_POST = PARALLEL_TOOL_TASK["t_pre"], PARALLEL_TOOL_TASK["t_post"]  # s: pre-/post-actuation
 DT = 2e-4  # s: grid of the inverse models (fastest zero-dynamics eigenvalue ~4200 1/s)
-START = np.array([1.081, 1.081]) * np.sqrt(0.5)  # m: tool point, long arm at 45 deg
-MOVE = np.array([0.1, -0.1])  # m
-Q_GUESS = np.array([0.0, 0.8, np.pi / 4, 2.4])  # s1, s2, alpha, beta: the lambda branch
+START = np.asarray(PARALLEL_TOOL_TASK["start"])  # m: tool point, long arm at 45 deg
+MOVE = np.asarray(PARALLEL_TOOL_TASK["move"])  # m
+Q_GUESS = np.asarray(PARALLEL_TOOL_TASK["guess"])  # s1, s2, alpha, beta: the lambda branch
 
 
-def task() -> Task:
-    return Task(TimeLaw(T0, TF, 5), (straight_line("long_arm", START, START + MOVE),))
+def task():
+    return parallel_tool_task()
 
 
 def desired_outputs(system, H_r, t):
     """``y_d = H_r q_r`` of the undeformed machine on the task (rigid inverse kinematics)."""
-    p, pd, pdd = task()(t)
-    guess = Q_GUESS.copy()
-    ys = []
-    for k in range(t.size):
-        qr, vr, ar = system.rigid_task_kinematics("long_arm", None, p[k], pd[k], pdd[k], guess)
-        guess = qr
-        ys.append((H_r @ qr, H_r @ vr, H_r @ ar))
-    y, yd, ydd = (np.array([r[j] for r in ys]) for j in range(3))
-    return TabulatedOutput(t, y, yd, ydd)
+    return closed_task_outputs(t, closed_task_path(system, task(), t, Q_GUESS), H_r)
 
 
 def tool_error(system, result):
     """Distance [m] of the tool point of the inverse model's q from the task, per sample."""
-    p = task()(result.t)[0]
-    r = np.array([system.chain.point_position(q, "long_arm") for q in result.q])
-    return np.linalg.norm(r - p, axis=1)
+    return point_error(system, result.q, "long_arm", task()(result.t)[0])
 
 
 def plant_error(system, result, frequency=10.0):
-    """Simulate the closed plant from the inverse model's first state with its feedforward
-    plus a collocated PD law on the carts around the cart reference (the book's joint
-    controllers), ``K_P = m_c w^2``, ``K_D = 2 m_c w`` at ``frequency`` [Hz]; return the max
-    tool error [m] and the simulation (1 ms samples)."""
-    from scipy.interpolate import CubicSpline
-
-    t = result.t
-    uff = CubicSpline(t, result.u, axis=0)
-    sref = CubicSpline(t, result.q[:, :2], axis=0)
-    vref = CubicSpline(t, result.v[:, :2], axis=0)
-    w = 2 * np.pi * frequency
-    mc = system.chain.bodies[0].mass
-    kp, kd = mc * w * w, 2 * mc * w
-
-    def feedback(tk, q, v):
-        return kp * (sref(tk) - q[:2]) + kd * (vref(tk) - v[:2])
-
-    ts = t[::5]
-    sim = system.simulate(result.q[0], result.v[0], ts, u=uff, feedback=feedback, rtol=1e-8,
-                          atol=1e-10)
-    p = task()(sim.t)[0]
-    r = np.array([system.chain.point_position(q, "long_arm") for q in sim.q])
-    return float(np.linalg.norm(r - p, axis=1).max()), sim
+    """Closed plant with the feedforward plus the cart PD law at ``frequency`` [Hz]
+    (:func:`track_closed`, 1 ms samples); the max tool error [m] and the simulation."""
+    sim = track_closed(system, result, frequency=frequency, every=5)
+    return float(point_error(system, sim.q, "long_arm", task()(sim.t)[0]).max()), sim
 
 
 def eigen_split(system, output, q_r):
     H, gamma = parallel_tool_outputs(system)[output]
-    servo = ClosedOutputServo(system, H, gamma, guess=q_r)
-    Q, _ = servo.zero_dynamics_jacobian(H @ q_r)
-    lam = np.linalg.eigvals(Q)
+    lam = closed_zero_dynamics(system, H, gamma, q_r)
     real = np.abs(lam.imag) < 1e-9 * np.abs(lam).max()
     return {"stable": int(np.sum(lam.real < 0)), "unstable": int(np.sum(lam.real > 0)),
             "real_unstable_1_per_s": sorted(float(x) for x in lam[real & (lam.real > 0)].real),
@@ -147,30 +130,29 @@ def run() -> list[dict]:
                          ("collocated", "bounded")):
         entries.append({"name": f"zero dynamics, {output} output", "book": book,
                         **eigen_split(system, output, q[:4])})
-    t = np.arange(T0 - T_PRE, TF + T_POST + DT / 2, DT)
-    outs = parallel_tool_outputs(system)
+    t = closed_grid(task(), DT, T_PRE, T_POST)
+    path = closed_task_path(system, task(), t, Q_GUESS)
     results = {}
+    # the book's collocated output y = [s1, alpha] is "rigid" in parallel_tool_outputs and
+    # "collocated" in scenario files (closed_output)
     for output, method in (("rigid", "classical"), ("combined", "stable")):
-        H, gamma = outs[output]
-        servo = ClosedOutputServo(system, H, gamma, guess=q[:4])
-        ytraj = desired_outputs(system, H, t)
-        res = invert_closed(servo, ytraj, t, method=method)
-        err = tool_error(system, res)
-        y = res.q[:, :system.nq_r] @ H.T + res.q[:, system.nq_r:] @ gamma.T
+        name = "collocated" if output == "rigid" else output
+        d = run_closed_design(system, task(), t, ClosedDesignSpec(method, name), path=path,
+                              tracking={"every": 5}, zero_dynamics=False)
+        res, err = d.result, d.tool_error
         results[output] = res
-        sim_err, sim = plant_error(system, res)
         entries.append({
             "name": f"{method} inversion, {output} output",
             "success": res.success, "message": res.message,
             "tool_error_max_mm": 1e3 * float(err.max()),
-            "tool_error_during_motion_mm": 1e3 * float(err[(res.t >= T0) & (res.t <= TF)].max()),
-            "output_error_max": float(np.max(np.abs(y - ytraj(res.t)[0]))),
+            "tool_error_during_motion_mm": 1e3 * d.during_motion(task()),
+            "output_error_max": d.output_error,
             "input_max_N": float(np.max(np.abs(res.u))),
             "evaluations": res.evaluations, "iterations": res.iterations,
             "wall_time_s": res.wall_time,
-            "plant_simulation_tool_error_mm": 1e3 * sim_err,
-            "plant_simulation_success": sim.success,
-            "plant_simulation_wall_time_s": sim.wall_time,
+            "plant_simulation_tool_error_mm": 1e3 * float(d.tracking_error.max()),
+            "plant_simulation_success": d.tracking.success,
+            "plant_simulation_wall_time_s": d.tracking.wall_time,
             "book_tool_error_mm": 12.0 if output == "rigid" else 0.03,
         })
     entries.append(bvp_cross_check())

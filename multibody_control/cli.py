@@ -279,6 +279,8 @@ def _invert_flexible(args, fs) -> int:
     from .inversion.flexible import FLEXIBLE_METHODS
 
     sc = fs.load_flexible_scenario(args.scenario)
+    if isinstance(sc, fs.ClosedInversionScenario):
+        return _invert_closed(args, fs, sc)
     if args.method is not None:
         if args.method not in FLEXIBLE_METHODS:
             raise MultibodyError(f"--method: {sc.chain.config.name} is a flexible model: expected "
@@ -295,6 +297,28 @@ def _invert_flexible(args, fs) -> int:
             print(f"wrote {fs.write_flexible_csv(sc, res, track, out / f'{stem}.{method}.csv')}")
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
     return 0 if runs[sc.methods[0]][0].success else 1
+
+
+def _invert_closed(args, fs, sc) -> int:
+    from dataclasses import replace
+
+    if args.method is not None:
+        if args.method not in fs.CLOSED_METHODS:
+            raise MultibodyError(f"--method: {sc.system.name} is a closed flexible model: expected "
+                                 f"one of {', '.join(fs.CLOSED_METHODS)}, got {args.method!r}")
+        sc = replace(sc, designs=(replace(sc.designs[0], method=args.method),))
+    runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    print(f"{sc.system.name}: {sc.description or Path(args.scenario).name}")
+    print(fs.flexible_summary(sc, runs))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(args.scenario).stem
+    for d in runs.values():
+        if d.result.t.size:
+            name = f"{d.spec.method}_{d.spec.output}" + ("_gamma" if d.spec.gamma is not None else "")
+            print(f"wrote {fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')}")
+    print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
+    return 0 if runs[sc.designs[0].label].result.success else 1
 
 
 def cmd_run(args) -> int:
@@ -428,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method",
                    help="override the scenario's method (rigid models: classical, ode, index1, "
                    "index2_euler, stable, causal, quasi_static; flexible models: rigid, collocated, "
-                   "quasi_static, stable)")
+                   "quasi_static, stable; closed flexible models: classical, stable)")
     p.add_argument("--out", default="inversion_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_invert)

@@ -115,6 +115,7 @@ __all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedSimulation", "ArmSegme
            "LumpedMass", "segmented_arm_modal_data", "ClosedOutputServo", "ClosedInversion",
            "invert_closed",
            "flexible_parallel_tool", "parallel_tool_outputs", "PARALLEL_TOOL_DEFAULTS",
+           "PARALLEL_TOOL_TASK", "rigid_task_path", "point_error", "track_closed",
            "CLOSED_BUILDERS", "build_closed_model"]
 
 _J = np.array([[0.0, -1.0], [1.0, 0.0]])
@@ -1385,6 +1386,93 @@ def parallel_tool_outputs(system: ClosedFlexibleChain) -> dict[str, tuple[np.nda
     return {"combined": (sel("s1", "alpha"), gamma),
             "rigid": (sel("s1", "alpha"), np.zeros((2, ne))),
             "collocated": (sel("s1", "s2"), np.zeros((2, ne)))}
+
+
+#: The machine tool's test motion (the book's Fig. 6.11 is only plotted; chosen): the tool
+#: point (tip of the long arm) from the 45 deg pose (long arm at 45 deg, cart 1 at 0) by
+#: (+0.1, -0.1) m on a straight line in 1 s, quintic rest-to-rest law (peak acceleration
+#: 1.6 m/s^2), 0.3 s pre- and post-actuation (slowest unstable zero of the combined output
+#: ~50 1/s: e^-15), ``guess`` = ``[s1, s2, alpha, beta]`` on the lambda branch. Used by
+#: ``bench/bench_flexible_parallel.py`` and ``config/scenarios/invert_flexible_parallel_tool.yaml``
+#: (through ``multibody_control.inversion.flexible_scenario.parallel_tool_task``).
+PARALLEL_TOOL_TASK: dict = {
+    "body": "long_arm",
+    "start": (1.081 * np.sqrt(0.5), 1.081 * np.sqrt(0.5)),
+    "move": (0.1, -0.1),
+    "t0": 0.0, "tf": 1.0, "order": 5, "t_pre": 0.3, "t_post": 0.3,
+    "guess": (0.0, 0.8, np.pi / 4, 2.4),
+}
+
+
+def rigid_task_path(system: ClosedFlexibleChain, body: str, p, pd, pdd, guess,
+                    node: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rigid coordinates of the undeformed system along a point path (rigid inverse kinematics).
+
+    :meth:`ClosedFlexibleChain.rigid_task_kinematics` at every sample of ``p, pd, pdd``
+    ((N, 2) [m, m/s, m/s^2]) of the point of ``body`` (its distal node unless ``node``), warm
+    started from ``guess`` (nq_r,) and then from the previous sample (the loop branch is kept).
+    Returns ``q_r, q_r', q_r''`` (each (N, nq_r)); a desired output is ``y_d = H_r q_r``.
+    """
+    if not isinstance(system, ClosedFlexibleChain):
+        raise InputError(f"system must be a ClosedFlexibleChain, got {type(system).__name__}")
+    p, pd, pdd = (np.atleast_2d(np.asarray(x, float)) for x in (p, pd, pdd))
+    if p.shape[1:] != (2,) or pd.shape != p.shape or pdd.shape != p.shape:
+        raise DimensionError(f"p, pd, pdd must be (N, 2) arrays, got {p.shape}, {pd.shape}, "
+                             f"{pdd.shape}")
+    g = system._vec(guess, "guess", system.nq_r)
+    rows = []
+    for k in range(p.shape[0]):
+        rows.append(system.rigid_task_kinematics(body, node, p[k], pd[k], pdd[k], g))
+        g = rows[-1][0]
+    return tuple(np.array([r[j] for r in rows]) for j in range(3))
+
+
+def point_error(system: ClosedFlexibleChain, q, body: str, p) -> np.ndarray:
+    """Distance [m] of the (deformed) end point of ``body`` at the configurations ``q`` (N, nv)
+    from the desired points ``p`` (N, 2): the tool error of an inverse model or a simulation."""
+    q = np.atleast_2d(np.asarray(q, float))
+    r = np.array([system.chain.point_position(qk, body) for qk in q])
+    return np.linalg.norm(r - np.asarray(p, float).reshape(r.shape), axis=1)
+
+
+def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency: float = 10.0,
+                 damping: float = 1.0, every: int = 1, rtol: float = 1e-8,
+                 atol: float = 1e-10) -> ClosedSimulation:
+    """Simulate the closed plant with a feedforward plus a PD law on the actuated joints.
+
+    Starts at the inverse model's first state; inputs ``u_ff(t) + K_P (q_a,ref - q_a) + K_D
+    (v_a,ref - v_a)`` with ``u_ff``, ``q_a,ref``, ``v_a,ref`` cubic splines of the inverse
+    model's samples (the book's joint controllers around the joint reference), ``K_P = m w^2``,
+    ``K_D = 2 damping m w``, ``w = 2 pi frequency`` [Hz], ``m`` the mass (prismatic joint) or
+    the inertia (revolute) of each actuated joint's rigid body (a flexible body: the diagonal
+    of the mass matrix at the first state). Output at every ``every``-th sample of ``result.t``
+    (the bench: 1 ms).
+    """
+    from scipy.interpolate import CubicSpline
+
+    if not isinstance(result, ClosedInversion):
+        raise InputError(f"result must be a ClosedInversion, got {type(result).__name__}")
+    if not (frequency > 0 and damping >= 0) or int(every) != every or every < 1:
+        raise InputError(f"frequency must be > 0 [Hz], damping >= 0, every an integer >= 1; got "
+                         f"{frequency!r}, {damping!r}, {every!r}")
+    t = result.t
+    ia = np.array([system.joint_names.index(a) for a in system.actuated])
+    uff = CubicSpline(t, result.u, axis=0)
+    sref = CubicSpline(t, result.q[:, ia], axis=0)
+    vref = CubicSpline(t, result.v[:, ia], axis=0)
+    w = 2 * np.pi * frequency
+    bodies = {b.joint: b for b in system.chain.bodies}
+    diag = np.diag(system.chain.mass_matrix(result.q[0]))
+    m = np.array([diag[j] if bodies[a].flexible else
+                  bodies[a].mass if bodies[a].joint_type == "prismatic" else bodies[a].inertia
+                  for a, j in zip(system.actuated, ia)], float)
+    kp, kd = m * w * w, 2 * damping * m * w
+
+    def feedback(tk, q, v):
+        return kp * (sref(tk) - q[ia]) + kd * (vref(tk) - v[ia])
+
+    return system.simulate(result.q[0], result.v[0], t[::int(every)], u=uff, feedback=feedback,
+                           rtol=rtol, atol=atol)
 
 
 #: Closed-loop models a flexible model YAML may name with ``builder:`` (see :func:`build_closed_model`).
