@@ -38,8 +38,8 @@ def test_shipped_scenarios_exist_and_validate():
     assert len(SCENARIOS) >= 5
     for path in SCENARIOS:
         if is_flexible_scenario(path):  # flexible models: their own schema
-            sc = load_flexible_scenario(path)
-            assert len(sc.task.names) == sc.chain.nq_r
+            sc = load_flexible_scenario(path)  # one task coordinate per input (open or closed)
+            assert len(sc.task.names) == sc.chain.nu
             continue
         sc = load_inversion_scenario(path)
         assert sc.output.m == sc.model.nu
