@@ -218,6 +218,36 @@ def _library_times(rate: float, robot, law, q0, kp, kd) -> tuple[float, float]:
     return t_ctl, t_sim
 
 
+def _median_runs(out: list, label: str, key: str, runs: dict, **extra) -> dict:
+    """Per setting of ``runs`` (setting -> measurements): append to ``out`` the run with the
+    median p99 period error of the states, with every run's rate, p99 error and load (or the
+    last failed run when none succeeded); return setting -> that median run."""
+    best = {}
+    for setting, measured in runs.items():
+        ok = sorted((m for m in measured if "joint_states" in m),
+                    key=lambda m: m["joint_states"]["p99_error_ms"])
+        if not ok:
+            out.append({"name": f"{label} {setting}", **measured[-1]})
+            continue
+        best[setting] = ok[len(ok) // 2]
+        out.append({"name": f"{label} {setting}", key: setting, "repeats": len(ok),
+                    **extra, **best[setting],
+                    "rates_all": [m["joint_states"]["rate_hz"] for m in ok],
+                    "p99_error_all_ms": [m["joint_states"]["p99_error_ms"] for m in ok],
+                    "loads_all": [m["load_1min"] for m in ok]})
+    return best
+
+
+def _ratios(name: str, run: dict, baseline: dict) -> dict:
+    """``run`` over ``baseline`` (same benchmark run): achieved rates and p99 period errors."""
+    entry = {"name": name}
+    for topic in ("joint_states", "commands"):
+        entry[f"{topic}_rate_ratio"] = round(run[topic]["rate_hz"] / baseline[topic]["rate_hz"], 3)
+        entry[f"{topic}_p99_error_ratio"] = round(
+            run[topic]["p99_error_ms"] / max(baseline[topic]["p99_error_ms"], 1e-6), 3)
+    return entry
+
+
 def compare_executors(logdir: Path) -> list[dict]:
     """arm7 at EXECUTOR_RATES with both nodes in each executor, alternating, ``REPEATS`` times.
 
@@ -234,26 +264,10 @@ def compare_executors(logdir: Path) -> list[dict]:
                 m = _measure(rate, logdir, robot, law, q0, kp, kd, ex)
                 m["load_1min"] = round(os.getloadavg()[0], 2)
                 runs[ex].append(m)
-        best = {}
-        for ex in EXECUTORS:
-            ok = [m for m in runs[ex] if "joint_states" in m]
-            if not ok:
-                out.append({"name": f"{robot} {rate:g} Hz {ex}", **runs[ex][-1]})
-                continue
-            ok.sort(key=lambda m: m["joint_states"]["p99_error_ms"])
-            best[ex] = ok[len(ok) // 2]
-            out.append({"name": f"{robot} {rate:g} Hz {ex}", "executor": ex,
-                        "repeats": len(ok), **best[ex],
-                        "rates_all": [m["joint_states"]["rate_hz"] for m in ok],
-                        "p99_error_all_ms": [m["joint_states"]["p99_error_ms"] for m in ok]})
+        best = _median_runs(out, f"{robot} {rate:g} Hz", "executor", runs)
         if len(best) == 2:
-            ev, st = best["events"], best["single_threaded"]
-            entry = {"name": f"{robot} {rate:g} Hz events / single_threaded"}
-            for topic in ("joint_states", "commands"):
-                entry[f"{topic}_rate_ratio"] = round(ev[topic]["rate_hz"] / st[topic]["rate_hz"], 3)
-                entry[f"{topic}_p99_error_ratio"] = round(
-                    ev[topic]["p99_error_ms"] / max(st[topic]["p99_error_ms"], 1e-6), 3)
-            out.append(entry)
+            out.append(_ratios(f"{robot} {rate:g} Hz events / single_threaded",
+                               best["events"], best["single_threaded"]))
     return out
 
 
@@ -287,27 +301,10 @@ def compare_timings(logdir: Path, robots=None) -> list[dict]:
                     m = _measure(rate, logdir, *case, timing=tm)
                     m["load_1min"] = [round(load, 2), round(os.getloadavg()[0], 2)]
                     runs[tm].append(m)
-            best = {}
-            for tm in TIMINGS:
-                ok = [m for m in runs[tm] if "joint_states" in m]
-                if not ok:
-                    out.append({"name": f"{robot} {rate:g} Hz {tm}", **runs[tm][-1]})
-                    continue
-                ok.sort(key=lambda m: m["joint_states"]["p99_error_ms"])
-                best[tm] = ok[len(ok) // 2]
-                out.append({"name": f"{robot} {rate:g} Hz {tm}", "timing": tm, "repeats": len(ok),
-                            "cpus": os.cpu_count(), **best[tm], **share,
-                            "rates_all": [m["joint_states"]["rate_hz"] for m in ok],
-                            "p99_error_all_ms": [m["joint_states"]["p99_error_ms"] for m in ok],
-                            "loads_all": [m["load_1min"] for m in ok]})
+            best = _median_runs(out, f"{robot} {rate:g} Hz", "timing", runs,
+                                cpus=os.cpu_count(), **share)
             for tm in (t for t in TIMINGS if t != "timer" and t in best and "timer" in best):
-                pa, ti = best[tm], best["timer"]
-                entry = {"name": f"{robot} {rate:g} Hz {tm} / timer"}
-                for topic in ("joint_states", "commands"):
-                    entry[f"{topic}_rate_ratio"] = round(pa[topic]["rate_hz"] / ti[topic]["rate_hz"], 3)
-                    entry[f"{topic}_p99_error_ratio"] = round(
-                        pa[topic]["p99_error_ms"] / max(ti[topic]["p99_error_ms"], 1e-6), 3)
-                out.append(entry)
+                out.append(_ratios(f"{robot} {rate:g} Hz {tm} / timer", best[tm], best["timer"]))
     return out
 
 

@@ -331,30 +331,20 @@ def tracking_errors(states, names, interp, start, t_lo, t_hi, n_effort=None):
     in ``[t_lo, t_hi]`` of trajectory time (``start`` [s] is time zero), and those times.
 
     The in-test subscriber drops messages when the 2 cores are busy (seen: 73 and 134 of 375),
-    so coverage is required rather than a count: at least 30 samples and no gap longer than
-    0.4 s in the window (a 1 s rest-to-rest motion is then sampled in every phase), both ends
-    included. ``n_effort``: keep only states with that many efforts (the plant's, not a probe's).
+    so coverage is required rather than a count (:func:`recorded_positions`: at least 30
+    samples and no gap longer than 0.4 s in the window, so that a 1 s rest-to-rest motion is
+    sampled in every phase, both ends included). ``n_effort``: keep only states with that many
+    efforts (the plant's, not a probe's).
     """
-    from multibody_dynamics.ros.conversions import stamp_to_sec
-
-    errors, times = [], []
-    for m in list(states):
-        tk = stamp_to_sec(m.header.stamp) - start
-        if t_lo <= tk <= t_hi and (n_effort is None or len(m.effort) == n_effort):
-            q = np.asarray(m.position)[[m.name.index(n) for n in names]]
-            errors.append(np.max(np.abs(q - interp.sample(tk)[0])))
-            times.append(tk)
-    gaps = np.diff(np.concatenate([[t_lo], np.sort(times), [t_hi]]))
-    assert len(errors) >= 30 and gaps.max() < 0.4, (
-        f"joint states do not cover the motion: {len(errors)} samples, largest gap "
-        f"{gaps.max():.3f} s")
-    return np.array(errors), np.array(times)
+    times, positions = recorded_positions(states, names, start, t_lo, t_hi, n_effort)
+    errors = [np.max(np.abs(q - interp.sample(tk)[0])) for tk, q in zip(times, positions)]
+    return np.array(errors), times
 
 
-def recorded_positions(states, names, start, t_lo, t_hi):
+def recorded_positions(states, names, start, t_lo, t_hi, n_effort=None):
     """Times (trajectory time: ``start`` [s] is zero) and positions of ``names`` (in that order)
-    of every recorded JointState whose stamp lies in ``[t_lo, t_hi]``; the same coverage as
-    :func:`tracking_errors` is required (at least 30 samples, no gap over 0.4 s).
+    of every recorded JointState whose stamp lies in ``[t_lo, t_hi]`` (and, with ``n_effort``,
+    that carries that many efforts); at least 30 samples and no gap over 0.4 s are required.
 
     For quantities computed from the whole recorded state, e.g. a flexible robot's end
     effector from its joints and elastic coordinates.
@@ -364,7 +354,7 @@ def recorded_positions(states, names, start, t_lo, t_hi):
     times, rows = [], []
     for m in list(states):
         tk = stamp_to_sec(m.header.stamp) - start
-        if t_lo <= tk <= t_hi:
+        if t_lo <= tk <= t_hi and (n_effort is None or len(m.effort) == n_effort):
             rows.append(np.asarray(m.position)[[m.name.index(n) for n in names]])
             times.append(tk)
     gaps = np.diff(np.concatenate([[t_lo], np.sort(times), [t_hi]]))
