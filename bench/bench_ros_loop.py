@@ -28,6 +28,11 @@ executor, ``timer`` and ``paced`` alternating in the same run ``REPEATS`` times,
 ratios paced / timer; ``BENCH_ROS_LOOP_ONLY=timings`` measures only that,
 ``BENCH_ROS_LOOP_ROBOTS=arm7,five_bar`` selects the robots (default: arm7).
 
+Beside every measured window runs the machine's floor (:func:`floor_loop`): a third process
+pacing an empty step with the same PacedLoop and priority; its p99 period error is what this
+machine's wake-ups allow in that window, and ``*_p99_error_over_floor`` is each topic's over
+it.  On this shared 2-core VM the floor moves between 0.06 and 1.2 ms within minutes.
+
 The same for five_bar (closed loop: the simulator projects onto the constraint manifold
 after every step) with a joint PD on the two motors.  The machine load (1-minute load
 average, CPU count) is recorded with every entry: the figures are those of a shared machine.
@@ -165,10 +170,12 @@ def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd,
             return {"error": f"loop did not start within {STARTUP_TIMEOUT:g} s "
                              f"({len(stamps)} states, {len(commands_info)} commands)"}
         time.sleep(1.0)  # settle
+        floor = _start_floor(rate, extra.get("thread_priority", 0))
         n_s, n_c = len(stamps), len(commands_info)
         cpu0, wall0 = (_cpu_seconds(sim.pid), _cpu_seconds(ctl.pid)), time.perf_counter()
         time.sleep(WINDOW)
         cpu1, wall1 = (_cpu_seconds(sim.pid), _cpu_seconds(ctl.pid)), time.perf_counter()
+        floor_stats = _floor_result(floor)
         js = np.diff(np.array(stamps[n_s:]))
         st = np.array(states_info[n_s:], float) * 1e-9
         cm = np.array(commands_info[n_c:], float) * 1e-9
@@ -183,8 +190,52 @@ def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd,
     # CPU of each node per period (all its threads: executor, stepping, DDS) [us]
     cpu = {f"{name}_cpu_per_period_us": round((b - a) / ((wall1 - wall0) * rate) * 1e6, 1)
            for name, a, b in zip(("simulator", "controller"), cpu0, cpu1)}
-    return {"joint_states": states, "commands": {**_stats(np.diff(cm[:, 0]), 1.0 / rate),
-                                                 **_latency(cm)}, **cpu}
+    out = {"joint_states": states, "commands": {**_stats(np.diff(cm[:, 0]), 1.0 / rate),
+                                                **_latency(cm)}, **cpu, "machine_floor": floor_stats}
+    if "p99_error_ms" in floor_stats:  # the nodes' p99 period error over the floor's, same window
+        for topic in ("joint_states", "commands"):
+            out[f"{topic}_p99_error_over_floor"] = round(
+                out[topic]["p99_error_ms"] / max(floor_stats["p99_error_ms"], 1e-6), 2)
+    return out
+
+
+# -- the machine's own floor: an empty paced loop beside the nodes ----------------------------
+
+def _start_floor(rate: float, priority: int) -> subprocess.Popen:
+    """A process pacing an empty step at ``rate`` for ``WINDOW`` s (same PacedLoop, same
+    priority as the nodes): what this machine's wake-ups allow at this moment."""
+    code = ("import json, sys; from bench.bench_ros_loop import floor_loop; "
+            f"print(json.dumps(floor_loop({rate!r}, {int(priority)}, {WINDOW!r})))")
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            cwd=str(Path(__file__).resolve().parent.parent))
+
+
+def _floor_result(proc: subprocess.Popen) -> dict:
+    import json
+
+    try:
+        out, _ = proc.communicate(timeout=WINDOW + 30.0)
+        return json.loads(out.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        proc.kill()
+        return {"error": f"floor probe failed: {type(exc).__name__}: {exc}"}
+
+
+def floor_loop(rate: float, priority: int, seconds: float) -> dict:
+    """Period statistics (as for the topics) of a :class:`PacedLoop` whose step only reads the
+    clock, run for ``seconds``: the wake-up jitter of this machine, no ROS, no work."""
+    from multibody_dynamics.ros.runtime import PacedLoop
+
+    instants = []
+    loop = PacedLoop(lambda: instants.append(time.perf_counter()), 1.0 / rate,
+                     name="floor", priority=priority).start()
+    time.sleep(seconds)
+    loop.stop()
+    out = _stats(np.diff(np.array(instants)), 1.0 / rate)
+    if loop.priority_error:
+        out["priority_error"] = loop.priority_error
+    return out
 
 
 def _cpu_seconds(pid: int) -> float:

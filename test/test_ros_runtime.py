@@ -170,3 +170,60 @@ def test_polled_subscription_is_taken_by_its_owner_not_the_executor(ros_pair):
     sources = [g[1] for g in got]
     assert sources == sorted(sources) and all(g[2] >= g[1] for g in got)
     assert polled.drain() == 0  # nothing left
+
+
+def test_serialized_loop_messages_over_dds(ros_pair):
+    """JointStates published serialized (PatchedMessage) and as Python messages arrive alike at
+    a serialized PolledSubscription (views) and at an ordinary subscription (messages)."""
+    rclpy, context, pub_node, sub_node = ros_pair
+    import numpy as np
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import JointState
+
+    from multibody_dynamics.ros.cdr import JointStateView, PatchedMessage
+    from multibody_dynamics.ros.runtime import PolledSubscription
+
+    views, messages = [], []
+    polled = PolledSubscription(sub_node, JointState, "/serialized_test", views.append,
+                                QoSProfile(depth=100), serialized=True)
+    plain = sub_node.create_subscription(JointState, "/serialized_test", messages.append,
+                                         QoSProfile(depth=100))
+    pub = pub_node.create_publisher(JointState, "/serialized_test", QoSProfile(depth=100))
+    names = ["shoulder", "elbow", "w"]
+    writer = PatchedMessage(JointState(name=names, position=[0.0] * 3, velocity=[0.0] * 3,
+                                       effort=[0.0] * 3), ("position", "velocity", "effort"),
+                            "header.stamp")
+    rng = np.random.default_rng(5)
+    sent = [rng.normal(size=(3, 3)) for _ in range(10)]
+    assert _wait(lambda: pub.get_subscription_count() >= 2, 10.0), "no DDS match in 10 s"
+    for k, (p, v, e) in enumerate(sent):
+        if k % 2:  # every other one as a Python message
+            msg = JointState(name=names, position=p.tolist(), velocity=v.tolist(),
+                             effort=e.tolist())
+            msg.header.stamp.sec, msg.header.stamp.nanosec = k, 1000 * k
+            pub.publish(msg)
+        else:
+            pub.publish(writer.serialize(p, v, e, stamp=(k, 1000 * k)))
+        time.sleep(0.002)
+
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(sub_node)
+
+    def spin_until_all():
+        executor.spin_once(timeout_sec=0.05)
+        polled.drain()
+        return len(views) == len(messages) == 10
+
+    try:
+        assert _wait(spin_until_all, 10.0), f"{len(views)} views, {len(messages)} messages of 10"
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+    assert all(isinstance(view, JointStateView) for view in views)
+    for k, (view, msg, arrays) in enumerate(zip(views, messages, sent)):
+        for got in (view, msg):
+            assert (got.header.stamp.sec, got.header.stamp.nanosec) == (k, 1000 * k)
+            assert list(got.name) == names
+            np.testing.assert_array_equal(
+                np.array([got.position, got.velocity, got.effort]), arrays)
+    sub_node.destroy_subscription(plain)

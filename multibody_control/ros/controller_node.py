@@ -99,6 +99,7 @@ from multibody_dynamics.flexible.joint_view import joint_space_model
 from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
 from multibody_dynamics.model import load_model
 from multibody_dynamics.rigid import RigidDynamics
+from multibody_dynamics.ros.cdr import patched_or_none
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
     MessageError,
@@ -430,13 +431,16 @@ class ControllerNode(Node):
         qos = QoSProfile(depth=10)
         self.topic = f"/{p['controller_name']}/commands"
         self._pub = self.create_publisher(Float64MultiArray, self.topic, qos)
+        # the commands go out serialized: the message built once, the efforts written in
+        self._serialized = patched_or_none(vector_msg(np.zeros(model.nu), model.input_names),
+                                           ["data"], log=self.get_logger().info)
         sim_time = self.get_parameter("use_sim_time").value
         self._paced = p["timing"] == "paced" and not sim_time
         # paced: the ticks take /joint_states themselves (no executor wake-up per state)
         self._states = None
         if self._paced and node_executor(self) != "events":
             self._states = PolledSubscription(self, JointState, "/joint_states",
-                                              self._locked(self._on_state), qos)
+                                              self._locked(self._on_state), qos, serialized=True)
         else:
             self.create_subscription(JointState, "/joint_states", self._locked(self._on_state),
                                      qos)
@@ -803,7 +807,8 @@ class ControllerNode(Node):
         if not np.all(np.isfinite(u)):
             self.throttle.error("nan", "control law produced NaN/inf; no command published")
             return
-        self._pub.publish(vector_msg(u, self.model.input_names))
+        self._pub.publish(vector_msg(u, self.model.input_names) if self._serialized is None
+                          else self._serialized.serialize(u))
         self._published += 1
 
     def _diagnose(self):

@@ -193,7 +193,7 @@ def _finite_array(values, n: int, what: str, allow_empty: bool = False) -> np.nd
         return None
     if arr.size != n:
         raise MessageError(f"{what}: expected {n} values, got {arr.size}")
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         bad = np.flatnonzero(~np.isfinite(arr))
         raise MessageError(f"{what}: NaN or inf at index {bad[:5].tolist()}")
     return arr

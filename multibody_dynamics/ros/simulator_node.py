@@ -51,6 +51,7 @@ from ..flexible.stepper import FlexibleStepper
 from ..model import load_model
 from ..rolling import model_constraints
 from ..simulate import METHODS, Simulator, SimulatorConfig
+from .cdr import patched_or_none
 from .conversions import (
     JointCoordinates,
     MessageError,
@@ -168,7 +169,7 @@ class SimulatorNode(Node):
         self._commands = None
         if p["timing"] == "paced" and node_executor(self) != "events":
             self._commands = PolledSubscription(self, Float64MultiArray, self.topic,
-                                                self._on_command, qos)
+                                                self._on_command, qos, serialized=True)
         else:
             self.create_subscription(Float64MultiArray, self.topic, self._on_command, qos)
         self._pub_lam = self._pub_res = None
@@ -180,6 +181,9 @@ class SimulatorNode(Node):
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         # reused messages: the names and the layout are set once
         self._js = joint_state_msg(self.coords, self.sim.q, self.sim.v, self.tau, sec_to_stamp(0.0))
+        # /joint_states goes out serialized: the message built once, stamp and arrays written in
+        self._js_serialized = patched_or_none(self._js, ("position", "velocity", "effort"),
+                                              "header.stamp", log=self.get_logger().info)
         self._clock_msg = ClockMsg()
         pacing = "wall-clock paced" if p["realtime"] else "as fast as possible"
         if p["realtime"]:
@@ -316,11 +320,14 @@ class SimulatorNode(Node):
             self._pub_clock.publish(self._clock_msg)
         else:
             stamp = self.get_clock().now().to_msg()
-        js.header.stamp = stamp
-        js.position = self.coords.positions(sim.q).tolist()
-        js.velocity = sim.v.tolist()
-        js.effort = self.tau.tolist()
-        self._pub_js.publish(js)
+        position = self.coords.positions(sim.q)
+        if self._js_serialized is not None:
+            self._pub_js.publish(self._js_serialized.serialize(
+                position, sim.v, self.tau, stamp=(stamp.sec, stamp.nanosec)))
+        else:
+            js.header.stamp = stamp
+            js.position, js.velocity, js.effort = position.tolist(), sim.v.tolist(), self.tau.tolist()
+            self._pub_js.publish(js)
         self._steps += 1
         if self._pub_lam is not None and self._steps % self.params["diagnostics_period"] == 0:
             try:
