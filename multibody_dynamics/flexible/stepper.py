@@ -36,13 +36,23 @@ dynamics (finite differences: 2 nv evaluations, plus a Newton solve per step), w
 much as the substeps here, and damps (implicit Euler) or delays (trapezoidal rule) the elastic
 mode by amounts that depend on ``dt``; the substepped RK4 error is set by ``h_omega`` alone.
 
-Closed loops (:class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain`) are refused
-(see :class:`FlexibleStepper`).
+Closed loops (:class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain`) step in
+:class:`ClosedFlexibleStepper`: the same substeps on the index-1 form (a KKT solve per
+evaluation), then the state is projected on the position and velocity manifolds of the loops
+once per step, as :meth:`ClosedFlexibleChain.simulate` does at its samples. The substeps come
+from the stiffest mode of the tree (the cut system): closing the loops adds constraints, and
+by Rayleigh's theorem of constraint the highest natural frequency of a constrained linear
+system does not exceed that of the unconstrained one, so ``h w <= h_omega`` holds for the
+closed system too. A closed loop is far slower than real time (flexible_parallel_tool: 36
+elastic coordinates, a 43 x 43 KKT system per evaluation): :meth:`FlexibleStepper.real_time_factor`
+says by how much.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -51,7 +61,8 @@ from ..simulate import SimulatorConfig
 from ..validation import as_vector, require_finite
 from .system import FlexibleChain
 
-__all__ = ["H_OMEGA", "FlexibleStepper", "highest_frequency"]
+__all__ = ["H_OMEGA", "ClosedFlexibleStepper", "FlexibleStepper", "highest_frequency",
+           "make_stepper"]
 
 #: Default bound of ``h * omega_max`` of one RK4 substep (see the module notes).
 H_OMEGA = 0.25
@@ -92,10 +103,8 @@ class FlexibleStepper:
     Raises
     ------
     ModelError
-        For a closed flexible loop: its index-1 form needs a projection onto the loop manifold
-        after every step and a KKT solve per evaluation (numpy, 36 elastic coordinates on
-        flexible_parallel_tool), which the substeps its stiffest mode needs make far slower
-        than real time; simulate it offline with :func:`~.simulation.simulate_flexible`.
+        For a closed flexible loop (use :class:`ClosedFlexibleStepper`, or :func:`make_stepper`
+        for either).
     """
 
     constrained = False
@@ -106,23 +115,23 @@ class FlexibleStepper:
         if not isinstance(chain, FlexibleChain):
             name = getattr(chain, "name", type(chain).__name__)
             if hasattr(chain, "closures"):
-                raise ModelError(
-                    f"{name} is a closed flexible loop ({len(chain.closures)} cut joint(s), "
-                    f"{chain.nc} constraint rows); the fixed-step stepper (the embedded "
-                    "simulator) takes open flexible chains only; simulate closed loops offline "
-                    f"with `multibody simulate {name}` (simulate_flexible)")
+                raise ModelError(f"{name} is a closed flexible loop ({len(chain.closures)} cut "
+                                 "joint(s)): step it with ClosedFlexibleStepper")
             raise InputError(f"chain: expected a FlexibleChain, got {type(chain).__name__}")
+        self._setup(chain, chain, config, h_omega)
+        self.reset()
+
+    def _setup(self, chain: FlexibleChain, model, config, h_omega: float):
         if not (np.isfinite(h_omega) and 0 < h_omega < 2.8):
             raise InputError(f"h_omega: expected a value in (0, 2.8) (RK4 stability), got "
                              f"{h_omega}")
         self.chain = chain
-        self.model = chain
+        self.model = model
         self.h_omega = float(h_omega)
         self._config = config or SimulatorConfig()
         self.nsteps = self.nfev = 0
         self.omega_max = 0.0
         self.substeps = 1
-        self.reset()
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -154,6 +163,19 @@ class FlexibleStepper:
     def energy(self) -> float:
         """Total mechanical energy T + V (gravity and strain) at the current state [J]."""
         return self.chain.energy(self.q, self.v)
+
+    def real_time_factor(self, steps: int = 3) -> float:
+        """Simulated seconds per wall-clock second of ``steps`` steps of ``config.dt`` from the
+        current state with zero input, timed here; the state and counters are restored."""
+        saved = (self.q, self.v, self.t, self.nsteps, self.nfev)
+        start = time.perf_counter()
+        try:
+            for _ in range(max(int(steps), 1)):
+                self.step(np.zeros(self.model.nv))
+        finally:
+            wall = time.perf_counter() - start
+            self.q, self.v, self.t, self.nsteps, self.nfev = saved
+        return max(int(steps), 1) * self._config.dt / max(wall, 1e-12)
 
     # -- stepping ------------------------------------------------------------------------
     def _accel(self, q, v, f):
@@ -200,3 +222,81 @@ class FlexibleStepper:
         a4 = self._accel(q + h * v3, v4, f)
         return (q + h / 6.0 * (v + 2.0 * v2 + 2.0 * v3 + v4),
                 v + h / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4))
+
+
+class ClosedFlexibleStepper(FlexibleStepper):
+    """Fixed steps of a closed flexible loop (:class:`ClosedFlexibleChain`), input held over
+    each step: RK4 substeps of the index-1 form (KKT solve per evaluation, no Baumgarte
+    terms), then a projection of ``q`` and ``v`` on the loop manifolds (minimum-norm Newton,
+    ``v - C^+ C v``). See the module notes for the substeps.
+
+    Parameters and attributes as :class:`FlexibleStepper`; besides:
+
+    Attributes
+    ----------
+    system : ClosedFlexibleChain
+    constraints : namespace with ``labels`` (one per closure row: ``<closure>.x``, ``.y``,
+        ``.angle``), the names of the multipliers :meth:`sample` returns.
+    """
+
+    constrained = True
+
+    def __init__(self, system, config: SimulatorConfig | None = None, h_omega: float = H_OMEGA):
+        from .closed import ClosedFlexibleChain
+
+        if not isinstance(system, ClosedFlexibleChain):
+            raise InputError(f"system: expected a ClosedFlexibleChain, got "
+                             f"{type(system).__name__}")
+        self._setup(system.chain, system, config, h_omega)
+        self.system = system
+        labels = []
+        for c in system.closures:
+            labels += [f"{c.name}.x", f"{c.name}.y"] + ([f"{c.name}.angle"] if c.angle else [])
+        self.constraints = SimpleNamespace(labels=tuple(labels))
+        self.reset()
+
+    def reset(self, q=None, v=None, t: float = 0.0):
+        """Set the state projected on the loop manifolds (default: the neutral configuration
+        assembled, at rest); :class:`SolverError` when the loops cannot be closed near ``q``."""
+        system = self.system
+        q = system.chain.neutral() if q is None else require_finite(
+            as_vector(q, system.nq, "q0"), "q0")
+        v = np.zeros(system.nv) if v is None else require_finite(
+            as_vector(v, system.nv, "v0"), "v0")
+        q = system.project_position(q)
+        super().reset(q, system.project_velocity(q, v), t)
+
+    def _accel(self, q, v, f):
+        a, _ = self.system._kkt(q, v, f)
+        self.nfev += 1
+        return a
+
+    def step(self, tau, dt: float | None = None):
+        """As :meth:`FlexibleStepper.step`, then the projection; the state is unchanged if a
+        substep or the projection fails (:class:`SolverError`)."""
+        saved = (self.q, self.v, self.t, self.nsteps)
+        super().step(tau, dt)
+        try:
+            q = self.system.project_position(self.q)
+            v = self.system.project_velocity(q, self.v)
+        except SolverError:
+            self.q, self.v, self.t, self.nsteps = saved
+            raise
+        self.q, self.v = q, v
+        return self.q, self.v
+
+    def sample(self, tau) -> tuple[np.ndarray, float, float]:
+        """``(lam, max |c|, max |C v|)`` at the current state with the generalized force ``tau``:
+        the closure multipliers [N | N m] and the loop residuals [m | rad, m/s | rad/s]."""
+        f = as_vector(tau, self.system.nv, "tau")
+        _, lam = self.system._kkt(self.q, self.v, f)
+        c, C, _ = self.system.constraint_terms(self.q)
+        return lam, float(np.max(np.abs(c))), float(np.max(np.abs(C @ self.v)))
+
+
+def make_stepper(system, config: SimulatorConfig | None = None,
+                 h_omega: float = H_OMEGA) -> FlexibleStepper:
+    """:class:`ClosedFlexibleStepper` for a closed loop, :class:`FlexibleStepper` otherwise."""
+    if hasattr(system, "closures"):
+        return ClosedFlexibleStepper(system, config, h_omega)
+    return FlexibleStepper(system, config, h_omega)

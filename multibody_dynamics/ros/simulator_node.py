@@ -28,7 +28,11 @@ A flexible model (``robot`` a flexible model name, see
 1/rate_hz`` and zero-order hold, split into RK4 substeps chosen from the stiffest mode of the
 linearization at the start (its log line gives the substeps); ``/joint_states`` then carries the
 joints and the elastic coordinates (``<body>.e<k>``, modal amplitudes, effort 0), the commands
-one effort per joint. Closed flexible loops (flexible_parallel_tool) are refused at start-up.
+one effort per joint. A closed flexible loop (flexible_parallel_tool) is stepped by
+:class:`~multibody_dynamics.flexible.stepper.ClosedFlexibleStepper` (the loops projected after
+every step; ``~/constraint_forces`` carries the closure multipliers) and, far slower than real
+time, only with ``realtime: false``: use ``publish_clock: true`` and ``use_sim_time`` in the
+other nodes (``realtime: true`` is refused with the measured real-time factor).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from std_msgs.msg import Float64MultiArray
 
 from ..errors import MultibodyError
 from ..flexible.loader import is_flexible_model, load_flexible_model
-from ..flexible.stepper import FlexibleStepper
+from ..flexible.stepper import make_stepper
 from ..model import load_model
 from ..rolling import model_constraints
 from ..simulate import METHODS, Simulator, SimulatorConfig
@@ -131,14 +135,22 @@ class SimulatorNode(Node):
         config = SimulatorConfig(dt=1.0 / p["rate_hz"], method=p["integrator"])
         self.flexible = is_flexible_model(p["robot"])
         if self.flexible:
-            # FlexibleStepper refuses a closed loop (ModelError: "cannot start: ...")
             model = load_flexible_model(p["robot"])
-            self.sim = FlexibleStepper(model, config)
-            name, self.input_names = model.config.name, tuple(model.joint_names)
+            name = getattr(model, "name", model.config.name)
+            try:
+                self.sim = make_stepper(model, config)
+            except MultibodyError as exc:  # a closed loop whose neutral pose cannot be closed
+                raise StartupError(f"{name}: {exc}") from None
+            # an open chain drives every joint, a closed loop its actuated ones
+            self.input_names = tuple(getattr(model, "actuated", model.joint_names))
+            self._closed_flexible = self.sim.constrained
+            if self._closed_flexible and p["realtime"]:
+                raise StartupError(self._too_slow(name))
         else:
             model = load_model(p["robot"])
             self.sim = Simulator(model, config, constraints=model_constraints(model))
             name, self.input_names = model.name, tuple(model.input_names)
+            self._closed_flexible = False
         self.model = model
         self.coords = JointCoordinates(model)
         q0 = None
@@ -206,9 +218,20 @@ class SimulatorNode(Node):
         self._start_timer()
 
     # -- parameters --------------------------------------------------------------------------
+    def _too_slow(self, name: str) -> str:
+        """Why a closed flexible loop does not run with ``realtime: true`` (with the measured
+        real-time factor of its steps)."""
+        factor = self.sim.real_time_factor()
+        return (f"{name} is a closed flexible loop: its steps run at {factor:.3g} x real time "
+                f"here ({self.sim.substeps} RK4 substeps of a KKT system per step), so it cannot "
+                "be wall-clock paced; run it with realtime:=false publish_clock:=true (simulated "
+                "time on /clock) and the other nodes with use_sim_time:=true")
+
     def _on_change(self, changes):
         rate = changes.get("rate_hz", self.params["rate_hz"])
         realtime = changes.get("realtime", self.params["realtime"])
+        if realtime and self._closed_flexible:
+            raise ValueError(self._too_slow(getattr(self.model, "name", "model")))
         if "rate_hz" in changes:
             with self._lock:
                 self.sim.config = SimulatorConfig(dt=1.0 / rate, method=self.sim.config.method,
