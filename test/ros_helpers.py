@@ -290,7 +290,7 @@ def start_loop(launch, probe, robot: str, rate: float, controller: dict, simulat
 
 
 def start_late_controller(launch, probe, inv, states, robot: str, rate: float, topic: str,
-                          q0, **controller):
+                          q0, simulator: dict | None = None, **controller):
     """controller_node after inverter_node ``inv``, then simulator_node: the latched loop.
 
     The controller (``use_sim_time``, remapped to the inverter's latched ``topic``,
@@ -304,6 +304,9 @@ def start_late_controller(launch, probe, inv, states, robot: str, rate: float, t
     and paced stepping alike).  So the controller is frozen (SIGSTOP, DDS threads included)
     until the probe receives the simulator's states (``states``, recorded by the caller).
 
+    ``simulator``: further simulator parameters (``realtime: False`` for a plant slower than
+    real time: it then steps as fast as it can and the loop follows its /clock).
+
     Returns ``(start, nodes)``: the trajectory's start on the node clock, read from the
     controller's log, and (simulator, inverter, controller).
     """
@@ -312,8 +315,8 @@ def start_late_controller(launch, probe, inv, states, robot: str, rate: float, t
     probe.wait_for(lambda: "trajectory received before the first /joint_states" in ctl.log(),
                    60.0, "controller_node to receive the latched trajectory", (inv, ctl))
     ctl.pause()
-    sim = launch("simulator_node", robot=robot, rate_hz=rate, publish_clock=True, realtime=True,
-                 initial_positions=list(q0))
+    sim = launch("simulator_node", robot=robot, rate_hz=rate, publish_clock=True,
+                 **{"realtime": True, "initial_positions": list(q0), **(simulator or {})})
     nodes = (sim, inv, ctl)
     try:
         probe.wait_for(lambda: len(states) > 0, 60.0, "the first state from simulator_node",

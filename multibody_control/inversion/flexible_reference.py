@@ -30,39 +30,42 @@ from .methods import InversionResult
 __all__ = ["PointPathOutput", "joint_reference"]
 
 
-def joint_reference(chain: FlexibleChain, result: InversionResult) -> InversionResult:
+def joint_reference(chain, result: InversionResult) -> InversionResult:
     """The joint part of a flexible inversion result (module docstring).
 
     Parameters
     ----------
-    chain : FlexibleChain
-        The chain that was inverted; its inputs must act on the joints only (``B = [I; 0]``
-        up to the joint block: open flexible chains).
-    result : InversionResult
-        Of :func:`~multibody_control.inversion.flexible.invert_flexible` on ``chain``:
-        ``q``, ``v``, ``a`` of shape (N, nq) with the joints first.
+    chain : FlexibleChain or ClosedFlexibleChain
+        The system that was inverted; its inputs must act on the joints only (``B = [I; 0]``
+        for an open chain; a closed loop's actuated joints).
+    result : InversionResult or ClosedInversion
+        Of :func:`~multibody_control.inversion.flexible.invert_flexible` on ``chain`` (or
+        :func:`~multibody_dynamics.flexible.closed.invert_closed` on a closed loop): ``q``,
+        ``v``, ``a`` of shape (N, nq) with the joints first.
 
     Returns
     -------
-    InversionResult
+    The same type as ``result``
         ``q``, ``v``, ``a`` of shape (N, nq_r) (the joints, in ``chain.joint_names`` order),
-        everything else unchanged; ``u`` is the joint feedforward.
+        everything else unchanged; ``u`` is the feedforward of the actuated joints.
     """
-    if not isinstance(chain, FlexibleChain):
-        raise InputError(f"expected a FlexibleChain, got {type(chain).__name__}")
+    tree = getattr(chain, "chain", chain)  # a closed loop's spanning tree
+    if not isinstance(tree, FlexibleChain):
+        raise InputError(f"expected a FlexibleChain or ClosedFlexibleChain, got "
+                         f"{type(chain).__name__}")
     nr, nv = chain.nq_r, chain.nv
     B = np.asarray(chain.B, float)
     if np.any(B[nr:] != 0.0):
-        raise InputError(f"{chain.config.name}: its inputs act on elastic coordinates; a joint "
+        raise InputError(f"{tree.config.name}: its inputs act on elastic coordinates; a joint "
                          "trajectory cannot carry that feedforward")
     for name in ("q", "v", "a"):
         x = getattr(result, name)
         if x.ndim != 2 or x.shape[1] != nv or x.shape[0] != result.t.size:
             raise InputError(f"result.{name} has shape {x.shape}, expected ({result.t.size}, "
-                             f"{nv}) (every coordinate of {chain.config.name})")
+                             f"{nv}) (every coordinate of {tree.config.name})")
     if result.u.shape != (result.t.size, chain.nu):
         raise InputError(f"result.u has shape {result.u.shape}, expected ({result.t.size}, "
-                         f"{chain.nu}) (one torque per input of {chain.config.name})")
+                         f"{chain.nu}) (one torque per input of {tree.config.name})")
     return dataclasses.replace(result, q=result.q[:, :nr].copy(), v=result.v[:, :nr].copy(),
                                a=result.a[:, :nr].copy())
 

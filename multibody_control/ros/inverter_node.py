@@ -72,7 +72,17 @@ flexible_manipulator)
     ``velocities``, ``accelerations`` the joint rows of the inverse model's motion and
     ``effort`` = the joint torques ``u`` (``B = [I; 0]``), by
     :func:`~multibody_control.inversion.flexible_reference.joint_reference`; times and stamps
-    as above. Closed flexible loops are refused at start-up.
+    as above.
+
+Closed flexible loops (flexible_parallel_tool)
+    Only the task of a closed scenario is inverted (a scenario is required; ``~/output_trajectory``
+    requests are rejected): its first design (``method: scenario``) or the ``method``
+    ``classical``/``stable`` with the scenario's output, by
+    :func:`~multibody_control.inversion.flexible_scenario.run_closed_scenario` (its plant check
+    when the scenario says ``verify: true``). The trajectory has ``joint_names`` = the joints
+    (``s1, s2, alpha, beta``: passive ones included), their rows of the inverse model's
+    motion, and ``effort`` = ``B u`` of the joint view (the cart forces on the actuated joints,
+    0 on the passive ones).
 
 Solving runs in a worker thread, off the executor: the node keeps answering parameter
 requests and validating messages.  A request arriving during a solve waits; only the
@@ -118,10 +128,15 @@ from ..controllers import TrajectoryInterpolator
 from ..inversion.flexible import FLEXIBLE_METHODS, invert_flexible
 from ..inversion.flexible_reference import PointPathOutput, joint_reference
 from ..inversion.flexible_scenario import (
+    CLOSED_METHODS,
+    ClosedDesignSpec,
+    ClosedInversionScenario,
     FlexibleInversionScenario,
+    closed_summary,
     flexible_summary,
     is_flexible_scenario,
     load_flexible_scenario,
+    run_closed_scenario,
     run_flexible_scenario,
 )
 from ..inversion.methods import METHODS, InversionResult, invert
@@ -152,7 +167,8 @@ PARAMETERS = (
                   type=ParameterType.PARAMETER_STRING_ARRAY),
     ParameterSpec("method", "scenario", "inversion method; 'scenario': the scenario's "
                   f"(or {DEFAULT_METHOD} without one); rigid robots: {', '.join(METHODS)}; "
-                  f"flexible robots: {', '.join(FLEXIBLE_METHODS)}",
+                  f"flexible robots: {', '.join(FLEXIBLE_METHODS)}; closed flexible loops: "
+                  f"{', '.join(CLOSED_METHODS)} (with the scenario's output)",
                   choices=("scenario",) + ALL_METHODS),
     ParameterSpec("dt", 0.0, "sample spacing of the inversion and of the published points; "
                   f"0: the scenario's ({DEFAULT_DT:g} s without one)", unit="s",
@@ -265,11 +281,20 @@ def joint_trajectory_msg(model, coords: JointCoordinates, result: InversionResul
 # -- the node -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class _ClosedOutput:
+    """The output of a closed flexible loop's design: its scenario's tool path (``names``) is
+    followed through the design's output (collocated, combined, ...)."""
+
+    names: tuple[str, ...]
+    design: ClosedDesignSpec
+
+
+@dataclass(frozen=True)
 class _Setup:
     """What the current parameters select: scenario (or None), output, method, dt."""
 
-    scenario: InversionScenario | FlexibleInversionScenario | None
-    output: Output | PointPathOutput   # PointPathOutput: a flexible robot
+    scenario: InversionScenario | FlexibleInversionScenario | ClosedInversionScenario | None
+    output: Output | PointPathOutput | _ClosedOutput  # the last two: a flexible robot
     method: str
     dt: float
 
@@ -303,13 +328,11 @@ class InverterNode(Node):
         self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
         p = self.params
         self.throttle = Throttle(self.get_logger())
-        self.chain = None  # the flexible model of a flexible robot
+        self.chain = None  # the flexible model of a flexible robot (open or closed)
+        self.closed = False
         if is_flexible_model(p["robot"]):
             self.chain = load_flexible_model(p["robot"])
-            if not isinstance(self.chain, FlexibleChain):
-                raise StartupError(f"{p['robot']} is a closed flexible loop: its feedforward "
-                                   "is computed offline (multibody_dynamics.flexible.closed, "
-                                   "invert_closed); inverter_node takes open flexible chains")
+            self.closed = not isinstance(self.chain, FlexibleChain)
             self.model = joint_space_model(self.chain)  # the joints: what is published
         else:
             self.model = load_model(p["robot"])
@@ -353,7 +376,8 @@ class InverterNode(Node):
         path = resolve_scenario(value)
         if is_flexible_scenario(path):
             sc = load_flexible_scenario(path)
-            robot = sc.chain.config.name
+            robot = sc.system.name if isinstance(sc, ClosedInversionScenario) else \
+                sc.chain.config.name
         else:
             sc = load_inversion_scenario(path)
             robot = sc.model.name
@@ -364,6 +388,8 @@ class InverterNode(Node):
 
     def _make_setup(self, values) -> _Setup:
         sc = self._load_scenario(values["scenario"])
+        if self.closed:
+            return self._make_closed_setup(values, sc)
         if self.chain is not None:
             return self._make_flexible_setup(values, sc)
         if values["method"] in FLEXIBLE_METHODS and values["method"] not in METHODS:
@@ -404,6 +430,26 @@ class InverterNode(Node):
         dt = values["dt"] or (sc.dt if sc is not None else DEFAULT_DT)
         return _Setup(sc, output, method, dt)
 
+    def _make_closed_setup(self, values, sc: ClosedInversionScenario | None) -> _Setup:
+        name = self.model.name
+        if sc is None:
+            raise InputError(f"{name} is a closed flexible loop: inverter_node inverts the task of "
+                             "its scenario file (e.g. scenario:=invert_flexible_parallel_tool); "
+                             "~/output_trajectory requests are not taken for closed loops")
+        if values["output_names"]:
+            raise InputError(f"output_names {list(values['output_names'])}: a closed flexible "
+                             "loop follows its scenario's tool path through the design's output "
+                             f"({sc.designs[0].output}); leave output_names empty")
+        design = sc.designs[0]
+        if values["method"] != "scenario":
+            if values["method"] not in CLOSED_METHODS:
+                raise InputError(f"method {values['method']}: {name} is a closed flexible loop: "
+                                 f"expected one of {', '.join(CLOSED_METHODS)} (with the "
+                                 f"scenario's {design.output} output) or scenario")
+            design = ClosedDesignSpec(values["method"], design.output, design.gamma)
+        return _Setup(sc, _ClosedOutput(sc.task.names, design), design.label,
+                      values["dt"] or sc.dt)
+
     def _on_change(self, changes):
         if "progress_period" in changes:
             self.destroy_timer(self._progress_timer)
@@ -421,6 +467,11 @@ class InverterNode(Node):
     # -- requests ----------------------------------------------------------------------------
     def _on_output_trajectory(self, msg: JointTrajectory):
         setup = self.setup
+        if self.closed:
+            self.rejected += 1
+            self.throttle.warn("closed", f"rejected output trajectory: {self.model.name} is a "
+                               "closed flexible loop; only its scenario's task is inverted")
+            return
         try:
             arr = trajectory_from_msg(msg, _OutputNames(setup.output.names))
             if arr is None:
@@ -523,6 +574,11 @@ class InverterNode(Node):
     def _invert_flexible(self, job: _Job) -> tuple[InversionResult, str]:
         """The flexible inversion of a job: the scenario's (its method only) or a request's."""
         s = job.setup
+        if self.closed:  # the task of the scenario, for the chosen design only
+            design = s.output.design
+            sc = dataclasses.replace(s.scenario, designs=(design,), dt=s.dt)
+            runs = run_closed_scenario(sc)
+            return runs[design.label].result, closed_summary(sc, runs)
         if job.task is None:
             sc = dataclasses.replace(s.scenario, methods=(s.method,), dt=s.dt)
             runs = run_flexible_scenario(sc)

@@ -9,7 +9,8 @@ Subscribes
 Publishes
     ``/joint_states`` (sensor_msgs/JointState): position, velocity and applied
     effort of every coordinate, passive joints included, once per step;
-    ``/clock`` (rosgraph_msgs/Clock) when ``publish_clock``.
+    ``/clock`` (rosgraph_msgs/Clock) when ``publish_clock``, after the state of the same
+    instant (a controller ticking on /clock then finds that state already sent).
 
 The integration is :class:`multibody_dynamics.simulate.Simulator` (fixed step,
 zero-order hold), open chains and constrained models alike: loop closures and rolling
@@ -90,7 +91,9 @@ PARAMETERS = (
     ParameterSpec("initial_positions", [], "initial joint positions, one per coordinate in "
                   "model order (rad | m); empty: the spring rest configuration", read_only=True),
     ParameterSpec("hold_until_command", True, "keep the robot braked at initial_positions until "
-                  "the first valid command arrives (time still advances)", read_only=True),
+                  "the first valid command arrives (time still advances; with realtime false "
+                  "the held steps cost nothing, so simulated time runs far ahead meanwhile)",
+                  read_only=True),
     ParameterSpec("publish_clock", False, "publish /clock with the simulated time and stamp "
                   "/joint_states with it (other nodes then use use_sim_time:=true)",
                   read_only=True),
@@ -337,12 +340,8 @@ class SimulatorNode(Node):
 
     def _publish(self):
         sim, js = self.sim, self._js
-        if self._pub_clock is not None:
-            stamp = sec_to_stamp(sim.t)
-            self._clock_msg.clock = stamp
-            self._pub_clock.publish(self._clock_msg)
-        else:
-            stamp = self.get_clock().now().to_msg()
+        stamp = (sec_to_stamp(sim.t) if self._pub_clock is not None else
+                 self.get_clock().now().to_msg())
         position = self.coords.positions(sim.q)
         if self._js_serialized is not None:
             self._pub_js.publish(self._js_serialized.serialize(
@@ -351,6 +350,11 @@ class SimulatorNode(Node):
             js.header.stamp = stamp
             js.position, js.velocity, js.effort = position.tolist(), sim.v.tolist(), self.tau.tolist()
             self._pub_js.publish(js)
+        if self._pub_clock is not None:
+            # after the state: a use_sim_time controller ticks on /clock and then finds the
+            # state of that instant already sent (else it often acts on the previous one)
+            self._clock_msg.clock = stamp
+            self._pub_clock.publish(self._clock_msg)
         self._steps += 1
         if self._pub_lam is not None and self._steps % self.params["diagnostics_period"] == 0:
             try:
