@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import struct
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -201,51 +202,48 @@ class _Reader:
         return values
 
 
+@dataclass(slots=True)
 class _Stamp:
-    __slots__ = ("sec", "nanosec")
-
-    def __init__(self, sec: int, nanosec: int):
-        self.sec, self.nanosec = sec, nanosec
+    sec: int
+    nanosec: int
 
 
+@dataclass(slots=True)
 class _Header:
-    __slots__ = ("stamp", "frame_id")
-
-    def __init__(self, stamp: _Stamp, frame_id: str):
-        self.stamp, self.frame_id = stamp, frame_id
+    stamp: _Stamp
+    frame_id: str
 
 
+@dataclass(slots=True)
 class JointStateView:
     """The fields of a serialized ``sensor_msgs/JointState`` (arrays are read-only views)."""
 
-    __slots__ = ("header", "name", "position", "velocity", "effort")
+    header: _Header
+    name: tuple[str, ...]
+    position: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
 
-    def __init__(self, header, name, position, velocity, effort):
-        self.header, self.name = header, name
-        self.position, self.velocity, self.effort = position, velocity, effort
 
-
+@dataclass(slots=True)
 class _Dimension:
-    __slots__ = ("label", "size", "stride")
+    label: str
+    size: int
+    stride: int
 
-    def __init__(self, label: str, size: int, stride: int):
-        self.label, self.size, self.stride = label, size, stride
 
-
+@dataclass(slots=True)
 class _Layout:
-    __slots__ = ("dim", "data_offset")
-
-    def __init__(self, dim: list, data_offset: int):
-        self.dim, self.data_offset = dim, data_offset
+    dim: list
+    data_offset: int
 
 
+@dataclass(slots=True)
 class Float64ArrayView:
     """The fields of a serialized ``std_msgs/Float64MultiArray`` (``data`` is a read-only view)."""
 
-    __slots__ = ("layout", "data")
-
-    def __init__(self, layout: _Layout, data: np.ndarray):
-        self.layout, self.data = layout, data
+    layout: _Layout
+    data: np.ndarray
 
 
 def _header(r: _Reader) -> _Header:
