@@ -106,10 +106,6 @@ def test_closed_flexible_inversion_loop_over_dds(launch, probe, tmp_path):
     the state, 0.019-0.044 mm (the controller often acted on the previous state). The bound is
     the 2-step delay's with MARGIN: it holds a command late now and then and catches a loop
     that acts on old states. Without the feedforward the same PD misses both bounds.
-    The plant starts unbraked (``hold_until_command: false``): with no gravity
-    (horizontal machine) the undeformed start at rest is an equilibrium, and a held plant on
-    simulated time races through its held steps, so the controller's first command would
-    land some steps after the trajectory's start.
     """
     from sensor_msgs.msg import JointState
     from trajectory_msgs.msg import JointTrajectory
@@ -153,7 +149,7 @@ def test_closed_flexible_inversion_loop_over_dds(launch, probe, tmp_path):
 
     start, nodes = ros_helpers.start_late_controller(
         launch, probe, inv, states, ROBOT, RATE, TOPIC, q0.tolist(),
-        simulator={"realtime": False, "hold_until_command": False}, law="pd", kp=KP, kd=KD)
+        simulator={"realtime": False}, law="pd", kp=KP, kd=KD)
     end = start + interp.end + AFTER
     probe.wait_for(lambda: states and stamp_to_sec(states[-1].header.stamp) > end, 240.0,
                    "the simulation to pass the end of the trajectory", nodes)

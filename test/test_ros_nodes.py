@@ -306,3 +306,34 @@ def test_pending_trajectory_waits_for_the_plant(launch, probe):
         time.sleep(0.05)
     assert "trajectory accepted" in ctl.log(), "the trajectory did not start once the commands " \
         "had a subscriber"
+
+
+def test_held_plant_off_the_wall_clock_keeps_wall_time(launch, probe):
+    """simulator_node with realtime false: braked until its first command (hold_until_command)
+    it steps at the wall-clock rate, so its /clock does not race ahead of nodes still starting;
+    from the first command on it steps as fast as it can (arm7 at 250 Hz: far faster than
+    wall time)."""
+    states = probe.record(JointState, "/joint_states", depth=1000)
+    sim = launch("simulator_node", robot="arm7", rate_hz=RATE, realtime=False,
+                 publish_clock=True, initial_positions=Q0.tolist())
+    pub = probe.publisher(Float64MultiArray, "/effort_controller/commands")
+    probe.wait_for(lambda: states and pub.get_subscription_count() > 0, 60.0,
+                   "states and the commands subscription of simulator_node", [sim])
+
+    def sim_time():
+        return stamp_to_sec(states[-1].header.stamp)
+
+    t0, wall0 = sim_time(), time.monotonic()
+    time.sleep(1.0)
+    held, wall = sim_time() - t0, time.monotonic() - wall0
+    assert 0.3 * wall < held < 1.3 * wall + 0.1, (held, wall)  # s: about wall time, not more
+    np.testing.assert_allclose(states[-1].position, Q0, atol=1e-12)  # braked
+    pub.publish(Float64MultiArray(data=[0.0] * 7))
+    probe.wait_for(lambda: np.any(np.asarray(states[-1].position) != Q0), 30.0,
+                   "the plant to move under gravity after its first command", [sim])
+    t1, wall1 = sim_time(), time.monotonic()
+    time.sleep(1.0)
+    free, wall = sim_time() - t1, time.monotonic() - wall1
+    print(f"held: {held:.3f} s of simulated time in 1 s; after the first command {free:.2f} s "
+          f"in {wall:.2f} s of wall time")
+    assert free > 3.0 * wall

@@ -91,9 +91,8 @@ PARAMETERS = (
     ParameterSpec("initial_positions", [], "initial joint positions, one per coordinate in "
                   "model order (rad | m); empty: the spring rest configuration", read_only=True),
     ParameterSpec("hold_until_command", True, "keep the robot braked at initial_positions until "
-                  "the first valid command arrives (time still advances; with realtime false "
-                  "the held steps cost nothing, so simulated time runs far ahead meanwhile)",
-                  read_only=True),
+                  "the first valid command arrives (time still advances, with realtime false "
+                  "at the wall-clock rate until that command)", read_only=True),
     ParameterSpec("publish_clock", False, "publish /clock with the simulated time and stamp "
                   "/joint_states with it (other nodes then use use_sim_time:=true)",
                   read_only=True),
@@ -132,6 +131,7 @@ class SimulatorNode(Node):
         self._lock = threading.Lock()
         self._loop: PacedLoop | None = None
         self._timer = None
+        self._held_pacing = False
         self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
         p = self.params
         self.throttle = Throttle(self.get_logger())
@@ -263,7 +263,11 @@ class SimulatorNode(Node):
         self._stop_loop()
         if self._timer is not None:
             self.destroy_timer(self._timer)
-        period = 1.0 / rate if realtime else 0.0  # period 0: ready at every executor turn
+        # off the wall clock a held plant still steps at the wall-clock rate: nothing moves, and
+        # its simulated time does not race ahead of the nodes that start after it; its first
+        # command switches to full speed (_tick)
+        self._held_pacing = not realtime and self._holding()
+        period = 1.0 / rate if realtime or self._held_pacing else 0.0  # 0: every executor turn
         self._timer = self.create_timer(period, self._tick, clock=self._steady)
 
     def _stop_loop(self):
@@ -309,17 +313,23 @@ class SimulatorNode(Node):
         return self._B @ self.u
 
     # -- stepping ----------------------------------------------------------------------------
+    def _holding(self) -> bool:
+        """Braked at the start: no valid command yet and ``hold_until_command``."""
+        return self._t_cmd is None and self.params["hold_until_command"]
+
     def _tick(self):
         if self._commands is not None:
             self._commands.drain()
         with self._lock:
             self._step()
             self._publish()
+        if self._held_pacing and not self._holding():
+            self._held_pacing = False
+            self._timer.timer_period_ns = 0  # the first command: as fast as possible from now
 
     def _step(self):
         sim = self.sim
-        holding = self._t_cmd is None and self.params["hold_until_command"]
-        if holding or self._failed:
+        if self._holding() or self._failed:
             sim.t += sim.config.dt
             self.tau = np.zeros(self.model.nv)
         else:
