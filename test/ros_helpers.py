@@ -192,14 +192,22 @@ class Probe:
                     return
                 raise
 
-    def record(self, msg_type, topic: str, depth: int = 100) -> list:
+    def record(self, msg_type, topic: str, depth: int = 100, latched: bool = False) -> list:
+        """The messages of ``topic`` as they arrive; ``latched``: the reader of a latched topic
+        (depth 1, reliable, transient local: it gets the last message sent before it joined)."""
+        qos = depth
+        if latched:
+            from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+            qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
         messages: list = []
 
         def callback(msg):
             with self.lock:
                 messages.append(msg)
 
-        self.node.create_subscription(msg_type, topic, callback, depth)
+        self.node.create_subscription(msg_type, topic, callback, qos)
         return messages
 
     def publisher(self, msg_type, topic: str, depth: int = 10):

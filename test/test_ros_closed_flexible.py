@@ -125,12 +125,7 @@ def test_closed_flexible_inversion_loop_over_dds(launch, probe, tmp_path):
     nr = system.nq_r
     ia = [system.joint_names.index(a) for a in system.actuated]
     states = probe.record(JointState, "/joint_states", depth=3000)
-    received = []
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-
-    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    probe.node.create_subscription(JointTrajectory, TOPIC, received.append, latched)
+    received = probe.record(JointTrajectory, TOPIC, latched=True)
     inv = launch("inverter_node", robot=ROBOT, scenario=str(path), dt=DT, progress_period=2.0)
     probe.wait_for(lambda: len(received) == 1, 120.0, "the inverter's trajectory", (inv,))
     solve = float(re.search(r"inverted in ([0-9.]+) s", inv.log()).group(1))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ import ros_helpers
 
 rclpy = pytest.importorskip("rclpy")
 
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
@@ -60,8 +58,6 @@ verify: false
 """
 TOPIC = "/inverter_node/joint_trajectory"
 REQUESTS = "/inverter_node/output_trajectory"
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
 # The node runs the library's code on the same file: the efforts agree to round-off (the
 # BLAS may sum in another order); 1e-6 of the peak feedforward is far above that and far
 # below any real difference (a sample shifted by one dt changes u by ~10 N).
@@ -86,18 +82,6 @@ def library(tmp_path_factory):
     result, _, _ = run_inversion_scenario(sc)
     assert result.success, result.message
     return path, sc, result
-
-
-def latched_recorder(prb, topic=TOPIC) -> list:
-    messages: list = []
-    lock = threading.Lock()
-
-    def callback(msg):
-        with lock:
-            messages.append(msg)
-
-    prb.node.create_subscription(JointTrajectory, topic, callback, LATCHED)
-    return messages
 
 
 def output_request(sc, times, names=None, nan=False, shuffle=False) -> JointTrajectory:
@@ -129,7 +113,7 @@ def test_publishes_feedforward_latched_and_rejects_bad_requests(launch, probe, l
     inv = launch("inverter_node", robot=ROBOT, scenario=str(path), progress_period=0.1)
     probe.wait_for(lambda: "published" in inv.log(), 60.0, "the scenario's inversion", (inv,))
     # subscribed only now: the result reaches a late subscriber (transient-local QoS)
-    received = latched_recorder(probe)
+    received = probe.record(JointTrajectory, TOPIC, latched=True)
     probe.wait_for(lambda: len(received) == 1, 30.0, "the latched joint trajectory", (inv,))
     msg = received[0]
     assert tuple(msg.joint_names) == model.coordinate_names
@@ -232,7 +216,7 @@ def test_closed_loop_with_a_late_controller(launch, probe, library):
     model = sc.model
     coords = JointCoordinates(model)
     states = probe.record(JointState, "/joint_states", depth=2000)
-    received = latched_recorder(probe)
+    received = probe.record(JointTrajectory, TOPIC, latched=True)
     q0 = coords.positions(result.q[0])
     inv = launch("inverter_node", robot=ROBOT, scenario=str(path))
     probe.wait_for(lambda: len(received) == 1, 60.0, "the inverter's trajectory", (inv,))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
 import time
 
 import numpy as np
@@ -240,22 +239,6 @@ def test_node_flexible_requests_and_refusals_in_process(rigid_design):
 
 # -- over DDS ---------------------------------------------------------------------------------
 
-def latched_recorder(prb, topic=TOPIC) -> list:
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from trajectory_msgs.msg import JointTrajectory
-
-    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    messages: list = []
-    lock = threading.Lock()
-
-    def callback(msg):
-        with lock:
-            messages.append(msg)
-
-    prb.node.create_subscription(JointTrajectory, topic, callback, latched)
-    return messages
-
 
 def library_loop(sc, interp, q0, t_first: float, delay_steps: int, feedforward: bool = True):
     """Max joint error [rad] and max end-effector distance from the task's line [m] of the same
@@ -298,6 +281,7 @@ def test_flexible_inversion_closed_loop_over_dds(launch, probe, library):
     works end to end: without the feedforward the same PD misses both by far.
     """
     from sensor_msgs.msg import JointState
+    from trajectory_msgs.msg import JointTrajectory
 
     from multibody_dynamics.ros.conversions import (
         JointCoordinates,
@@ -312,7 +296,7 @@ def test_flexible_inversion_closed_loop_over_dds(launch, probe, library):
     nr = chain.nq_r
     view = joint_space_model(chain)
     states = probe.record(JointState, "/joint_states", depth=2000)
-    received = latched_recorder(probe)
+    received = probe.record(JointTrajectory, TOPIC, latched=True)
     inv = launch("inverter_node", robot=ROBOT, scenario=str(path), method=METHOD,
                  progress_period=1.0)
     probe.wait_for(lambda: len(received) == 1, 90.0, "the inverter's trajectory", (inv,))
