@@ -146,14 +146,12 @@ class SimulatorNode(Node):
                 raise StartupError(f"{name}: {exc}") from None
             # an open chain drives every joint, a closed loop its actuated ones
             self.input_names = tuple(getattr(model, "actuated", model.joint_names))
-            self._closed_flexible = self.sim.constrained
-            if self._closed_flexible and p["realtime"]:
+            if self.sim.constrained and p["realtime"]:  # a closed loop
                 raise StartupError(self._too_slow(name))
         else:
             model = load_model(p["robot"])
             self.sim = Simulator(model, config, constraints=model_constraints(model))
             name, self.input_names = model.name, tuple(model.input_names)
-            self._closed_flexible = False
         self.model = model
         self.coords = JointCoordinates(model)
         q0 = None
@@ -233,7 +231,7 @@ class SimulatorNode(Node):
     def _on_change(self, changes):
         rate = changes.get("rate_hz", self.params["rate_hz"])
         realtime = changes.get("realtime", self.params["realtime"])
-        if realtime and self._closed_flexible:
+        if realtime and self.flexible and self.sim.constrained:  # a closed flexible loop
             raise ValueError(self._too_slow(getattr(self.model, "name", "model")))
         if "rate_hz" in changes:
             with self._lock:
