@@ -27,43 +27,32 @@ def _robot_arg(p):
 
 
 def cmd_models(args) -> int:
-    from multibody_dynamics.model import load_model, shipped_robots
+    from multibody_dynamics.robot import has_elastic_coordinates, load_robot, shipped_models
 
     rows = []
-    for name in shipped_robots():
-        m = load_model(name)
-        closures = ", ".join(f"{c.name} ({c.type}, {c.rows} rows)" for c in m.closures) or "-"
-        rows.append((name, str(m.nq), str(m.nv), str(m.nu), closures,
-                     ", ".join(m.passive_joint_names) or "-", m.description))
-    head = ("robot", "nq", "nv", "nu", "closures", "passive joints", "description")
+    for name in shipped_models():
+        m = load_robot(name)
+        closures = ", ".join(f"{c.name} ({getattr(c, 'type', 'planar')}, {c.rows} rows)"
+                             for c in m.closures) or "-"
+        rigid = m.coordinate_names[:m.nv - m.nq_e]  # unactuated joints: zero rows of B
+        passive = [n for n, row in zip(rigid, m.B) if not np.any(row)]
+        elastic = f"{m.nq_e}" if has_elastic_coordinates(m) else "-"
+        rows.append((name, str(m.nq), str(m.nv), str(m.nu), elastic, closures,
+                     ", ".join(passive) or "-", m.description))
+    head = ("robot", "nq", "nv", "nu", "elastic", "closures", "passive joints", "description")
     widths = [max(len(r[k]) for r in rows + [head]) for k in range(len(head) - 1)]
     for r in [head] + rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    from multibody_dynamics.flexible.loader import load_flexible_model, shipped_flexible_models
-
-    flexible = shipped_flexible_models()
-    if flexible:
-        print("\nflexible models (config/robots/ files with 'bodies' or 'builder'; Python: "
-              "multibody_dynamics.flexible.loader.load_flexible_model)")
-        for name in flexible:
-            chain = load_flexible_model(name)
-            print(f"  {name}: nq={chain.nq} ({chain.nq_r} rigid + {chain.nq_e} elastic), "
-                  f"inputs={chain.nu}; {chain.config.description}")
     return 0
 
 
 def cmd_check(args) -> int:
-    from multibody_dynamics.flexible.loader import load_flexible_model
-    from multibody_dynamics.model import load_model
+    from multibody_dynamics.robot import has_elastic_coordinates, load_robot
 
-    if _is_flexible_robot(args.robot):
-        chain = load_flexible_model(args.robot)
-        print(chain.summary())
-        print("ok: flexible model loaded and validated")
-        return 0
-    model = load_model(args.robot)
-    print(model.summary())
-    print("ok: model loaded and validated")
+    robot = load_robot(args.robot)
+    print(robot.summary())
+    kind = "flexible model" if has_elastic_coordinates(robot) else "model"
+    print(f"ok: {kind} loaded and validated")
     return 0
 
 

@@ -152,13 +152,16 @@ def test_cli_models_and_check(capsys):
 
     assert main(["models"]) == 0
     out = capsys.readouterr().out
-    # one folder, two listings: the rigid table, then the flexible models (by schema)
-    rigid, heading, flexible = out.partition("flexible models (config/robots/")
-    assert heading
+    # one folder, one table (load_robot): a row per model, rigid and flexible, with its
+    # number of elastic coordinates ('-' for a rigid model)
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
+    assert out.splitlines()[0].split()[:6] == ["robot", "nq", "nv", "nu", "elastic", "closures"]
     for name in EXPECTED:
-        assert name in rigid
-    for name in ("flexible_cart_manipulator", "flexible_manipulator", "flexible_parallel_tool"):
-        assert name in flexible and name not in rigid
+        assert rows[name][4] == "-"
+    # elastic coordinates: 2 modes per link / arm, 12 + 6 modes in the machine tool
+    for name, n_elastic in (("flexible_cart_manipulator", "4"), ("flexible_manipulator", "4"),
+                            ("flexible_parallel_tool", "18")):
+        assert rows[name][4] == n_elastic
     assert main(["check", "five_bar"]) == 0
     assert "end_effector planar_revolute" in capsys.readouterr().out
     assert main(["check", "no_such_robot"]) == 2

@@ -317,6 +317,16 @@ class ClosedFlexibleChain:
         """The tree's configuration (bodies, gravity, ``rigid_counterpart``)."""
         return self.chain.config
 
+    def neutral(self) -> np.ndarray:
+        """The tree's zero configuration q (nq,); like a rigid model's neutral configuration
+        it need not close the loops (:meth:`project_position` assembles it)."""
+        return self.chain.neutral()
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The actuated joints, in the order of ``u``."""
+        return self.actuated
+
     @property
     def dof(self) -> int:
         """Degrees of freedom ``nv - nc``."""

@@ -36,7 +36,7 @@ def joint_space_model(system) -> MultibodyModel:
     """
     chain = system if isinstance(system, FlexibleChain) else system.chain
     cfg = chain.config
-    name = getattr(system, "name", cfg.name)
+    name = system.name
     pm = pin.Model()
     pm.name = name
     for i, b in enumerate(cfg.bodies):
@@ -50,7 +50,7 @@ def joint_space_model(system) -> MultibodyModel:
     B = np.array(system.B[:nr], float)
     B.setflags(write=False)
     passive = ~np.any(B != 0.0, axis=1)
-    input_names = tuple(getattr(system, "actuated", chain.joint_names))
+    input_names = system.input_names
     zeros = np.zeros(nr)
     return MultibodyModel(
         name=name,

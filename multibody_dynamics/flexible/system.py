@@ -632,6 +632,29 @@ class FlexibleChain:
         lines.append(f"  elastic coordinates: {', '.join(self.coordinate_names[self.nq_r:]) or '-'}")
         return "\n".join(lines)
 
+    # -- the model summary shared by every robot (multibody_dynamics.robot.RobotModel) -----
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def description(self) -> str:
+        return self.config.description
+
+    @property
+    def source(self) -> str:
+        return self.config.source
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The joint drives, one per joint (``B = [I; 0]``)."""
+        return self.joint_names
+
+    @property
+    def closures(self) -> tuple:
+        """A chain is a tree: no closures (see :class:`~.closed.ClosedFlexibleChain`)."""
+        return ()
+
     @property
     def backend(self) -> str:
         """``"numba"`` or ``"numpy"``: the implementation in use."""

@@ -78,6 +78,12 @@ class MultibodyModel:
         return self.B.shape[1]
 
     @property
+    def nq_e(self) -> int:
+        """Elastic (flexible-body) coordinates: none in a rigid model (see
+        :class:`~multibody_dynamics.robot.RobotModel`)."""
+        return 0
+
+    @property
     def has_springs(self) -> bool:
         return bool(np.any(self.stiffness) or np.any(self.damping))
 

@@ -1,0 +1,147 @@
+"""One entry point for every robot the suite models, and the interface they share.
+
+:func:`load_robot` loads any model of ``config/robots/`` or any model YAML path, rigid
+(URDF + model YAML: open chains, closed loops, passive and elastic joints) or flexible (a
+``bodies`` list, or a closed-loop ``builder``), and returns an object satisfying
+:class:`RobotModel`: the model summary every caller needs (name, sizes, coordinate and input
+labels, the closures) whatever the family. The concrete classes stay what they are
+(:class:`~multibody_dynamics.model.MultibodyModel` on pinocchio,
+:class:`~multibody_dynamics.flexible.system.FlexibleChain`,
+:class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain`), so code that needs one
+family's algorithms keeps them; code that only needs to know *what* a robot has branches on
+its capabilities (:func:`has_closures`, :func:`has_elastic_coordinates`), never on which
+loader built it.
+
+``load_model`` (rigid only, returns pinocchio-backed models) and ``load_flexible_model``
+stay as the family loaders that :func:`load_robot` dispatches to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .errors import ModelError
+from .model.resources import (
+    flexible_schema_key,
+    robots_dir,
+    shipped_flexible_models,
+    shipped_robots,
+)
+
+__all__ = ["RobotModel", "has_closures", "has_elastic_coordinates", "load_robot",
+           "shipped_models"]
+
+
+@runtime_checkable
+class RobotModel(Protocol):
+    """What every loaded robot tells about itself, rigid or flexible.
+
+    Attributes
+    ----------
+    name, description, source : str
+        The model's name (its file stem for shipped models), one line, and where the data
+        come from.
+    nq, nv : int
+        Configuration and velocity sizes (``q`` (nq,), ``v`` (nv,)).
+    nu : int
+        Number of inputs; the generalized force is ``B @ u``.
+    nq_e : int
+        Number of elastic (flexible-body) coordinates in ``q``; 0 for a rigid robot.
+    joint_names : tuple of str
+        The joints (the rigid coordinates for a flexible chain).
+    coordinate_names : tuple of str, length nv
+        One label per velocity coordinate (elastic ones ``<body>.e<k>``).
+    input_names : tuple of str, length nu
+        One label per input.
+    closures : tuple
+        The loop closures (empty for a tree); each has ``name`` and ``rows``.
+    B : ndarray, shape (nv, nu)
+        Input matrix.
+    """
+
+    name: str
+    description: str
+    source: str
+    nq: int
+    nv: int
+    nu: int
+    nq_e: int
+    joint_names: tuple[str, ...]
+    coordinate_names: tuple[str, ...]
+    input_names: tuple[str, ...]
+    closures: Sequence
+    B: np.ndarray
+
+    def neutral(self) -> np.ndarray:
+        """A reference configuration q (nq,)."""
+        ...
+
+    def summary(self) -> str:
+        """A few lines describing the model, as ``multibody check`` prints them."""
+        ...
+
+
+def has_closures(robot: RobotModel) -> bool:
+    """True when the robot has kinematic loops (its coordinates are constrained)."""
+    return len(robot.closures) > 0
+
+
+def has_elastic_coordinates(robot: RobotModel) -> bool:
+    """True when the robot has flexible bodies (elastic coordinates in ``q``)."""
+    return robot.nq_e > 0
+
+
+def shipped_models() -> list[str]:
+    """Names of every shipped model, rigid and flexible, sorted."""
+    return sorted(shipped_robots() + shipped_flexible_models())
+
+
+def _model_file(robot: str | Path) -> Path:
+    p = Path(robot)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise ModelError(f"{p}: no such model file (expected a model YAML)")
+        return p
+    path = robots_dir() / f"{robot}.yaml"
+    if not path.is_file():
+        raise ModelError(f"unknown robot {str(robot)!r}: not a shipped model "
+                         f"({', '.join(shipped_models())}) and not a path to a model YAML file")
+    return path
+
+
+def load_robot(robot: str | Path, backend: str = "auto") -> RobotModel:
+    """Load a shipped model by name (``"arm7"``, ``"flexible_parallel_tool"``) or any model
+    YAML by path, whichever family it belongs to.
+
+    Parameters
+    ----------
+    robot : str or Path
+    backend : {"auto", "numba", "numpy"}
+        Kernel of a flexible model (see
+        :class:`~multibody_dynamics.flexible.system.FlexibleChain`); rigid models ignore it.
+
+    Returns
+    -------
+    RobotModel
+        A :class:`~multibody_dynamics.model.MultibodyModel` for a rigid model, a
+        :class:`~multibody_dynamics.flexible.system.FlexibleChain` or
+        :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` for a flexible one.
+
+    Raises
+    ------
+    ModelError
+        For an unknown name (listing the shipped ones), a missing file, and every error of
+        the file itself (naming the file, the key and what was expected).
+    """
+    path = _model_file(robot)
+    if flexible_schema_key(path) is not None:
+        from .flexible.loader import load_flexible_model
+
+        return load_flexible_model(path, backend=backend)
+    from .model import load_model
+
+    return load_model(path)
