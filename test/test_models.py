@@ -171,3 +171,14 @@ def test_cli_models_and_check(capsys):
     assert main(["analyze", "flexible_manipulator"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a flexible model" in err[0] and "load_flexible_model" in err[0]
+
+
+def test_cli_version(capsys):
+    from importlib.metadata import version
+
+    from multibody_control.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"multibody {version('multibody_suite')}"

@@ -45,6 +45,7 @@ import yaml
 
 from multibody_dynamics.errors import InputError
 from multibody_dynamics.model import MultibodyModel, load_model
+from multibody_dynamics.yaml_io import load_yaml
 
 from ..outputs import Output
 from ..tasks import Task, TimeLaw, circular_arc, linear_move, straight_line
@@ -121,7 +122,7 @@ def read_scenario_file(path: Path) -> dict:
     if not path.is_file():
         raise InputError(f"{path}: scenario file not found")
     try:
-        return yaml.safe_load(path.read_text()) or {}
+        return load_yaml(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: malformed YAML ({' '.join(str(exc).split())})") from None
 

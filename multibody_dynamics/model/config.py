@@ -36,6 +36,7 @@ import numpy as np
 import yaml
 
 from ..errors import ModelError
+from ..yaml_io import load_yaml
 
 #: Closure types and how many constraint rows each imposes.  The planar types
 #: act in the plane with normal ``normal`` (default z of frame_b).
@@ -124,7 +125,7 @@ class YamlChecker:
         if not path.is_file():
             raise ModelError(f"{path}: {kind} file not found")
         try:
-            raw = yaml.safe_load(path.read_text())
+            raw = load_yaml(path.read_text())
         except yaml.YAMLError as exc:
             raise ModelError(f"{path}: malformed YAML ({exc})") from None
         if raw is None:

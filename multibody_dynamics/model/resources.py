@@ -25,6 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from ..yaml_io import load_yaml
+
 PACKAGE = "multibody_suite"
 
 
@@ -74,7 +76,7 @@ def flexible_schema_key(path: str | Path) -> str | None:
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
         return None
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except (OSError, yaml.YAMLError):
         return None
     if not isinstance(raw, dict):
