@@ -46,7 +46,8 @@ setup(
     python_requires=">=3.10",
     install_requires=["setuptools"] if under_ament else ["setuptools", *CORE],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro"],
+        "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro",
+                 "example-robot-data"],  # real robot URDFs (test_real_robots.py)
         "ros": ROS,
         "dev": ["ruff"],
     },

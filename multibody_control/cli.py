@@ -57,8 +57,15 @@ def cmd_check(args) -> int:
 
 
 def demo_motion(model, duration: float = 2.0, rate: float = 200.0):
-    """Built-in rest-to-rest motion (quintic, ``duration`` s, 0.25 s of rest at each end)."""
-    from .trajectories import rest_to_rest
+    """Built-in rest-to-rest motion (quintic, ``duration`` s, 0.25 s of rest at each end).
+
+    Every 1-DoF joint (continuous joints included) moves by 40 % of its range (at most
+    2 rad or 0.6 m, 1 rad without limits), alternating in sign; configurations follow from
+    ``pin.integrate`` so that (cos, sin) pairs stay on the unit circle.
+    """
+    import pinocchio as pin
+
+    from .trajectories import SampledTrajectory, rest_to_rest
 
     t = np.arange(0.0, duration + 0.5 + 0.5 / rate, 1.0 / rate)
     q0 = model.q_rest.copy()
@@ -66,13 +73,18 @@ def demo_motion(model, duration: float = 2.0, rate: float = 200.0):
     step = np.zeros(model.nv)
     for jid in range(1, pm.njoints):
         j = pm.joints[jid]
-        if j.nv != 1 or j.nq != 1:
+        if j.nv != 1:
             continue
-        prismatic = "P" in j.shortname()
-        lo, hi = pm.lowerPositionLimit[j.idx_q], pm.upperPositionLimit[j.idx_q]
-        span = min(hi - lo, 0.6 if prismatic else 2.0) if np.isfinite(hi - lo) else 1.0
+        if j.nq == 1:
+            prismatic = "P" in j.shortname()
+            lo, hi = pm.lowerPositionLimit[j.idx_q], pm.upperPositionLimit[j.idx_q]
+            span = min(hi - lo, 0.6 if prismatic else 2.0) if np.isfinite(hi - lo) else 1.0
+        else:  # continuous (cos, sin): no range
+            span = 1.0
         step[j.idx_v] = 0.4 * span * (1 if j.idx_v % 2 == 0 else -1)
-    return rest_to_rest(t, q0, q0 + step, 0.25, 0.25 + duration, order=5)
+    motion = rest_to_rest(t, np.zeros(model.nv), step, 0.25, 0.25 + duration, order=5)
+    q = np.array([pin.integrate(pm, q0, dq) for dq in motion.q])
+    return SampledTrajectory(t, q, motion.v, motion.a)
 
 
 def _payload(args, model):

@@ -102,9 +102,9 @@ def shipped_models() -> list[str]:
 
 def _model_file(robot: str | Path) -> Path:
     p = Path(robot)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    if p.suffix in (".yaml", ".yml", ".urdf") or p.exists():
         if not p.is_file():
-            raise ModelError(f"{p}: no such model file (expected a model YAML)")
+            raise ModelError(f"{p}: no such model file (expected a model YAML or a URDF)")
         return p
     path = robots_dir() / f"{robot}.yaml"
     if not path.is_file():
@@ -114,8 +114,9 @@ def _model_file(robot: str | Path) -> Path:
 
 
 def load_robot(robot: str | Path, backend: str = "auto") -> RobotModel:
-    """Load a shipped model by name (``"arm7"``, ``"flexible_parallel_tool"``) or any model
-    YAML by path, whichever family it belongs to.
+    """Load a shipped model by name (``"arm7"``, ``"flexible_parallel_tool"``), any model
+    YAML by path, whichever family it belongs to, or a plain URDF (fully actuated, gravity
+    -z, no closures; see :func:`~multibody_dynamics.model.multibody_model.plain_urdf_config`).
 
     Parameters
     ----------

@@ -11,7 +11,7 @@ import pinocchio as pin
 from ..errors import FrameNotFound, ModelError
 from .config import ClosureSpec, ModelConfig, PassiveJointSpec, read_config
 from .resources import flexible_schema_key, robots_dir, share_dir, shipped_robots
-from .urdf_checks import check_urdf
+from .urdf_checks import check_urdf, massless_links
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +45,9 @@ class MultibodyModel:
         [m/s^2] in the world frame.
     end_effector : str or None
         Frame used for task-space outputs.
+    notes : tuple of str
+        What loading chose on the user's behalf (defaults of a plain URDF, frame-only links);
+        printed by :meth:`summary`.
     """
 
     name: str
@@ -64,6 +67,7 @@ class MultibodyModel:
     closures: tuple[ClosureSpec, ...]
     gravity: np.ndarray
     end_effector: str | None
+    notes: tuple[str, ...] = ()
 
     @property
     def nq(self) -> int:
@@ -142,6 +146,7 @@ class MultibodyModel:
         ]
         if self.source:
             lines.append(f"source       {self.source}")
+        lines += [f"note         {note}" for note in self.notes]
         return "\n".join(lines)
 
 
@@ -161,6 +166,8 @@ def resolve_model_path(robot: str | Path) -> Path:
                 f"unknown robot {str(robot)!r}: not a shipped robot "
                 f"({', '.join(shipped_robots())}) and not a path to a model YAML file"
             )
+    if path.suffix == ".urdf":
+        return path
     key = flexible_schema_key(path)
     if key is not None:
         raise ModelError(
@@ -186,8 +193,26 @@ def load_model(robot: str | Path) -> MultibodyModel:
         between the YAML and the URDF; for an unknown name; for a flexible model.
     """
     path = resolve_model_path(robot)
+    if path.suffix == ".urdf":
+        return build_model(plain_urdf_config(path))
     cfg = read_config(path, share_dir() / "urdf")
     return build_model(cfg)
+
+
+#: What a URDF given without a model YAML is taken to be (see :func:`plain_urdf_config`).
+PLAIN_URDF_NOTE = ("no model YAML: every joint actuated, gravity [0, 0, -9.81] m/s^2, no loop "
+                   "closures (write a model YAML to change these)")
+
+
+def plain_urdf_config(urdf: str | Path) -> ModelConfig:
+    """The model a URDF describes on its own: fully actuated, gravity -z, no closures.
+
+    The name is the URDF's ``<robot name=...>`` (the file stem if it has none).
+    """
+    urdf = Path(urdf).resolve()
+    name = check_urdf(urdf).get("name") or urdf.stem
+    return ModelConfig(name=name, path=None, urdf=urdf, description=f"URDF {urdf.name}",
+                       gravity=(0.0, 0.0, -9.81))
 
 
 def _coordinate_names(model: pin.Model) -> tuple[list[str], list[str]]:
@@ -203,7 +228,12 @@ def _coordinate_names(model: pin.Model) -> tuple[list[str], list[str]]:
 def build_model(cfg: ModelConfig) -> MultibodyModel:
     """Build a :class:`MultibodyModel` from a validated :class:`ModelConfig`."""
     where = cfg.path or cfg.name
-    check_urdf(cfg.urdf)
+    root = check_urdf(cfg.urdf)
+    notes = [PLAIN_URDF_NOTE] if cfg.path is None else []
+    massless = massless_links(root)
+    if massless:
+        notes.append(f"{len(massless)} frame-only link(s) with zero mass, loaded without "
+                     f"inertia as pinocchio does: {', '.join(massless)}")
     try:
         model = pin.buildModelFromUrdf(str(cfg.urdf))
     except Exception as exc:  # pinocchio raises plain RuntimeError/ValueError from C++
@@ -275,6 +305,7 @@ def build_model(cfg: ModelConfig) -> MultibodyModel:
         closures=tuple(closures),
         gravity=gravity,
         end_effector=cfg.end_effector,
+        notes=tuple(notes),
     )
 
 

@@ -25,14 +25,36 @@ def _float_attr(elem, key, where, path):
         raise ModelError(f"{path}: {where}: attribute '{key}' must be a number, got {raw!r}") from None
 
 
+def massless_links(root: ET.Element) -> list[str]:
+    """Names of the links whose ``<inertial>`` has a mass of exactly zero.
+
+    Real URDFs (UR5's ``ee_link``, Panda's ``panda_link8``) use such links as named frames;
+    pinocchio loads them as bodies without inertia, and so does the suite (:func:`check_urdf`
+    accepts them); the model's summary lists them.
+    """
+    names = []
+    for link in root.findall("link"):
+        mass_el = link.find("inertial/mass")
+        if mass_el is not None and mass_el.get("value") is not None:
+            try:
+                if float(mass_el.get("value")) == 0.0:
+                    names.append(link.get("name"))
+            except ValueError:
+                continue  # check_urdf reports it
+    return names
+
+
 def check_urdf(path: Path) -> ET.Element:
     """Parse ``path`` and check every ``<inertial>``; return the XML root.
+
+    A mass of exactly zero is a frame-only link (see :func:`massless_links`): it is accepted
+    when its rotational inertia is zero too.
 
     Raises
     ------
     ModelError
-        Missing or malformed file, no ``<robot>`` root, a mass that is not
-        positive, or a rotational inertia that is not symmetric positive
+        Missing or malformed file, no ``<robot>`` root, a negative mass, a zero mass with a
+        non-zero inertia, or a rotational inertia that is not symmetric positive
         definite or violates the triangle inequality (not realizable by any body).
     """
     if not path.is_file():
@@ -52,13 +74,23 @@ def check_urdf(path: Path) -> ET.Element:
         if mass_el is None:
             raise ModelError(f"{path}: {where}: missing <mass value=...> (kg)")
         mass = _float_attr(mass_el, "value", where, path)
-        if not mass > 0.0:
-            raise ModelError(f"{path}: {where}: mass must be positive (kg), got {mass}")
+        if not mass >= 0.0:
+            raise ModelError(f"{path}: {where}: mass must be positive (kg), or zero for a "
+                             f"frame-only link, got {mass}")
         inertia_el = inertial.find("inertia")
         if inertia_el is None:
+            if mass == 0.0:
+                continue
             raise ModelError(f"{path}: {where}: missing <inertia .../> (kg m^2)")
         ixx, ixy, ixz, iyy, iyz, izz = (_float_attr(inertia_el, k, where, path) for k in _INERTIA_KEYS)
         inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        if mass == 0.0:
+            if np.any(inertia != 0.0):
+                raise ModelError(
+                    f"{path}: {where}: mass must be positive (kg) for a body with a rotational "
+                    "inertia, got 0 (a frame-only link has mass 0 and inertia 0)"
+                )
+            continue
         eig = np.linalg.eigvalsh(inertia)
         if not eig[0] > 0.0:
             raise ModelError(
