@@ -51,6 +51,16 @@ def cmd_check(args) -> int:
 
     robot = load_robot(args.robot)
     print(robot.summary())
+    if robot.closures and not has_elastic_coordinates(robot):
+        from multibody_dynamics.assembly import assemble
+
+        result = assemble(robot)
+        if not result.success:
+            raise MultibodyError(f"{robot.name}: {result.message}")
+        print(f"mobility     {result.dof} degree(s) of freedom (nv {robot.nv} - rank "
+              f"{result.rank} of the closure Jacobian), {result.redundant} redundant row(s)")
+        print(f"assembles    yes: nearest to the rest configuration, max |phi| "
+              f"{result.residual:.1e} (`multibody assemble {robot.name}` lists the modes)")
     kind = "flexible model" if has_elastic_coordinates(robot) else "model"
     print(f"ok: {kind} loaded and validated")
     return 0
@@ -143,6 +153,84 @@ def _constant_input(model, values):
                          f"or {model.nv} generalized forces, got {u.size}")
 
 
+def _pairs(values, flag: str, convert) -> dict:
+    """``["a=1", "b=2"]`` -> ``{"a": convert("1"), ...}``; one-line errors naming the flag."""
+    out = {}
+    for item in values or ():
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise MultibodyError(f"{flag}: expected NAME=VALUE, got {item!r}")
+        if name in out:
+            raise MultibodyError(f"{flag}: {name} given twice")
+        try:
+            out[name] = convert(raw)
+        except ValueError:
+            raise MultibodyError(f"{flag}: {item!r}: the value is not valid") from None
+    return out
+
+
+def _sign(raw: str) -> int:
+    if raw in ("+", "+1", "1"):
+        return 1
+    if raw in ("-", "-1"):
+        return -1
+    raise ValueError(raw)
+
+
+def _assemble(model, args, quiet: bool = False):
+    """Assembled start of a closed-loop model from ``--given``/``--branch`` (CLI commands)."""
+    from multibody_dynamics.assembly import assemble
+
+    given = _pairs(getattr(args, "given", None), "--given", float)
+    branch = _pairs(getattr(args, "branch", None), "--branch", _sign)
+    result = assemble(model, given, branch=branch)
+    if not result.success:
+        raise MultibodyError(f"{model.name}: cannot assemble a start: {result.message}")
+    if not quiet:
+        q = ", ".join(f"{n}={x:.6g}" for n, x in zip(model.coordinate_names, result.q))
+        print(f"start: assembled ({result.mode}; max |phi| {result.residual:.1e}): {q}")
+    return result
+
+
+def cmd_assemble(args) -> int:
+    from multibody_dynamics.model import load_model
+
+    model = load_model(args.robot)
+    if not model.closures:
+        raise MultibodyError(f"{model.name} has no loop closures: every configuration is "
+                             "assembled")
+    from multibody_dynamics.assembly import assemble
+
+    result = assemble(model, _pairs(args.given, "--given", float),
+                      branch=_pairs(args.branch, "--branch", _sign), starts=args.starts,
+                      seed=args.seed)
+    print(f"{model.name}: {result.message}")
+    print(f"mobility     {result.dof} degree(s) of freedom (nv {model.nv} - rank {result.rank}), "
+          f"{result.redundant} redundant closure row(s)")
+    if not result.modes:
+        return 1
+    width = max(len(n) for n in model.coordinate_names)
+    for k, mode in enumerate(result.modes):
+        head = "chosen" if k == 0 and result.success else "other"
+        print(f"{head:6s} mode {mode.label}  (distance from the guess {mode.distance:.3g})")
+        if k == 0 or args.all:
+            for n, x in zip(model.coordinate_names, mode.q):
+                print(f"    {n.ljust(width)}  {x: .9f}")
+    if args.out and result.success:
+        path = _check_out(args.out)
+        path.write_text(",".join(model.coordinate_names) + "\n"
+                        + ",".join(repr(float(x)) for x in result.q) + "\n")
+        print(f"wrote {path}")
+    return 0 if result.success else 1
+
+
+def _check_out(out) -> Path:
+    path = Path(out)
+    if path.is_dir() or not path.parent.is_dir():
+        raise MultibodyError(f"--out: {out}: expected a file path in an existing directory")
+    return path
+
+
 def cmd_simulate(args) -> int:
     from multibody_dynamics.model import load_model
     from multibody_dynamics.rolling import model_constraints
@@ -159,6 +247,13 @@ def cmd_simulate(args) -> int:
             raise MultibodyError(f"--q0: expected {model.nq} values (one per configuration "
                                  f"coordinate), got {len(args.q0)}")
         q0 = np.array(args.q0, float)
+        if args.given or args.branch:
+            raise MultibodyError("--q0 and --given/--branch: give the full start or the known "
+                                 "coordinates, not both")
+    elif model.closures:
+        q0 = _assemble(model, args, quiet=args.quiet).q
+    elif args.given or args.branch:
+        raise MultibodyError(f"--given/--branch: {model.name} has no loop closures; use --q0")
     if args.v0 is not None:
         if len(args.v0) != model.nv:
             raise MultibodyError(f"--v0: expected {model.nv} values ({', '.join(model.coordinate_names)}), "
@@ -362,6 +457,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("models", help="list the shipped robots (rigid and flexible)")
     p.set_defaults(func=cmd_models)
 
+    p = sub.add_parser("assemble", help="solve a closed loop for the joints not given; list "
+                       "the assembly modes and the mobility")
+    _robot_arg(p)
+    p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
+                   help="known joint values [rad | m] (e.g. left_motor=2.0 right_motor=1.1)")
+    p.add_argument("--branch", nargs="+", metavar="NAME=SIGN",
+                   help="mode to choose: J=+|- (sign of the closure Jacobian determinant over "
+                        "the free joints) or JOINT=+|- (sign of a free joint's angle)")
+    p.add_argument("--starts", type=int, default=16, metavar="N",
+                   help="starts of the solver: the rest configuration, then random ones")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random starts")
+    p.add_argument("--all", action="store_true", help="print every mode's coordinates")
+    p.add_argument("--out", metavar="FILE.csv", help="write the chosen configuration (one row)")
+    p.set_defaults(func=cmd_assemble)
+
     p = sub.add_parser("check", help="load and validate a model, print its summary")
     _robot_arg(p)
     p.set_defaults(func=cmd_check)
@@ -422,6 +532,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--q0", type=float, nargs="+", metavar="Q",
                    help="initial configuration (nq values; default: rest); projected onto the "
                    "constraint manifold first")
+    p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
+                   help="closed loops: start from these joint values [rad | m], the others "
+                        "assembled (default without --q0: the assembly closest to the rest "
+                        "configuration)")
+    p.add_argument("--branch", nargs="+", metavar="NAME=SIGN",
+                   help="assembly mode of the start: J=+|- (sign of the closure Jacobian "
+                        "determinant) or JOINT=+|- (sign of a free joint's angle)")
     p.add_argument("--v0", type=float, nargs="+", metavar="V",
                    help="initial velocity (nv values; default: 0); projected onto null(A)")
     p.add_argument("--tau", type=float, nargs="+", metavar="U",
