@@ -61,6 +61,8 @@ class Output:
 
     def __init__(self, model: MultibodyModel, rows):
         self.model = model
+        if isinstance(rows, str) or not isinstance(rows, (list, tuple)):
+            raise InputError(f"output: expected a list of row expressions, got {rows!r}")
         self.rows = tuple(self._parse(r) for r in rows)
         if not self.rows:
             raise InputError("output: expected at least one row")
@@ -78,7 +80,13 @@ class Output:
         """Linearly combined output y = q_a + Gamma q_u (Seifried eq. 4.89), Gamma (n_a, n_u)."""
         act = [n for n, p in zip(model.coordinate_names, model.passive) if not p]
         pas = list(model.passive_joint_names)
-        gamma = np.zeros((len(act), len(pas))) if gamma is None else np.asarray(gamma, float)
+        try:
+            gamma = np.zeros((len(act), len(pas))) if gamma is None else np.asarray(gamma, float)
+        except (TypeError, ValueError):
+            raise InputError(f"gamma: expected a ({len(act)}, {len(pas)}) matrix of numbers, "
+                             f"got {gamma!r}") from None
+        if not np.all(np.isfinite(gamma)):
+            raise InputError(f"gamma: expected finite numbers, got {gamma.tolist()}")
         if gamma.ndim == 1 and gamma.size == len(act) * len(pas):
             gamma = gamma.reshape(len(act), len(pas))
         if gamma.shape != (len(act), len(pas)):

@@ -305,7 +305,7 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:
 
     c = dict(_mapping(where, "controller", raw["controller"], _CONTROLLER))
     law = c.get("law")
-    if law not in _OPTIONS:
+    if not isinstance(law, str) or law not in _OPTIONS:
         supported = [x for x in LAWS if x in _OPTIONS]
         raise _err(where, "controller.law", f"expected one of {', '.join(supported)}, got {law!r}")
     for k in ("kp", "kd", "ki", "integral_limit", "effort_limit"):
@@ -351,7 +351,7 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:
     if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
         raise _err(where, "plant.substeps", f"expected an integer >= 1, got {substeps!r}")
     method = p.get("method", "rk4")
-    if method not in SIM_METHODS:
+    if not isinstance(method, str) or method not in SIM_METHODS:
         raise _err(where, "plant.method", f"expected one of {', '.join(SIM_METHODS)}, got "
                    f"{method!r}")
     max_speed = _number(where, "plant.max_speed", p.get("max_speed", 1e4), positive=True)

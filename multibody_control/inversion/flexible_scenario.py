@@ -138,16 +138,14 @@ def load_flexible_scenario(path: str | Path):
     if not isinstance(compare, list):
         raise _err(path, "compare", f"expected a list of methods, got {compare!r}")
     for key, m in [("method", method)] + [(f"compare[{i}]", c) for i, c in enumerate(compare)]:
-        if m not in FLEXIBLE_METHODS:
+        if not isinstance(m, str) or m not in FLEXIBLE_METHODS:
             raise _err(path, key, f"expected one of {', '.join(FLEXIBLE_METHODS)}, got {m!r}")
     methods = tuple(dict.fromkeys([method, *compare]))
     out = _mapping(path, "output", raw.get("output") or {}, {"gamma"})
     gamma = None
     if out.get("gamma") is not None:
-        gamma = np.asarray(out["gamma"], float) if isinstance(out["gamma"], list) else None
-        if gamma is None or gamma.shape != (chain.nq_r, chain.nq_e) or not np.all(np.isfinite(gamma)):
-            raise _err(path, "output.gamma", f"expected a finite {chain.nq_r} x {chain.nq_e} "
-                       f"matrix (joints x elastic coordinates), got {out['gamma']!r}")
+        gamma = _gamma(path, "output.gamma", out["gamma"], (chain.nq_r, chain.nq_e),
+                       "joints x elastic coordinates")
     guess = raw.get("ik_guess")
     if guess is not None:
         if not isinstance(guess, list) or len(guess) != chain.nq_r:
@@ -167,6 +165,18 @@ def load_flexible_scenario(path: str | Path):
         raise _err(path, "verify", f"expected true or false, got {verify!r}")
     return FlexibleInversionScenario(path, chain, task, methods, gamma, guess, dt, options,
                                      tracking, verify, str(raw.get("description", "")))
+
+
+def _gamma(path, key, value, shape, what) -> np.ndarray:
+    """A finite matrix of ``shape`` from a scenario file (``what`` names its rows x columns)."""
+    try:
+        gamma = np.asarray(value, float) if isinstance(value, list) else None
+    except (TypeError, ValueError):
+        gamma = None
+    if gamma is None or gamma.shape != shape or not np.all(np.isfinite(gamma)):
+        raise _err(path, key, f"expected a finite {shape[0]} x {shape[1]} matrix ({what}), "
+                   f"got {value!r}")
+    return gamma
 
 
 def _line_task(path, raw, names) -> Task:
@@ -442,25 +452,18 @@ def _closed_output_spec(path, key, raw, system, method):
         raw = _mapping(path, key, raw, {"name", "gamma"})
         if "name" not in raw:
             raise _err(path, f"{key}.name", f"missing; expected one of {', '.join(CLOSED_OUTPUTS)}")
-        g = raw.get("gamma")
-        if g is not None:
-            m, ne = system.nu, system.nq_e
-            try:
-                gamma = np.asarray(g, float) if isinstance(g, list) else None
-            except (TypeError, ValueError):
-                gamma = None
-            if gamma is None or gamma.shape != (m, ne) or not np.all(np.isfinite(gamma)):
-                raise _err(path, f"{key}.gamma", f"expected a finite {m} x {ne} matrix (outputs "
-                           f"x elastic coordinates), got {g!r}")
+        if raw.get("gamma") is not None:
+            gamma = _gamma(path, f"{key}.gamma", raw["gamma"], (system.nu, system.nq_e),
+                           "outputs x elastic coordinates")
         key, raw = f"{key}.name", raw["name"]
-    if raw not in CLOSED_OUTPUTS:
+    if not isinstance(raw, str) or raw not in CLOSED_OUTPUTS:
         raise _err(path, key, f"expected one of {', '.join(CLOSED_OUTPUTS)} (or a mapping "
                    f"{{name: ..., gamma: [[...]]}}), got {raw!r}")
     return ClosedDesignSpec(method, raw, gamma)
 
 
 def _closed_method(path, key, m):
-    if m not in CLOSED_METHODS:
+    if not isinstance(m, str) or m not in CLOSED_METHODS:
         raise _err(path, key, f"expected one of {', '.join(CLOSED_METHODS)} (closed flexible "
                    f"model), got {m!r}")
     return m

@@ -86,6 +86,23 @@ def _number(path, key, value, positive=False):
     return float(value)
 
 
+def _named(path, key, value) -> dict:
+    """An optional mapping keyed by names (joints, frames): {} when absent."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _err(path, key, f"expected a mapping of name to settings, got {value!r}")
+    return value
+
+
+def _matrix(path, key, value) -> np.ndarray:
+    """A matrix of finite numbers (a list of equally long rows)."""
+    rows = value if isinstance(value, list) else None
+    if not rows or not all(isinstance(r, list) and r and len(r) == len(rows[0]) for r in rows):
+        raise _err(path, key, f"expected a matrix (a list of equally long rows), got {value!r}")
+    return np.array([[_number(path, key, x) for x in r] for r in rows])
+
+
 def _mapping(path, key, value, allowed):
     if not isinstance(value, dict):
         raise _err(path, key, f"expected a mapping, got {type(value).__name__}")
@@ -160,14 +177,14 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
     t = _mapping(path, "task", raw["task"], _TASK)
     law = time_law(path, t)
     comps = []
-    for name, spec in (t.get("joints") or {}).items():
+    for name, spec in _named(path, "task.joints", t.get("joints")).items():
         spec = _mapping(path, f"task.joints.{name}", spec, {"start", "end"})
         if name not in model.coordinate_names:
             raise _err(path, f"task.joints.{name}", f"unknown joint; expected one of "
                        f"{', '.join(model.coordinate_names)}")
-        comps.append(linear_move(name, _number(path, f"task.joints.{name}.start", spec["start"]),
-                                 _number(path, f"task.joints.{name}.end", spec["end"])))
-    for name, spec in (t.get("arcs") or {}).items():
+        comps.append(linear_move(name, _number(path, f"task.joints.{name}.start", spec.get("start")),
+                                 _number(path, f"task.joints.{name}.end", spec.get("end"))))
+    for name, spec in _named(path, "task.arcs", t.get("arcs")).items():
         key = f"task.arcs.{name}"
         spec = _mapping(path, key, spec, {"center", "radius", "start_deg", "end_deg"})
         model.frame_id(name)
@@ -178,7 +195,7 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
                                   _number(path, f"{key}.radius", spec.get("radius"), True),
                                   _number(path, f"{key}.start_deg", spec.get("start_deg")),
                                   _number(path, f"{key}.end_deg", spec.get("end_deg"))))
-    for name, spec in (t.get("lines") or {}).items():
+    for name, spec in _named(path, "task.lines", t.get("lines")).items():
         key = f"task.lines.{name}"
         spec = _mapping(path, key, spec, {"start", "end"})
         model.frame_id(name)
@@ -193,13 +210,16 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
     out_spec = _mapping(path, "output", raw.get("output") or {}, {"gamma", "rows"})
     if "gamma" in out_spec and "rows" in out_spec:
         raise _err(path, "output", "give either gamma or rows, not both")
-    if "gamma" in out_spec:
-        output = Output.combined(model, out_spec["gamma"])
-    else:
-        output = Output(model, out_spec.get("rows", task.names))
+    try:
+        if "gamma" in out_spec:
+            output = Output.combined(model, out_spec["gamma"])
+        else:
+            output = Output(model, out_spec.get("rows", task.names))
+    except InputError as exc:
+        raise _err(path, "output", str(exc)) from None
 
     method = raw.get("method", "stable")
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise _err(path, "method", f"expected one of {', '.join(METHODS)}, got {method!r}")
     dt = _number(path, "dt", raw.get("dt", 1e-3), positive=True)
     options = dict(_mapping(path, "options", raw.get("options") or {}, _OPTIONS))
@@ -215,6 +235,9 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
                            f"{', '.join(output.names)} or indices 0..{output.m - 1}), got {v!r}")
             options[k] = rows
         elif k == "max_nodes":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 1 \
+                    or not float(v).is_integer():
+                raise _err(path, f"options.{k}", f"expected a positive integer, got {v!r}")
             options[k] = int(v)
         elif k in _COUNT_OPTIONS:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -228,7 +251,7 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
             raise _err(path, "initial_guess", f"expected 'combined', got {guess!r}")
         if "combined_gamma" not in raw:
             raise _err(path, "combined_gamma", "missing; initial_guess: combined needs it")
-        gamma = np.asarray(raw["combined_gamma"], float)
+        gamma = _matrix(path, "combined_gamma", raw["combined_gamma"])
     ik_guess = None
     spec = raw.get("ik_guess")
     if isinstance(spec, list):  # all coordinates, as in the flexible scenarios

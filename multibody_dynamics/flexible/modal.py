@@ -107,6 +107,9 @@ def clamped_modes(
         raise InputError(f"n_modes must be <= {interior.size} (interior dofs), got {n_modes}")
 
     M, K, D = beam.M, beam.K, beam.D
+    if not (np.all(np.isfinite(M)) and np.all(np.isfinite(K))):
+        raise InputError("the beam's mass or stiffness matrix overflows (not finite): check "
+                         "the lengths, section and material for absurd values")
     ii = np.ix_(interior, interior)
     columns, kinds = [], []
     if n_modes:

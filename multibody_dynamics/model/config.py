@@ -200,7 +200,11 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:
     gravity = w.vector3(raw["gravity"], "gravity") if "gravity" in raw else (0.0, 0.0, -9.81)
 
     passive = {}
-    for jname, spec in (raw.get("passive_joints") or {}).items():
+    raw_passive = raw.get("passive_joints") or {}
+    if not isinstance(raw_passive, dict):
+        raise w.error("passive_joints", "expected a mapping of joint name to "
+                      f"{{stiffness, damping, rest}}, got {raw_passive!r}")
+    for jname, spec in raw_passive.items():
         key = f"passive_joints.{jname}"
         spec = w.mapping(spec if spec is not None else {}, key, _PASSIVE_KEYS)
         passive[str(jname)] = PassiveJointSpec(
