@@ -95,7 +95,7 @@ def closure_names(share, robot):
         return raw if isinstance(raw, dict) else {}
 
     def flexible(raw):
-        return "bodies" in raw or "builder" in raw
+        return "bodies" in raw
 
     if not os.path.isfile(path):
         shipped = sorted(f[: -len(".yaml")] for f in os.listdir(robots_dir)
