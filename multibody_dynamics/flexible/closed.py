@@ -40,9 +40,8 @@ actuated (the machine tool's second cart).
 
 Parallel flexible machine tool (Sect. 6.5)
 ------------------------------------------
-:func:`flexible_parallel_tool` loads the lambda machine of Fig. 6.10 from
-``config/robots/flexible_parallel_tool.yaml`` (which says what the book gives and what was chosen
-here); :class:`ClosedOutputServo` is the inverse model
+:func:`flexible_parallel_tool` builds the lambda machine of Fig. 6.10 (see its docstring for the
+data the book gives and the choices made here); :class:`ClosedOutputServo` is the inverse model
 of such a system for an output ``y = H_r q_r + Γ q_e`` (the book's linearly combined output
 (6.39), or the collocated/rigid outputs with ``Γ = 0``), with the interface of the project's
 stable-inversion driver (internal states ``η = (q_e, q_e')``); :func:`invert_closed` computes
