@@ -83,7 +83,7 @@ LAWS = ["pd", "pid", "computed_torque"]
 def closure_names(share, robot):
     """Names of the loop closures listed in ``config/robots/<robot>.yaml`` ([] for a tree).
 
-    Refuses an unknown robot and a flexible model (a file with ``bodies`` or ``builder``: it
+    Refuses an unknown robot and a flexible model (a file with ``bodies``: it
     has no URDF, so robot_state_publisher, Gazebo and ros2_control cannot take it).
     """
     robots_dir = os.path.join(share, "config", "robots")
@@ -95,7 +95,7 @@ def closure_names(share, robot):
         return raw if isinstance(raw, dict) else {}
 
     def flexible(raw):
-        return "bodies" in raw or "builder" in raw
+        return "bodies" in raw
 
     if not os.path.isfile(path):
         shipped = sorted(f[: -len(".yaml")] for f in os.listdir(robots_dir)

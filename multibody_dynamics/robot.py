@@ -2,7 +2,7 @@
 
 :func:`load_robot` loads any model of ``config/robots/`` or any model YAML path, rigid
 (URDF + model YAML: open chains, closed loops, passive and elastic joints) or flexible (a
-``bodies`` list, or a closed-loop ``builder``), and returns an object satisfying
+``bodies`` list, with ``closures`` for a closed loop), and returns an object satisfying
 :class:`RobotModel`: the model summary every caller needs (name, sizes, coordinate and input
 labels, the closures) whatever the family. The concrete classes stay what they are
 (:class:`~multibody_dynamics.model.MultibodyModel` on pinocchio,

@@ -6,7 +6,7 @@ import pytest
 from multibody_dynamics.model import load_model, shipped_robots
 
 # The rigid robots of config/robots/ (load_model, pinocchio); the flexible models in the same
-# folder (a 'bodies' list or a 'builder' key) are tested in test_flexible_*.py.
+# folder (a 'bodies' list) are tested in test_flexible_*.py.
 ROBOTS = shipped_robots()
 OPEN_CHAIN = [r for r in ROBOTS if not load_model(r).closures]
 

@@ -27,11 +27,10 @@ from multibody_dynamics.flexible.closed import PARALLEL_TOOL_TASK, parallel_tool
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "config" / "scenarios" / "invert_flexible_parallel_tool.yaml"
 
-SMALL_ROBOT = """\
-name: small_tool
-builder: flexible_parallel_tool
-parameters: {modes_long: 3, modes_short: 1, link_elements: 6}
-"""
+# the shipped machine tool with 3 + 1 modes and 6 elements per link (the model file edited)
+SMALL_ROBOT = (ROOT / "config" / "robots" / "flexible_parallel_tool.yaml").read_text().replace(
+    "name: flexible_parallel_tool", "name: small_tool").replace("modes: 12", "modes: 3").replace(
+    "modes: 6", "modes: 1").replace("elements: 16", "elements: 6")
 
 # 5 mm of the bench's diagonal move in 0.2 s, 2 ms grid, 0.05 s pre-/post-actuation
 SMALL = """\
@@ -57,6 +56,7 @@ verify: true
 
 @pytest.fixture
 def small(tmp_path):
+    assert SMALL_ROBOT.count("elements: 6,") == 3 and "modes: 3" in SMALL_ROBOT
     (tmp_path / "small_tool.yaml").write_text(SMALL_ROBOT)
     path = tmp_path / "small.yaml"
     path.write_text(SMALL)

@@ -267,8 +267,7 @@ def test_shipped_flexible_models_load():
 
 
 def test_one_directory_two_schemas():
-    """config/robots/ holds every shipped model; the schema (a 'bodies' list or a 'builder'
-    key) puts each file in exactly one listing."""
+    """config/robots/ holds every shipped model; the schema (a 'bodies' list) puts each file in exactly one listing."""
     files = {p.stem: p for p in robots_dir().glob("*.yaml")}
     rigid, flexible = shipped_robots(), shipped_flexible_models()
     assert not set(rigid) & set(flexible)
@@ -278,7 +277,7 @@ def test_one_directory_two_schemas():
     for name, path in files.items():
         raw = yaml.safe_load(path.read_text())
         assert isinstance(raw, dict) and raw.get("name") == name, path
-        flexible_schema = "bodies" in raw or "builder" in raw
+        flexible_schema = "bodies" in raw
         assert flexible_schema == (name in flexible) == is_flexible_model(name), name
     assert not (share_dir() / "config" / "flexible").exists()  # the old folder is gone
 
@@ -340,7 +339,7 @@ BASE = "name: m\nbodies:\n  - name: c\n    joint: {name: x, type: prismatic}\n"
     (BASE + "    rigid: {mass: 1}\n  - name: d\n    joint: {name: x}\n    rigid: {mass: 1}\n",
      ["duplicate joint"]),
     (BASE + "    beam: {length: 1, elements: 4, modes: 2, section: {width: 0.01, height: 0.01},"
-            " material: {E: 7.0e10, rho: 2700}}\n", ["material.E", "expected a number"]),
+            " material: {E: seventy, rho: 2700}}\n", ["material.E", "expected a number"]),
     (BASE + "    beam: {length: 1, elements: 4, modes: 2, section: {width: 0.01},"
             " material: {E: 7.0e+10, rho: 2700}}\n", ["section.height", "missing"]),
     (BASE + "    rigid: {mass: 1}\ngravity: [0, 0, -9.81]\n", ["gravity", "2 numbers"]),

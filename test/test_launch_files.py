@@ -29,7 +29,7 @@ NODE_CONFIGS = sorted(p for p in (ROOT / "config").glob("*.yaml"))
 ROBOT_FILES = sorted((ROOT / "config" / "robots").glob("*.yaml"))
 #: The rigid robots of config/robots/ only: the launch files (robot:=), the nodes, the
 #: urdf/<robot>.urdf(.xacro) and config/controllers/<robot>.yaml exist for URDF-backed models.
-#: The flexible models in the same folder (a 'bodies' list or a 'builder' key, see
+#: The flexible models in the same folder (a 'bodies' list, see
 #: multibody_dynamics.model.resources) have no URDF and are not launchable; they are split off
 #: by schema here and checked in test_flexible_models_are_not_robots_for_launch.
 ROBOTS = [p.stem for p in ROBOT_FILES if not is_flexible_file(p)]

@@ -20,7 +20,7 @@ errors naming the key)::
     tracking: {frequency: 10.0, damping: 1.0, t_end: 1.5}   # joint PD of the check [Hz, -, s]
     verify: true                    # simulate each design with the joint PD (Sect. 6.4.1)
 
-Closed flexible loops (a model with ``builder:``, i.e. ``flexible_parallel_tool``, Seifried
+Closed flexible loops (a model with ``closures:``, e.g. ``flexible_parallel_tool``, Seifried
 Sect. 6.5) take the same top-level keys with these meanings::
 
     robot: flexible_parallel_tool

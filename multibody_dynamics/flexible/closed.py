@@ -109,14 +109,13 @@ from .beam import (
 )
 from .servo import ElasticServo
 from .sid import ModalData
-from .system import ChainBody, FlexibleChain, FlexibleChainConfig
+from .system import FlexibleChain, FlexibleChainConfig
 
 __all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedSimulation", "ArmSegment",
            "LumpedMass", "segmented_arm_modal_data", "ClosedOutputServo", "ClosedInversion",
            "invert_closed",
-           "flexible_parallel_tool", "parallel_tool_outputs", "PARALLEL_TOOL_DEFAULTS",
-           "PARALLEL_TOOL_TASK", "rigid_task_path", "point_error", "track_closed",
-           "CLOSED_BUILDERS", "build_closed_model"]
+           "flexible_parallel_tool", "parallel_tool_outputs", "PARALLEL_TOOL_OVERRIDES",
+           "PARALLEL_TOOL_TASK", "rigid_task_path", "point_error", "track_closed"]
 
 _J = np.array([[0.0, -1.0], [1.0, 0.0]])
 
@@ -1227,31 +1226,22 @@ def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter
 
 
 # ============================================================================ machine tool
-#: Parameters of :func:`flexible_parallel_tool` (and of ``config/robots/flexible_parallel_tool.yaml``).
-PARALLEL_TOOL_DEFAULTS: dict[str, float | int | str] = {
-    # the book (Sect. 6.5): three identical steel links 400 x 80 x 2 mm, l_l = 1081 mm, l_s = 560 mm
-    "link_length": 0.4, "link_height": 0.08, "link_thickness": 0.002, "link_elements": 16,
-    "steel_E": 2.1e11, "steel_rho": 7850.0, "steel_nu": 0.3,
-    # chosen: rigid parts as aluminium blocks 80 x 30 mm (about 1100 times the links' bending
-    # stiffness per length), lengths adding up to the printed arm lengths, the middle joint in
-    # the middle of the long arm
-    "long_proximal": 0.1, "long_middle": 0.081, "long_distal": 0.1,
-    "short_proximal": 0.08, "short_distal": 0.08,
-    "rigid_height": 0.08, "rigid_thickness": 0.03, "rigid_elements": 2,
-    "rigid_E": 7.0e10, "rigid_rho": 2700.0, "rigid_nu": 0.33,
-    # chosen: tool (spindle) at the tip of the long arm, carts of the linear axes
-    "tool_mass": 0.5, "tool_inertia": 2.5e-4, "cart_mass": 3.0,
-    # the book: 12 shape functions for the long arm (chord frame), 6 for the short arm (tangent)
-    "modes_long": 12, "modes_short": 6, "long_frame": "chord",
-    # chosen: light Rayleigh damping D = alpha M + beta K (the book gives none)
-    "rayleigh_alpha": 0.5, "rayleigh_beta": 1.0e-5,
-    "theory": "timoshenko",
+#: What :func:`flexible_parallel_tool` may change in ``config/robots/flexible_parallel_tool.yaml``
+#: (the numbers themselves live in that file): keyword -> what it sets.
+PARALLEL_TOOL_OVERRIDES: dict[str, str] = {
+    "modes_long": "bodies long_arm: beam.modes (integer >= 1)",
+    "modes_short": "bodies short_arm: beam.modes (integer >= 1)",
+    "link_elements": "elements of the segments named 'link' of both arms (integer >= 1)",
+    "rayleigh_alpha": "beam.damping.alpha of both arms [1/s] (>= 0)",
+    "rayleigh_beta": "beam.damping.beta of both arms [s] (>= 0)",
+    "theory": "beam.theory of both arms ('timoshenko' or 'euler-bernoulli')",
 }
 
 
 def flexible_parallel_tool(backend: str = "auto", shape_vectors: dict | None = None,
-                           **parameters) -> ClosedFlexibleChain:
-    """The parallel flexible machine tool of Seifried (2014) Sect. 6.5 (Fig. 6.10).
+                           **overrides) -> ClosedFlexibleChain:
+    """The parallel flexible machine tool of Seifried (2014) Sect. 6.5 (Fig. 6.10), loaded from
+    ``config/robots/flexible_parallel_tool.yaml`` with optional changes.
 
     Lambda kinematics in the horizontal plane (no gravity in the plane): two carts on one
     linear axis (x, at y = 0) with positions ``s1, s2`` [m], actuated by forces [N]; the long arm
@@ -1259,21 +1249,9 @@ def flexible_parallel_tool(backend: str = "auto", shape_vectors: dict | None = N
     (angle ``beta``); the end of the short arm is pinned to the middle of the long arm. The
     loop is cut in that middle joint (2 closure rows), so ``q_r = [s1, s2, alpha, beta]``,
     ``q_e`` = 12 + 6 elastic coordinates, independent ``q_i = [s1, alpha]``, dependent
-    ``q_d = [s2, beta]`` (all as in the book). Tool point: the tip of the long arm.
-
-    From the book: the three identical steel links (400 x 80 x 2 mm, bending about the thin
-    direction in the plane), the arm lengths 1081 mm and 560 mm, the composition of the arms
-    (long: rigid - link - rigid - link - rigid; short: rigid - link - rigid), the rigid parts
-    inside the FE model (Timoshenko elements), 12 shape functions for the long arm in a chord
-    frame (origin in the joint on cart 1, x axis through the middle joint), 6 for the short
-    arm in a tangent frame at its joint on cart 2.
-
-    Chosen (not printed; see :data:`PARALLEL_TOOL_DEFAULTS`): the lengths of the rigid parts
-    (100 + 81 + 100 mm and 80 + 80 mm), their section (aluminium 80 x 30 mm), the tool mass
-    (0.5 kg) and the cart masses (3 kg), both carts on the same axis, Rayleigh damping, and the
-    shape functions: the lowest eigenmodes of the supported arm FE models (the book used POD
-    shapes from MatMoremb, which need simulation snapshots the book does not give; POD shapes
-    of our own snapshots can be passed as ``shape_vectors``, see the module docstring).
+    ``q_d = [s2, beta]`` (all as in the book). Tool point: the tip of the long arm. The model
+    file says which numbers come from the book and which were chosen; with no arguments this
+    is ``load_flexible_model("flexible_parallel_tool")``.
 
     Parameters
     ----------
@@ -1286,81 +1264,55 @@ def flexible_parallel_tool(backend: str = "auto", shape_vectors: dict | None = N
         model's arm are ``node_shapes.reshape(-1, nq)`` of its modal data, node order from the
         frame origin). Only the span matters for the dynamics and the outputs of
         :func:`parallel_tool_outputs` (Γ follows the shapes).
-    **parameters
-        Overrides of :data:`PARALLEL_TOOL_DEFAULTS` (SI units: m, Pa, kg/m^3, kg, kg m^2;
-        ``rayleigh_alpha`` [1/s], ``rayleigh_beta`` [s], both >= 0: 0 and 0 is undamped).
+    **overrides
+        Keys of :data:`PARALLEL_TOOL_OVERRIDES` (mode counts, FE mesh of the links, damping,
+        beam theory; ``rayleigh_alpha=0, rayleigh_beta=0`` is undamped). Other changes: a copy
+        of the model file, loaded with :func:`~multibody_dynamics.robot.load_robot`.
 
     Returns
     -------
     ClosedFlexibleChain
         Named ``flexible_parallel_tool``; actuated joints ``s1, s2``.
+
+    Raises
+    ------
+    InputError
+        For an unknown override or ``shape_vectors`` key; ModelError (naming the file and the
+        key) for a value the model file does not accept.
     """
-    unknown = sorted(set(parameters) - set(PARALLEL_TOOL_DEFAULTS))
+    import copy
+
+    from ..model.config import YamlChecker
+    from ..model.resources import robots_dir
+    from .loader import flexible_model_from_mapping
+
+    unknown = sorted(set(overrides) - set(PARALLEL_TOOL_OVERRIDES))
     if unknown:
         raise InputError(f"flexible_parallel_tool: unknown parameters {unknown}; expected some of "
-                         f"{sorted(PARALLEL_TOOL_DEFAULTS)}")
+                         f"{sorted(PARALLEL_TOOL_OVERRIDES)} (other changes: edit a copy of "
+                         "config/robots/flexible_parallel_tool.yaml)")
     shape_vectors = {} if shape_vectors is None else dict(shape_vectors)
     if set(shape_vectors) - {"long_arm", "short_arm"}:
         raise InputError("flexible_parallel_tool: shape_vectors keys must be 'long_arm' and/or "
                          f"'short_arm', got {sorted(shape_vectors)}")
-    p = {**PARALLEL_TOOL_DEFAULTS, **parameters}
-    for key, default in PARALLEL_TOOL_DEFAULTS.items():
-        value = p[key]
-        if isinstance(default, str):
-            if value not in ("chord", "tangent", "timoshenko", "euler-bernoulli"):
-                raise InputError(f"flexible_parallel_tool: {key} = {value!r} is not a known choice")
-        elif isinstance(default, int) and not isinstance(default, bool):
-            if isinstance(value, bool) or int(value) != value or value < 1:
-                raise InputError(f"flexible_parallel_tool: {key} must be an integer >= 1, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not np.isfinite(value) or value < 0 or (value == 0 and default > 0 and
-                                                        key not in ("tool_mass", "tool_inertia",
-                                                                    "rayleigh_alpha", "rayleigh_beta")):
-            raise InputError(f"flexible_parallel_tool: {key} must be a finite number > 0 "
-                             f"(SI units), got {value!r}")
-    steel = BeamSection.rectangle(p["link_height"], p["link_thickness"], E=p["steel_E"],
-                                  rho=p["steel_rho"], nu=p["steel_nu"])
-    block = BeamSection.rectangle(p["rigid_height"], p["rigid_thickness"], E=p["rigid_E"],
-                                  rho=p["rigid_rho"], nu=p["rigid_nu"])
-    nl, nr_el = int(p["link_elements"]), int(p["rigid_elements"])
-    link = ArmSegment(p["link_length"], nl, steel)
-    half = 0.5 * p["long_middle"]
-    long_segments = [ArmSegment(p["long_proximal"], nr_el, block), link,
-                     ArmSegment(half, max(1, nr_el // 2), block),
-                     ArmSegment(half, max(1, nr_el // 2), block), link,
-                     ArmSegment(p["long_distal"], nr_el, block)]
-    middle_node = nr_el + nl + max(1, nr_el // 2)
-    l_long = p["long_proximal"] + 2 * p["link_length"] + p["long_middle"] + p["long_distal"]
-    rayleigh = (float(p["rayleigh_alpha"]), float(p["rayleigh_beta"]))
-    long_data, _ = segmented_arm_modal_data(
-        long_segments, int(p["modes_long"]), frame=str(p["long_frame"]),
-        chord_node=middle_node if p["long_frame"] == "chord" else None,
-        masses=[LumpedMass(l_long, p["tool_mass"], p["tool_inertia"])], theory=p["theory"],
-        rayleigh=rayleigh, basis=shape_vectors.get("long_arm"))
-    short_segments = [ArmSegment(p["short_proximal"], nr_el, block), link,
-                      ArmSegment(p["short_distal"], nr_el, block)]
-    short_data, _ = segmented_arm_modal_data(short_segments, int(p["modes_short"]),
-                                             theory=p["theory"], rayleigh=rayleigh,
-                                             basis=shape_vectors.get("short_arm"))
-    mc = float(p["cart_mass"])
-    bodies = [
-        ChainBody("cart1", "s1", "prismatic", parent=-1, axis=(1.0, 0.0), mass=mc,
-                  inertia=mc * 0.01),
-        ChainBody("cart2", "s2", "prismatic", parent=-1, axis=(1.0, 0.0), mass=mc,
-                  inertia=mc * 0.01),
-        ChainBody("long_arm", "alpha", parent=0, modal_data=long_data, distal_node=-1),
-        ChainBody("short_arm", "beta", parent=1, modal_data=short_data, distal_node=-1),
-    ]
-    cfg = FlexibleChainConfig(
-        bodies, gravity=(0.0, 0.0), name="flexible_parallel_tool",
-        description="parallel flexible machine tool (lambda kinematics, loop cut in the middle "
-                    "joint), horizontal, 12 + 6 modes",
-        source="Seifried (2014) Sect. 6.5 (links, arm lengths, frames, modes); rigid parts, "
-               "masses and damping chosen", end_effector="long_arm")
-    chain = FlexibleChain(cfg, backend=backend)
-    closure = PlanarClosure("middle_joint", "short_arm", None, "long_arm", middle_node)
-    return ClosedFlexibleChain(chain, [closure], actuated=("s1", "s2"),
-                               independent=("s1", "alpha"))
+    path = robots_dir() / "flexible_parallel_tool.yaml"
+    raw = copy.deepcopy(YamlChecker(path).load("flexible model", "the machine tool"))
+    beams = {b["name"]: b["beam"] for b in raw["bodies"] if "beam" in b}
+    for key, value in overrides.items():
+        if key in ("modes_long", "modes_short"):
+            beams["long_arm" if key == "modes_long" else "short_arm"]["modes"] = value
+        elif key == "link_elements":
+            for beam in beams.values():
+                for seg in beam["segments"]:
+                    if seg.get("name") == "link":
+                        seg["elements"] = value
+        elif key == "theory":
+            for beam in beams.values():
+                beam["theory"] = value
+        else:
+            for beam in beams.values():
+                beam["damping"] = {**beam.get("damping", {}), key.split("_")[1]: value}
+    return flexible_model_from_mapping(raw, path, backend=backend, shape_vectors=shape_vectors)
 
 
 def parallel_tool_outputs(system: ClosedFlexibleChain) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -1483,45 +1435,3 @@ def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency
 
     return system.simulate(result.q[0], result.v[0], t[::int(every)], u=uff, feedback=feedback,
                            rtol=rtol, atol=atol)
-
-
-#: Closed-loop models a flexible model YAML may name with ``builder:`` (see :func:`build_closed_model`).
-CLOSED_BUILDERS: dict[str, Callable[..., ClosedFlexibleChain]] = {
-    "flexible_parallel_tool": flexible_parallel_tool,
-}
-
-
-def build_closed_model(path, raw: dict, backend: str = "auto") -> ClosedFlexibleChain:
-    """Model of a flexible YAML with ``builder:`` (closed loops do not fit the tree schema).
-
-    Schema::
-
-        name: flexible_parallel_tool
-        description: "..."
-        source: "..."
-        builder: flexible_parallel_tool     # a key of CLOSED_BUILDERS
-        parameters: {link_length: 0.4, ...} # keyword arguments of the builder (SI units)
-
-    Raises
-    ------
-    ModelError
-        Naming the file and the key, with what was expected.
-    """
-    allowed = {"name", "description", "source", "builder", "parameters"}
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise ModelError(f"{path}: unknown keys {unknown}; a builder model has {sorted(allowed)}")
-    builder = raw.get("builder")
-    if builder not in CLOSED_BUILDERS:
-        raise ModelError(f"{path}: builder: expected one of {sorted(CLOSED_BUILDERS)}, got {builder!r}")
-    params = raw.get("parameters") or {}
-    if not isinstance(params, dict):
-        raise ModelError(f"{path}: parameters: expected a mapping, got {type(params).__name__}")
-    try:
-        system = CLOSED_BUILDERS[builder](backend=backend, **params)
-    except InputError as exc:
-        raise ModelError(f"{path}: parameters: {exc}") from None
-    for key in ("name", "description", "source"):
-        if raw.get(key) is not None:
-            setattr(system, key, str(raw[key]).strip())
-    return system

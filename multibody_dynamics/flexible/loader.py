@@ -1,13 +1,15 @@
-"""Flexible model descriptions: ``config/robots/<robot>.yaml`` -> :class:`FlexibleChain`.
+"""Flexible model descriptions: ``config/robots/<robot>.yaml`` -> :class:`FlexibleChain` or,
+with ``closures``, :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain`.
 
 Flexible models are declared in ``config/robots/`` like the rigid robots; the schema decides
-(:mod:`multibody_dynamics.model.resources`): a file with a ``bodies`` list (or a closed-loop
-``builder``) is flexible and loads here, every other file is a URDF-backed rigid model for
+(:mod:`multibody_dynamics.model.resources`): a file with a ``bodies`` list is flexible and loads
+here, every other file is a URDF-backed rigid model for
 :func:`~multibody_dynamics.model.load_model`, which stays rigid because its users need
-pinocchio models (and which names this loader when given a flexible model). A chain of
-floating-frame bodies has no URDF spanning tree, so it gets this loader. The rigid counterpart
-of a flexible model (same masses and inertias) is named by ``rigid_counterpart`` and stays a
-normal robot.
+pinocchio models (and which names this loader when given a flexible model).
+:func:`~multibody_dynamics.robot.load_robot` takes both. A chain of floating-frame bodies has
+no URDF spanning tree, so it gets this loader. The rigid counterpart of a flexible model (same
+masses and inertias) is named by ``rigid_counterpart`` and stays a normal robot. User
+documentation: ``docs/model-files-flexible.md``.
 
 Schema (units in brackets; every key but ``name`` and ``bodies`` optional)::
 
@@ -42,16 +44,49 @@ Schema (units in brackets; every key but ``name`` and ``bodies`` optional)::
         joint: {name: beta}
         modal_data: link2.npz             # alternatively: a modal data file (sid.py format),
         distal_node: -1                   #   relative to this YAML; node for child joints
+      - name: arm                         # a beam of segments (rigid parts inside the FE
+        joint: {name: gamma, parent: world}   #   model as stiff segments): closed.py
+        beam:                                 #   segmented_arm_modal_data
+          segments:                       # from the frame origin along x; instead of
+            - {name: hub, length: 0.1, elements: 2,  #   length/elements/section/material
+               section: {width: 0.08, height: 0.03}, material: {E: 7.0e+10, rho: 2700.0}}
+            - {name: link, length: 0.4, elements: 16,   # name: optional label
+               section: {width: 0.08, height: 0.002}, material: {E: 2.1e+11, rho: 7850.0}}
+          frame: {type: chord, position: 0.3}   # or tangent (default; clamped at node 0);
+                                          #   chord: x axis through that node (or node: k)
+          masses: [{position: 0.5, mass: 0.5, inertia: 2.5e-4}]   # lumped at a node [m],
+                                          #   [kg], [kg m^2] (or node: k instead of position)
+          modes: 4                        # lowest eigenmodes of the supported FE model
+          damping: {alpha: 0.5, beta: 1.0e-5}      # Rayleigh D = alpha M + beta K
+          theory: timoshenko
+    closures:                             # cut joints: the file gives a ClosedFlexibleChain
+      - name: pin                         # unique (default closure<i>)
+        type: planar_revolute             # 2 rows (points coincide); planar_weld: 3 rows
+        body_a: link2                     # point a: a node of this body (default: its distal
+        node_a: -1                        #   node; or position_a [m] along the undeformed
+                                          #   body); a rigid body: its distal point, no node
+        body_b: arm                       # point b on another body (node_b / position_b) or
+        position_b: 0.5                   #   point_b: [x, y] fixed in the world [m]
+        angle_offset: 0.0                 # planar_weld only [rad]
+    actuated: [x, alpha]                  # joints with a drive (B columns); default: all
+    independent: [x]                      # q_i of the partitioning (nq_r - rows joints);
+                                          #   default: a pivoted QR at q = 0
 
-``joint.parent`` names an earlier body (``null``: the previous one, the world for the first).
-Errors name the file, the key and what was expected (:class:`ModelError`).
+``joint.parent`` names an earlier body or ``world`` (``null``: the previous one, the world for
+the first). A ``beam`` with ``segments``, ``frame`` or ``masses`` is meshed by
+:func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data` (no ``proximal`` /
+``distal`` then: rigid parts are stiff segments); positions must fall on a node (to 1e-9 of
+the length). ``actuated`` and ``independent`` need ``closures``. Errors name the file, the key
+and what was expected (:class:`ModelError`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError, ModelError
+import numpy as np
+
+from ..errors import InputError, ModelError, SolverError
 from ..model.config import YamlChecker
 from ..model.resources import (
     FLEXIBLE_KEYS,
@@ -60,27 +95,47 @@ from ..model.resources import (
     shipped_flexible_models,
 )
 from .beam import BeamConfig, BeamSection, assemble_beam
+from .closed import (
+    ArmSegment,
+    ClosedFlexibleChain,
+    LumpedMass,
+    PlanarClosure,
+    segmented_arm_modal_data,
+)
 from .modal import clamped_modes
 from .output import RigidPart, arm_modal_data
 from .sid import ModalData, load_modal_data, modal_data_from_beam
 from .system import ChainBody, FlexibleChain, FlexibleChainConfig
 
 __all__ = ["shipped_flexible_models", "is_flexible_model", "read_flexible_config",
-           "load_flexible_model", "beam_modal_data"]
+           "load_flexible_model", "flexible_model_from_mapping", "beam_modal_data",
+           "CLOSURE_TYPES"]
+
+#: Cut-joint types of ``closures:`` and their number of constraint rows (the rigid schema's
+#: names, :data:`multibody_dynamics.model.config.CLOSURE_ROWS`).
+CLOSURE_TYPES = {"planar_revolute": 2, "planar_weld": 3}
 
 _TOP = {"name", "description", "source", "rigid_counterpart", "gravity", "second_order_inertia",
-        "geometric_stiffening", "end_effector", "bodies"}
+        "geometric_stiffening", "end_effector", "bodies", "closures", "actuated", "independent"}
 _BODY = {"name", "joint", "rigid", "beam", "modal_data", "distal_node"}
 _JOINT = {"name", "type", "axis", "angle", "parent"}
 _RIGID = {"mass", "com", "inertia", "distal"}
 _BEAM = {"length", "elements", "theory", "section", "material", "modes", "damping", "proximal",
-         "distal"}
+         "distal", "segments", "frame", "masses"}
+_UNIFORM = ("length", "elements", "section", "material")
 _PART = {"length", "mass", "inertia", "com"}
+_SEGMENT = {"name", "length", "elements", "section", "material"}
+_FRAME = {"type", "node", "position"}
+_MASS = {"position", "node", "mass", "inertia"}
+_CLOSURE = {"name", "type", "body_a", "node_a", "position_a", "body_b", "node_b", "position_b",
+            "point_b", "angle_offset"}
+#: Name of the world in ``joint.parent`` (no body may take it).
+WORLD = "world"
 
 
 def is_flexible_model(robot: str | Path) -> bool:
     """True for a shipped flexible model name or a model YAML of the flexible schema (a
-    ``bodies`` list or a closed-loop ``builder``); rigid model files and names give False."""
+    ``bodies`` list); rigid model files and names give False."""
     robot = str(robot)
     if robot in shipped_flexible_models():
         return True
@@ -134,39 +189,168 @@ def _part(w: YamlChecker, raw, key) -> RigidPart | None:
     )
 
 
-def _beam(w: YamlChecker, raw, key) -> ModalData:
-    raw = w.mapping(raw, key, _BEAM)
-    for req in ("length", "elements", "section", "material", "modes"):
+def _section(w: YamlChecker, raw, key) -> BeamSection:
+    """The rectangular section of ``raw['section']`` in ``raw['material']`` (``key``: where)."""
+    for req in ("section", "material"):
         if req not in raw:
             raise w.error(f"{key}.{req}", "missing")
     sec = w.mapping(raw["section"], f"{key}.section", {"width", "height"})
     mat = w.mapping(raw["material"], f"{key}.material", {"E", "rho", "nu"})
-    damp = w.mapping(raw.get("damping") or {}, f"{key}.damping", {"alpha", "beta"})
-    for req, where in (("width", sec), ("height", sec), ("E", mat), ("rho", mat)):
+    for req, where, sub in (("width", sec, "section"), ("height", sec, "section"),
+                            ("E", mat, "material"), ("rho", mat, "material")):
         if req not in where:
-            sub = "section" if where is sec else "material"
             raise w.error(f"{key}.{sub}.{req}", "missing")
+    width = w.number(sec["width"], f"{key}.section.width", positive=True)
+    height = w.number(sec["height"], f"{key}.section.height", positive=True)
+    E = w.number(mat["E"], f"{key}.material.E", positive=True)
+    rho = w.number(mat["rho"], f"{key}.material.rho", positive=True)
+    nu = w.number(mat.get("nu", 0.3), f"{key}.material.nu")
+    try:
+        return BeamSection.rectangle(width, height, E=E, rho=rho, nu=nu)
+    except InputError as exc:  # e.g. nu out of range
+        raise w.error(f"{key}.material", str(exc)) from None
+
+
+def _theory(w: YamlChecker, raw, key) -> str:
     theory = raw.get("theory", "timoshenko")
     if theory not in ("timoshenko", "euler-bernoulli"):
         raise w.error(f"{key}.theory", f"expected 'timoshenko' or 'euler-bernoulli', "
                                        f"got {theory!r}")
+    return theory
+
+
+def _node_at(w: YamlChecker, nodes: np.ndarray, raw: dict, node_key: str, pos_key: str,
+             key: str) -> int | None:
+    """Node index named by ``raw[node_key]`` (index, negative from the end) or
+    ``raw[pos_key]`` (x [m] of the undeformed body, must be a node); None if neither."""
+    nn = nodes.size
+    if node_key in raw and pos_key in raw:
+        raise w.error(f"{key}.{pos_key}", f"give either {node_key} or {pos_key}, not both")
+    if node_key in raw:
+        k = w.integer(raw[node_key], f"{key}.{node_key}")
+        if not -nn <= k < nn:
+            raise w.error(f"{key}.{node_key}", f"node {k} out of range; the body has {nn} "
+                                               f"nodes (expected an index in [-{nn}, {nn}))")
+        return k % nn
+    if pos_key in raw:
+        x = w.number(raw[pos_key], f"{key}.{pos_key}")
+        k = int(np.argmin(np.abs(nodes - x)))
+        if abs(nodes[k] - x) > 1e-9 * max(abs(nodes[-1]), 1.0):
+            raise w.error(f"{key}.{pos_key}", f"no node at x = {x:g} m (expected a node "
+                                              f"position in [0, {nodes[-1]:g}] m; nearest: node "
+                                              f"{k} at x = {nodes[k]:.6g} m)")
+        return k
+    return None
+
+
+def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:
+    """Modal data of a beam given by ``segments`` (or a uniform beam with a ``frame`` or
+    ``masses``): :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`."""
+    for k in ("proximal", "distal"):
+        if k in raw:
+            raise w.error(f"{key}.{k}", "not with segments, frame or masses: give rigid parts "
+                                        "as segments with a stiff section (inside the FE model)")
+    if "segments" in raw:
+        given = [k for k in _UNIFORM if k in raw]
+        if given:
+            raise w.error(f"{key}.{given[0]}", "give either segments or length/elements/"
+                                               "section/material (a uniform beam), not both")
+        if not isinstance(raw["segments"], list) or not raw["segments"]:
+            raise w.error(f"{key}.segments", "expected a non-empty list of segments")
+        raws = [(w.mapping(r, f"{key}.segments[{i}]", _SEGMENT), f"{key}.segments[{i}]")
+                for i, r in enumerate(raw["segments"])]
+    else:
+        raws = [(raw, key)]
+    segments = []
+    for rs, sk in raws:
+        for req in ("length", "elements"):
+            if req not in rs:
+                raise w.error(f"{sk}.{req}", "missing")
+        if "name" in rs:
+            w.string(rs["name"], f"{sk}.name")
+        segments.append(ArmSegment(w.number(rs["length"], f"{sk}.length", positive=True),
+                                   w.integer(rs["elements"], f"{sk}.elements", minimum=1),
+                                   _section(w, rs, sk)))
+    x, nodes = 0.0, [0.0]  # node positions as segmented_arm_modal_data meshes them
+    for s in segments:
+        h = s.length / s.elements
+        for _ in range(s.elements):
+            x += h
+            nodes.append(x)
+    nodes = np.array(nodes)
+    frame, chord = raw.get("frame", "tangent"), None
+    if isinstance(frame, dict):
+        rf = w.mapping(frame, f"{key}.frame", _FRAME)
+        frame = rf.get("type", "tangent")
+        if frame == "chord":
+            chord = _node_at(w, nodes, rf, "node", "position", f"{key}.frame")
+            if chord is None:
+                raise w.error(f"{key}.frame", "a chord frame needs node or position (the node "
+                                              "the frame's x axis passes through)")
+            if chord == 0:
+                raise w.error(f"{key}.frame", "the chord node must not be node 0 (the origin)")
+        elif "node" in rf or "position" in rf:
+            raise w.error(f"{key}.frame", f"node/position only for type chord, got {frame!r}")
+    if frame not in ("tangent", "chord"):
+        raise w.error(f"{key}.frame", f"expected 'tangent' or a mapping {{type: chord, node: k}}"
+                                      f" / {{type: chord, position: x}}, got {frame!r}")
+    if frame == "chord" and chord is None:
+        raise w.error(f"{key}.frame", "a chord frame needs node or position: write "
+                                      "{type: chord, position: x}")
+    masses = raw.get("masses") or []
+    if not isinstance(masses, list):
+        raise w.error(f"{key}.masses", "expected a list of {position, mass, inertia}")
+    lumped = []
+    for i, rm in enumerate(masses):
+        mk = f"{key}.masses[{i}]"
+        rm = w.mapping(rm, mk, _MASS)
+        if "mass" not in rm:
+            raise w.error(f"{mk}.mass", "missing")
+        k = _node_at(w, nodes, rm, "node", "position", mk)
+        if k is None:
+            raise w.error(f"{mk}.position", "missing (or node)")
+        lumped.append(LumpedMass(float(nodes[k]),
+                                 w.number(rm["mass"], f"{mk}.mass", minimum=0.0),
+                                 w.number(rm.get("inertia", 0.0), f"{mk}.inertia", minimum=0.0)))
+    damp = w.mapping(raw.get("damping") or {}, f"{key}.damping", {"alpha", "beta"})
     try:
-        return beam_modal_data(
-            length=w.number(raw["length"], f"{key}.length", positive=True),
-            elements=w.integer(raw["elements"], f"{key}.elements", minimum=1),
-            width=w.number(sec["width"], f"{key}.section.width", positive=True),
-            height=w.number(sec["height"], f"{key}.section.height", positive=True),
-            E=w.number(mat["E"], f"{key}.material.E", positive=True),
-            rho=w.number(mat["rho"], f"{key}.material.rho", positive=True),
-            nu=w.number(mat.get("nu", 0.3), f"{key}.material.nu"),
-            modes=w.integer(raw["modes"], f"{key}.modes", minimum=1),
-            theory=theory,
-            alpha=w.number(damp.get("alpha", 0.0), f"{key}.damping.alpha", minimum=0.0),
-            beta=w.number(damp.get("beta", 0.0), f"{key}.damping.beta", minimum=0.0),
-            proximal=_part(w, raw.get("proximal"), f"{key}.proximal"),
-            distal=_part(w, raw.get("distal"), f"{key}.distal"),
-        )
-    except InputError as exc:  # e.g. nu out of range, too many modes
+        data, _ = segmented_arm_modal_data(
+            segments, w.integer(raw["modes"], f"{key}.modes", minimum=1), frame=frame,
+            chord_node=chord, masses=lumped, theory=_theory(w, raw, key),
+            rayleigh=(w.number(damp.get("alpha", 0.0), f"{key}.damping.alpha", minimum=0.0),
+                      w.number(damp.get("beta", 0.0), f"{key}.damping.beta", minimum=0.0)),
+            basis=basis)
+    except (InputError, SolverError) as exc:  # too many modes, a rigid-body mode, a bad basis
+        raise w.error(key, str(exc)) from None
+    return data
+
+
+def _beam(w: YamlChecker, raw, key, basis=None) -> ModalData:
+    raw = w.mapping(raw, key, _BEAM)
+    if "modes" not in raw:
+        raise w.error(f"{key}.modes", "missing")
+    if basis is not None or any(k in raw for k in ("segments", "frame", "masses")):
+        return _segmented_beam(w, raw, key, basis)
+    for req in _UNIFORM:
+        if req not in raw:
+            raise w.error(f"{key}.{req}", "missing")
+    section = _section(w, raw, key)
+    damp = w.mapping(raw.get("damping") or {}, f"{key}.damping", {"alpha", "beta"})
+    length = w.number(raw["length"], f"{key}.length", positive=True)
+    elements = w.integer(raw["elements"], f"{key}.elements", minimum=1)
+    modes = w.integer(raw["modes"], f"{key}.modes", minimum=1)
+    alpha = w.number(damp.get("alpha", 0.0), f"{key}.damping.alpha", minimum=0.0)
+    beta = w.number(damp.get("beta", 0.0), f"{key}.damping.beta", minimum=0.0)
+    proximal = _part(w, raw.get("proximal"), f"{key}.proximal")
+    distal = _part(w, raw.get("distal"), f"{key}.distal")
+    try:
+        beam = assemble_beam(BeamConfig(length, elements, section, theory=_theory(w, raw, key),
+                                        rayleigh_alpha=alpha, rayleigh_beta=beta))
+        basis = clamped_modes(beam, modes)
+        if proximal is None and distal is None:
+            return modal_data_from_beam(basis)
+        return arm_modal_data(basis, proximal, distal)
+    except InputError as exc:  # e.g. too many modes
         raise w.error(key, str(exc)) from None
 
 
@@ -177,9 +361,12 @@ def read_flexible_config(path: str | Path) -> FlexibleChainConfig:
     return _config_from(w, w.load("flexible model", "a mapping with 'name' and 'bodies'"))
 
 
-def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:
-    """The checked :class:`FlexibleChainConfig` of a flexible model file's content ``raw``."""
+def _config_from(w: YamlChecker, raw, shape_vectors: dict | None = None) -> FlexibleChainConfig:
+    """The checked :class:`FlexibleChainConfig` of a flexible model file's content ``raw`` (the
+    tree: closures are read by :func:`_closed_from`); ``shape_vectors`` as
+    :func:`flexible_model_from_mapping`."""
     w.mapping(raw, "", _TOP)
+    shape_vectors = dict(shape_vectors or {})
     for req in ("name", "bodies"):
         if req not in raw:
             raise w.error(req, "missing")
@@ -200,13 +387,17 @@ def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:
         jtype = rj.get("type", "revolute")
         if jtype not in ("revolute", "prismatic"):
             raise w.error(f"{key}.joint.type", f"expected 'revolute' or 'prismatic', got {jtype!r}")
+        if bname == WORLD:
+            raise w.error(f"{key}.name", f"{WORLD!r} is reserved for the world (joint.parent)")
+        if bname in names:
+            raise w.error(f"{key}.name", f"duplicate body name {bname!r}")
         parent = rj.get("parent")
         if parent is not None:
             pname = w.string(parent, f"{key}.joint.parent")
-            if pname not in names:
+            if pname != WORLD and pname not in names:
                 raise w.error(f"{key}.joint.parent", f"unknown or later body {pname!r}; expected "
-                                                     f"one of {names}")
-            parent = names.index(pname)
+                                                     f"{WORLD!r} or one of {names}")
+            parent = -1 if pname == WORLD else names.index(pname)
         kw = dict(
             name=bname,
             joint=w.string(rj.get("name"), f"{key}.joint.name"),
@@ -226,8 +417,11 @@ def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:
                 distal=w.vector(rr.get("distal", [0.0, 0.0]), f"{key}.rigid.distal", 2),
             )
         else:
+            basis = shape_vectors.pop(bname, None)
+            if basis is not None and "beam" not in rb:
+                raise InputError(f"shape_vectors: body {bname!r} has no beam (FE model)")
             if "beam" in rb:
-                data = _beam(w, rb["beam"], f"{key}.beam")
+                data = _beam(w, rb["beam"], f"{key}.beam", basis)
             else:
                 file = Path(w.path).parent / w.string(rb["modal_data"], f"{key}.modal_data")
                 data = load_modal_data(file)
@@ -238,10 +432,15 @@ def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:
         except InputError as exc:
             raise w.error(key, str(exc)) from None
         names.append(bname)
+    if shape_vectors:
+        raise InputError(f"shape_vectors: unknown bodies {sorted(shape_vectors)}; expected some "
+                         f"of {names}")
     opts = {}
     for k in ("second_order_inertia", "geometric_stiffening"):
         if k in raw:
-            opts[k] = w.boolean(raw[k], k)
+            if not isinstance(raw[k], bool):
+                raise w.error(k, f"expected true or false, got {raw[k]!r}")
+            opts[k] = raw[k]
     try:
         return FlexibleChainConfig(
             bodies=bodies,
@@ -259,12 +458,148 @@ def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:
         raise w.error("", str(exc)) from None
 
 
+def _closure_end(w: YamlChecker, chain: FlexibleChain, rc: dict, end: str, key: str):
+    """``(body, node)`` of point ``end`` (``"a"`` or ``"b"``) of a closure; node None for a
+    rigid body (its distal point) and for a flexible body's distal node when not given."""
+    bkey = f"body_{end}"
+    names = [b.name for b in chain.bodies]
+    body = w.string(rc[bkey], f"{key}.{bkey}")
+    if body not in names:
+        raise w.error(f"{key}.{bkey}", f"unknown body {body!r}; expected one of {names}")
+    b = chain.bodies[names.index(body)]
+    if not b.flexible:
+        for k in (f"node_{end}", f"position_{end}"):
+            if k in rc:
+                raise w.error(f"{key}.{k}", f"{body!r} is rigid: its closure point is its distal "
+                                            "point (rigid.distal); remove this key")
+        return body, None
+    nodes = b.modal_data.node_positions[:, 0]
+    return body, _node_at(w, nodes, rc, f"node_{end}", f"position_{end}", key)
+
+
+def _joint_list(w: YamlChecker, raw, key: str, joints: tuple[str, ...]) -> tuple[str, ...]:
+    value = raw[key]
+    if not isinstance(value, list) or not value:
+        raise w.error(key, f"expected a non-empty list of joint names of {list(joints)}")
+    out = tuple(w.string(v, f"{key}[{i}]") for i, v in enumerate(value))
+    for i, j in enumerate(out):
+        if j not in joints:
+            raise w.error(f"{key}[{i}]", f"unknown joint {j!r}; expected one of {list(joints)}")
+    if len(set(out)) != len(out):
+        raise w.error(key, f"joints must be distinct, got {list(out)}")
+    return out
+
+
+def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleChain:
+    """The :class:`ClosedFlexibleChain` of a file with ``closures:`` on the tree ``chain``."""
+    if not isinstance(raw["closures"], list) or not raw["closures"]:
+        raise w.error("closures", "expected a non-empty list of cut joints")
+    closures, seen = [], set()
+    for i, rc in enumerate(raw["closures"]):
+        key = f"closures[{i}]"
+        rc = w.mapping(rc, key, _CLOSURE)
+        for req in ("type", "body_a"):
+            if req not in rc:
+                raise w.error(f"{key}.{req}", "missing")
+        ctype = w.string(rc["type"], f"{key}.type")
+        if ctype not in CLOSURE_TYPES:
+            raise w.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one of "
+                                         f"{', '.join(CLOSURE_TYPES)} (planar cut joints)")
+        cname = w.string(rc.get("name", f"closure{i}"), f"{key}.name")
+        if cname in seen:
+            raise w.error(f"{key}.name", f"duplicate closure name {cname!r}")
+        seen.add(cname)
+        body_a, node_a = _closure_end(w, chain, rc, "a", key)
+        if "body_b" in rc:
+            if "point_b" in rc:
+                raise w.error(f"{key}.point_b", "give either body_b or point_b (a world point)")
+            body_b, node_b = _closure_end(w, chain, rc, "b", key)
+            point_b = (0.0, 0.0)
+        else:
+            for k in ("node_b", "position_b"):
+                if k in rc:
+                    raise w.error(f"{key}.{k}", "needs body_b")
+            if "point_b" not in rc:
+                raise w.error(f"{key}.body_b", "missing (or point_b: a world point [m])")
+            body_b, node_b = None, None
+            point_b = w.vector(rc["point_b"], f"{key}.point_b", 2)
+        if "angle_offset" in rc and ctype != "planar_weld":
+            raise w.error(f"{key}.angle_offset", "only for type planar_weld")
+        offset = w.number(rc.get("angle_offset", 0.0), f"{key}.angle_offset")
+        closures.append(PlanarClosure(cname, body_a, node_a, body_b, node_b, point_b,
+                                      angle=ctype == "planar_weld", angle_offset=offset))
+    joints = chain.joint_names
+    actuated = _joint_list(w, raw, "actuated", joints) if "actuated" in raw else None
+    independent = None
+    if "independent" in raw:
+        independent = _joint_list(w, raw, "independent", joints)
+        nc = sum(c.rows for c in closures)
+        if len(independent) != len(joints) - nc:
+            raise w.error("independent", f"expected {len(joints) - nc} joints (the {len(joints)} "
+                                         f"joints minus {nc} closure rows), got "
+                                         f"{list(independent)}")
+    try:
+        return ClosedFlexibleChain(chain, closures, actuated=actuated, independent=independent)
+    except (InputError, ModelError) as exc:  # e.g. no degree of freedom left
+        raise w.error("closures", str(exc)) from None
+
+
+def flexible_model_from_mapping(raw, path: str | Path, backend: str = "auto",
+                                shape_vectors: dict | None = None
+                                ) -> FlexibleChain | ClosedFlexibleChain:
+    """The model of a flexible model file's content ``raw`` (a mapping as read from YAML).
+
+    Parameters
+    ----------
+    raw : dict
+        The file's content (see the module docstring).
+    path : str or Path
+        The file, named in the error messages (``modal_data`` files are relative to it).
+    backend : {"auto", "numba", "numpy"}
+        See :class:`FlexibleChain`.
+    shape_vectors : dict, optional
+        ``{body name: (ndof, modes)}``: shape vectors on all FE dofs of that body's beam
+        replacing its eigenmodes (e.g. POD shapes; ``basis`` of
+        :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`, ``ndof`` = 3 x
+        nodes, node order ``u, w, theta`` from the frame origin). A Python-only argument: a
+        model file names no arrays.
+
+    Returns
+    -------
+    FlexibleChain or ClosedFlexibleChain
+        The latter when ``raw`` has ``closures``.
+
+    Raises
+    ------
+    ModelError
+        Naming the file, the key and what was expected.
+    InputError
+        For a ``shape_vectors`` entry that names no beam body.
+    """
+    w = YamlChecker(path)
+    if not isinstance(raw, dict):
+        raise w.error("", f"expected a mapping with 'name' and 'bodies', got "
+                          f"{type(raw).__name__}")
+    if "builder" in raw:
+        raise w.error("builder", "no longer part of the schema: a closed flexible loop is "
+                                 "declared with 'bodies' and 'closures' (see "
+                                 "docs/model-files-flexible.md)")
+    cfg = _config_from(w, raw, shape_vectors)
+    if "closures" not in raw:
+        for k in ("actuated", "independent"):
+            if k in raw:
+                raise w.error(k, "only with closures (a tree drives every joint)")
+    chain = FlexibleChain(cfg, backend=backend)
+    if "closures" not in raw:
+        return chain
+    return _closed_from(w, raw, chain)
+
+
 def _rigid_model_error(path: Path) -> ModelError:
     return ModelError(
-        f"{path}: {path.stem!r} is a rigid model (no 'bodies' list or 'builder' key), not a "
+        f"{path}: {path.stem!r} is a rigid model (no 'bodies' list), not a "
         "flexible one: load it with multibody_dynamics.model.load_model (or use `multibody "
-        "check/simulate/invert`, which take both kinds); a flexible model needs 'bodies' or "
-        "'builder'"
+        "check/simulate/invert`, which take both kinds); a flexible model needs 'bodies'"
     )
 
 
@@ -288,10 +623,11 @@ def resolve_flexible_path(robot: str | Path) -> Path:
     return candidate
 
 
-def load_flexible_model(robot: str | Path, backend: str = "auto") -> FlexibleChain:
+def load_flexible_model(robot: str | Path, backend: str = "auto"
+                        ) -> FlexibleChain | ClosedFlexibleChain:
     """Load a flexible model by shipped name (``"flexible_cart_manipulator"``) or YAML path.
 
-    A file with a ``builder:`` key describes a model with kinematic loops and gives a
+    A file with ``closures:`` describes a model with kinematic loops and gives a
     :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` (same ``nq_r``, ``nq_e``,
     ``nv``, ``config`` attributes; e.g. ``flexible_parallel_tool``).
 
@@ -305,7 +641,7 @@ def load_flexible_model(robot: str | Path, backend: str = "auto") -> FlexibleCha
     ------
     ModelError
         With the file, the key and what was expected; for a rigid model (a file without a
-        ``bodies`` list or a ``builder`` key, e.g. ``"arm7"``) naming
+        ``bodies`` list, e.g. ``"arm7"``) naming
         :func:`~multibody_dynamics.model.load_model`.
     """
     path = resolve_flexible_path(robot)
@@ -313,8 +649,4 @@ def load_flexible_model(robot: str | Path, backend: str = "auto") -> FlexibleCha
     raw = w.load("flexible model", "a mapping with 'name' and 'bodies'")
     if isinstance(raw, dict) and not any(k in raw for k in FLEXIBLE_KEYS):
         raise _rigid_model_error(path)
-    if isinstance(raw, dict) and "builder" in raw:  # a closed loop, see closed.build_closed_model
-        from .closed import build_closed_model
-
-        return build_closed_model(path, raw, backend)
-    return FlexibleChain(_config_from(w, raw), backend=backend)
+    return flexible_model_from_mapping(raw, path, backend)

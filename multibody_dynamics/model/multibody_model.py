@@ -154,7 +154,7 @@ def resolve_model_path(robot: str | Path) -> Path:
     """Model YAML for a shipped robot name or a path to a YAML file.
 
     Raises :class:`ModelError` for an unknown name and for a flexible model (a file with a
-    ``bodies`` list or a ``builder`` key), which :func:`load_model` cannot load.
+    ``bodies`` list), which :func:`load_model` cannot load.
     """
     p = Path(robot)
     if p.suffix in (".yaml", ".yml") or p.exists():
@@ -183,7 +183,7 @@ def load_model(robot: str | Path) -> MultibodyModel:
     """Load and validate a rigid robot by shipped name (``"arm7"``) or model-YAML path.
 
     Only rigid models (URDF + model YAML): a flexible model of ``config/robots/`` (a
-    ``bodies`` list or a ``builder`` key) raises :class:`ModelError` naming
+    ``bodies`` list) raises :class:`ModelError` naming
     :func:`~multibody_dynamics.flexible.loader.load_flexible_model`, its loader.
 
     Raises

@@ -1,7 +1,7 @@
 """Where the shipped robot descriptions live, and which schema each one uses.
 
 Every shipped model is ``config/robots/<robot>.yaml``. Two schemas share that directory: a
-file with a ``bodies`` list or a ``builder`` key is a flexible model (loaded by
+file with a ``bodies`` list is a flexible model (loaded by
 :func:`multibody_dynamics.flexible.loader.load_flexible_model`), every other file is a rigid
 model (URDF + model YAML, loaded by :func:`multibody_dynamics.model.load_model`, which returns
 pinocchio-backed models only). :func:`shipped_robots` lists the rigid models,
@@ -65,11 +65,11 @@ def robots_dir() -> Path:
 
 
 #: Top-level keys that make a model YAML a flexible model (see the module docstring).
-FLEXIBLE_KEYS = ("bodies", "builder")
+FLEXIBLE_KEYS = ("bodies",)
 
 
 def flexible_schema_key(path: str | Path) -> str | None:
-    """The key (``"bodies"`` or ``"builder"``) that makes the model YAML at ``path`` a flexible
+    """The key (``"bodies"``) that makes the model YAML at ``path`` a flexible
     model, or None for a rigid model. A missing, unreadable or malformed file gives None: the
     rigid loader then reports the problem with the file."""
     path = Path(path)
@@ -85,8 +85,7 @@ def flexible_schema_key(path: str | Path) -> str | None:
 
 
 def is_flexible_file(path: str | Path) -> bool:
-    """True when the model YAML at ``path`` has the flexible schema (a ``bodies`` list or a
-    ``builder`` key)."""
+    """True when the model YAML at ``path`` has the flexible schema (a ``bodies`` list)."""
     return flexible_schema_key(path) is not None
 
 
@@ -101,7 +100,7 @@ def shipped_robots() -> list[str]:
 
 
 def shipped_flexible_models() -> list[str]:
-    """Names of the shipped flexible models (``config/robots/*.yaml`` with ``bodies`` or
-    ``builder``), sorted; each loads with
+    """Names of the shipped flexible models (``config/robots/*.yaml`` with ``bodies``),
+    sorted; each loads with
     :func:`~multibody_dynamics.flexible.loader.load_flexible_model`."""
     return _shipped(flexible=True)
