@@ -246,3 +246,23 @@ def test_invert_closed_returns_failure_for_non_hyperbolic_zero_dynamics():
     assert res.nfev == 0 and res.output_error == np.inf
     with pytest.raises(InputError, match="method"):  # misuse still raises
         invert_closed(_UndampedOscillator(), ytraj, t, method="bvp")
+
+
+def test_cli_reports_a_failed_inversion_with_exit_1(tmp_path, capsys):
+    """A solver failure is a result: the summary says FAILED, one line on stderr, exit 1
+    (bad input stays exit 2).  Here stable inversion on the non-minimum phase Sect. 4.2.7 arm
+    with an interval that leaves no room for the pre-actuation."""
+    from multibody_control.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text("robot: passive_arm\n"
+                    "task:\n  t0: 0.05\n  tf: 1.05\n  joints: {x: {start: -1.0, end: 1.0}}\n"
+                    "  arcs: {tip: {center: [0.0, -1.5], radius: 1.0, start_deg: 180.0, "
+                    "end_deg: 0.0}}\n"
+                    "method: stable\ndt: 0.002\noptions: {t_start: 0.05}\n")
+    assert main(["invert", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert "stable: FAILED - pre-actuation needs" in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("multibody invert: failed: pre-actuation")
+    assert not (tmp_path / "o" / "s.csv").exists()
