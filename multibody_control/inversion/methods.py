@@ -344,7 +344,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     desired = DesiredOutput(model, output, task, guess=opts.ik_guess)
     bar = None
     if opts.progress:
-        from tqdm import tqdm  # optional, and slow to import: only when asked
+        from tqdm import tqdm  # imported only when a progress bar is asked for
 
         bar = tqdm(desc=f"{method} inversion", unit=" evaluations", leave=False, mininterval=0.5)
         servo.on_evaluate = bar.update
