@@ -21,6 +21,11 @@ import time
 
 import numpy as np
 
+from multibody_control.inversion.closed_flexible import (
+    ClosedOutputServo,
+    invert_closed,
+    track_closed,
+)
 from multibody_control.inversion.desired import TabulatedOutput
 from multibody_control.inversion.flexible_scenario import (
     ClosedDesignSpec,
@@ -31,15 +36,13 @@ from multibody_control.inversion.flexible_scenario import (
     parallel_tool_task,
     run_closed_design,
 )
+from multibody_control.inversion.internal import solve_stable
 from multibody_control.tasks import TimeLaw
 from multibody_dynamics.flexible.closed import (
     PARALLEL_TOOL_TASK,
-    ClosedOutputServo,
     flexible_parallel_tool,
-    invert_closed,
     parallel_tool_outputs,
     point_error,
-    track_closed,
 )
 
 # the task, grid and branch are the library's (PARALLEL_TOOL_TASK; the scenario
@@ -84,10 +87,8 @@ def eigen_split(system, output, q_r):
 
 def bvp_cross_check() -> dict:
     """Reduced tool (3 + 1 modes): the dichotomy sweeps of ``invert_closed`` against the
-    project's collocation driver ``multibody_control.inversion.methods._stable`` (scipy
+    project's collocation driver ``multibody_control.inversion.internal.solve_stable`` (scipy
     ``solve_bvp``) on the same servo, 5 mm cart move in 0.3 s."""
-    from multibody_control.inversion.methods import _stable
-
     small = flexible_parallel_tool(modes_long=3, modes_short=1, link_elements=6)
     q = np.zeros(small.nv)
     q[:4] = Q_GUESS
@@ -106,7 +107,7 @@ def bvp_cross_check() -> dict:
     Q0, _ = servo.zero_dynamics_jacobian(y[0], eta0)
     Qf, _ = servo.zero_dynamics_jacobian(y[-1], etaf)
     start = time.perf_counter()
-    eta, ok, msg = _stable(servo, ytraj, t, eta0, etaf, Q0, Qf, 100000, 1e-6, None, 0,
+    eta, ok, msg = solve_stable(servo, ytraj, t, eta0, etaf, Q0, Qf, 100000, 1e-6, None, 0,
                            initial_nodes=600)
     bvp_time = time.perf_counter() - start
     return {"name": "stable inversion: dichotomy sweeps vs solve_bvp (_stable), reduced tool",
@@ -148,7 +149,7 @@ def run() -> list[dict]:
             "tool_error_during_motion_mm": 1e3 * d.during_motion(task()),
             "output_error_max": d.output_error,
             "input_max_N": float(np.max(np.abs(res.u))),
-            "evaluations": res.evaluations, "iterations": res.iterations,
+            "evaluations": res.nfev, "iterations": res.iterations,
             "wall_time_s": res.wall_time,
             "plant_simulation_tool_error_mm": 1e3 * float(d.tracking_error.max()),
             "plant_simulation_success": d.tracking.success,

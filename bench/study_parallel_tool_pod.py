@@ -61,12 +61,8 @@ from bench.bench_flexible_parallel import (
     desired_outputs,
     tool_error,
 )
-from multibody_dynamics.flexible.closed import (
-    ClosedOutputServo,
-    flexible_parallel_tool,
-    invert_closed,
-    parallel_tool_outputs,
-)
+from multibody_control.inversion.closed_flexible import ClosedOutputServo, invert_closed
+from multibody_dynamics.flexible.closed import flexible_parallel_tool, parallel_tool_outputs
 from multibody_dynamics.flexible.pod import pod_basis
 
 KEEP = {"long_arm": 12, "short_arm": 6}  # the book's numbers of shape functions

@@ -366,6 +366,8 @@ def cmd_invert(args) -> int:
         stem = Path(args.scenario).stem
         print(f"wrote {write_csv(result, sc.model, out / f'{stem}.csv')}")
         print(f"wrote {plot(result, sc.model, out / f'{stem}.png', verification=ver)}")
+    else:  # a solver failure is a result (exit 1), bad input an exception (exit 2)
+        print(f"multibody invert: failed: {' '.join(result.message.split())}", file=sys.stderr)
     return 0 if result.success else 1
 
 

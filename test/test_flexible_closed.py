@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
+from multibody_control.inversion.closed_flexible import ClosedOutputServo, invert_closed
 from multibody_dynamics.errors import DimensionError, InputError, ModelError
 from multibody_dynamics.flexible.closed import (
     ClosedFlexibleChain,
-    ClosedOutputServo,
     PlanarClosure,
     flexible_parallel_tool,
-    invert_closed,
     parallel_tool_outputs,
 )
 from multibody_dynamics.flexible.loader import beam_modal_data

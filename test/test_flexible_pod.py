@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from multibody_control.inversion.closed_flexible import ClosedOutputServo
 from multibody_dynamics.errors import DimensionError, InputError
 from multibody_dynamics.flexible.beam import BeamSection
 from multibody_dynamics.flexible.closed import (
     ArmSegment,
-    ClosedOutputServo,
     flexible_parallel_tool,
     parallel_tool_outputs,
     segmented_arm_modal_data,

@@ -35,7 +35,7 @@ TOPIC = "/inverter_node/joint_trajectory"
 RATE = 1000.0             # Hz, simulator step and control rate
 DT = 1e-3                 # s, inversion samples (the shipped file: 0.5 ms)
 # the scenario's own plant check: K_P = m w^2, K_D = 2 m w on each 3 kg cart, w = 2 pi 10 Hz
-# (multibody_dynamics.flexible.closed.track_closed)
+# (multibody_control.inversion.closed_flexible.track_closed)
 W = 2 * np.pi * 10.0
 KP = [3.0 * W * W] * 2    # N/m
 KD = [2 * 3.0 * W] * 2    # N s/m

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.polynomial import Polynomial
@@ -66,7 +66,8 @@ from scipy.optimize import least_squares
 
 from multibody_dynamics.errors import InputError, MultibodyError
 
-from .methods import InversionResult, _eigen_rows, _failed, _Recorder, _time_grid
+from .internal import Problem, Recorder, eigen_rows, time_grid
+from .result import InversionResult
 
 #: growth allowed on one shooting segment, exp(lambda_u h): longer segments let the
 #: strongly driven internal state of a poor guess (w = 0, xi = eta0) run into singular
@@ -236,9 +237,8 @@ def invert_causal(model, output, task, servo, desired, *, dt: float = 1e-3,
                          f"[{t0:g}, {tf:g}] s in the interval, got [{ta:g}, {tb:g}] s")
 
     def failed(msg, lam=None):
-        res = _failed(model, output, "causal", start, t0, tf, 0.0, 0.0,
-                      np.zeros(0) if lam is None else lam, msg)
-        return CausalInversionResult(**vars(res))
+        return CausalInversionResult.failure(model, output, "causal", msg, start=start, t0=t0,
+                                             tf=tf, eigenvalues=lam)
 
     try:
         y0, yf = desired(t0)[0], desired(tf)[0]
@@ -252,7 +252,7 @@ def invert_causal(model, output, task, servo, desired, *, dt: float = 1e-3,
     if segments is None:
         segments = max(1, math.ceil(growth * (tf - t0) / math.log(_SEGMENT_GROWTH)))
     S = int(segments)
-    t_out = _time_grid(ta, tb, dt, (t0, tf))
+    t_out = time_grid(ta, tb, dt, (t0, tf))
     # the nominal output is at rest outside [t0, tf], where the table holds its end values
     grid = np.unique(np.concatenate([np.arange(t0, tf, min(dt, 1e-3)), [tf]]))
     nominal = desired.tabulate(grid)
@@ -298,13 +298,13 @@ def invert_causal(model, output, task, servo, desired, *, dt: float = 1e-3,
                          f"after {iterations} Newton steps ({sol.message}); free parameters "
                          f"{np.round(w, 6).tolist()} on rows {list(free_names)}; try more "
                          "segments, more free parameters (n_free) or other free_rows", lam0)
-            return _replace(res, free_parameters=w, free_rows=free_names,
-                            end_state_error=end_err, max_defect=defect, segments=S,
-                            iterations=iterations)
+            return replace(res, free_parameters=w, free_rows=free_names,
+                           end_state_error=end_err, max_defect=defect, segments=S,
+                           iterations=iterations)
         solve_msg = (f"converged in {iterations} Newton steps on {S} shooting segments: "
                      f"end-state error {end_err:.2g}, defect {defect:.2g}")
     shaped.w = w
-    Bu = _eigen_rows(Qf, stable=False) if n else np.zeros((0, 0))
+    Bu = eigen_rows(Qf, stable=False) if n else np.zeros((0, 0))
     inside = (t_out >= t0) & (t_out <= tf)
     eta = np.tile(eta0, (t_out.size, 1))
     eta[t_out > tf] = etaf  # at rest after tf: the end-state error is not propagated
@@ -313,7 +313,7 @@ def invert_causal(model, output, task, servo, desired, *, dt: float = 1e-3,
         unstable = float(np.max(np.abs(Bu @ (eta_s[t_out == tf][-1] - etaf)))) if Bu.size else 0.0
     else:
         unstable = 0.0
-    recorder = _Recorder(servo, shaped)
+    recorder = Recorder(servo, shaped)
     try:
         q, v, a, u = recorder.sample(t_out, eta)
     except MultibodyError as exc:
@@ -334,10 +334,16 @@ def invert_causal(model, output, task, servo, desired, *, dt: float = 1e-3,
         unstable_end_error=unstable, max_defect=defect, segments=S, iterations=iterations)
 
 
-def _replace(res, **changes):
-    from dataclasses import replace
-
-    return replace(res, **changes)
+def solve_causal(problem: Problem, options) -> CausalInversionResult:
+    """Method ``"causal"`` of :data:`~.methods.METHODS`: :func:`invert_causal` with the
+    fields of a :class:`~.methods.CausalOptions`."""
+    return invert_causal(problem.model, problem.output, problem.task, problem.servo,
+                         problem.desired, dt=options.dt, t_start=options.t_start,
+                         t_end=options.t_end, rtol=options.rtol, atol=options.atol,
+                         eta_limit=options.eta_limit, n_free=options.n_free,
+                         free_rows=options.free_rows, segments=options.segments,
+                         end_tol=options.end_tol, max_iter=options.max_iter,
+                         verbose=options.verbose)
 
 
 def _free_rows(free_rows, names):

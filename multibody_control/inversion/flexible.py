@@ -3,7 +3,7 @@
 The end effector of a :class:`~multibody_dynamics.flexible.system.FlexibleChain` follows a
 task (e.g. :func:`~multibody_control.tasks.straight_line`); four feedforward designs are
 available through :func:`invert_flexible`, each returning an
-:class:`~multibody_control.inversion.methods.InversionResult` whose ``q`` holds the reference
+:class:`~multibody_control.inversion.result.InversionResult` whose ``q`` holds the reference
 of every coordinate (joint angles and elastic coordinates) and ``u`` the joint torques:
 
 ``"rigid"``
@@ -54,7 +54,8 @@ from multibody_dynamics.flexible.system import FlexibleChain
 
 from ..tasks import Task
 from .desired import TabulatedOutput
-from .methods import InversionResult, _decay_time, _forward, _stable, _time_grid
+from .internal import decay_time, integrate_forward, solve_stable, time_grid
+from .result import InversionResult
 
 FLEXIBLE_METHODS = ("rigid", "collocated", "quasi_static", "stable")
 
@@ -62,7 +63,7 @@ FLEXIBLE_METHODS = ("rigid", "collocated", "quasi_static", "stable")
 class FlexibleServo(ElasticServo):
     """Inverse model of a flexible chain with the output ``y = q_r + Γ q_e`` (Seifried 6.24).
 
-    The interface is the one :func:`~multibody_control.inversion.methods._stable` uses with
+    The interface is the one :func:`~multibody_control.inversion.internal.solve_stable` uses with
     :class:`~multibody_control.inversion.servo.ServoConstraints`: internal states
     ``η = (q_e, q_e')``, ``internal_rhs_batch``, ``reconstruct``, ``equilibrium``,
     ``zero_dynamics_jacobian``.
@@ -272,15 +273,15 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                 raise SolverError("zero dynamics not hyperbolic for this Γ (eigenvalue on the "
                                   f"imaginary axis: {np.round(lam0, 3).tolist()} 1/s): stable "
                                   "inversion is not defined; use 'collocated' or change Γ")
-            t_pre = _decay_time(lam0[lam0.real > 0], decay_tol)
-            t_post = min(_decay_time(lamf[lamf.real < 0], decay_tol), 5.0)
+            t_pre = decay_time(lam0[lam0.real > 0], decay_tol)
+            t_post = min(decay_time(lamf[lamf.real < 0], decay_tol), 5.0)
         ta = min(0.0, t0 - t_pre)
         tb = (tf + (t_post if method == "stable" else 0.3)) if t_end is None else float(t_end)
         if method == "stable":
             tb = max(tb, tf + t_post)  # the end condition needs the stable modes decayed
         if not tb > tf:
             raise InputError(f"t_end = {tb} s must be after the motion's end tf = {tf} s")
-        t_out = _time_grid(ta, tb, dt, (t0, tf))
+        t_out = time_grid(ta, tb, dt, (t0, tf))
         grid = np.unique(np.concatenate([np.arange(ta, tb + dt, min(dt, 1e-3)), [t0, tf]]))
         ytraj = ik.tabulate(grid)
         if method == "stable":
@@ -294,8 +295,9 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                 # constant converge)
                 fastest = float(np.max(np.abs(np.concatenate([lam0, lamf]).real)))
                 nodes = int(np.clip(2.0 * fastest * (t_out[-1] - t_out[0]), 300, len(t_out)))
-                eta, status, msg = _stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf, max_nodes,
-                                           bvp_tol, guess, 0, initial_nodes=nodes)
+                eta, status, msg = solve_stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf,
+                                                max_nodes, bvp_tol, guess, 0,
+                                                initial_nodes=nodes)
             except SolverError as exc:
                 raise SolverError(f"boundary value problem diverged ({exc}); try another Γ "
                                   "(the book had to change Γ_21, Γ_22 of (6.38), its 'Γ_3, "
@@ -303,8 +305,9 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                                   "trajectory") from None
             q, v, a, u = _sample(servo, t_out, eta, ytraj)
         elif method == "collocated":
-            eta, status, msg = _forward(lambda t, x: servo.internal_rhs(t, x, ytraj), eta0,
-                                        t_out, 1e-9, 1e-12, 10 * dt, 1e3, np.arange(ne))
+            eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
+                                                 eta0, t_out, 1e-9, 1e-12, 10 * dt, 1e3,
+                                                 np.arange(ne))
             t_out = t_out[:len(eta)]
             q, v, a, u = _sample(servo, t_out, eta, ytraj)
         else:
@@ -457,7 +460,7 @@ def track_flexible(chain: FlexibleChain, result: InversionResult, task: Task, *,
     Mrr = chain.mass_matrix(result.q[0])[:nr, :nr]
     Kp, Kd = Mrr * w * w, Mrr * 2 * damping * w
     tb = t_ref[-1] if t_end is None else min(float(t_end), t_ref[-1])
-    t_eval = _time_grid(t_ref[0], tb, dt, (result.t0, result.tf))
+    t_eval = time_grid(t_ref[0], tb, dt, (result.t0, result.tf))
 
     def rhs(t, x):
         q, v = x[:nv], x[nv:]

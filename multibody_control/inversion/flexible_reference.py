@@ -25,7 +25,7 @@ import numpy as np
 from multibody_dynamics.errors import InputError
 from multibody_dynamics.flexible.system import FlexibleChain
 
-from .methods import InversionResult
+from .result import InversionResult
 
 __all__ = ["PointPathOutput", "joint_reference"]
 
@@ -40,7 +40,7 @@ def joint_reference(chain, result: InversionResult) -> InversionResult:
         for an open chain; a closed loop's actuated joints).
     result : InversionResult or ClosedInversion
         Of :func:`~multibody_control.inversion.flexible.invert_flexible` on ``chain`` (or
-        :func:`~multibody_dynamics.flexible.closed.invert_closed` on a closed loop): ``q``,
+        :func:`~multibody_control.inversion.closed_flexible.invert_closed` on a closed loop): ``q``,
         ``v``, ``a`` of shape (N, nq) with the joints first.
 
     Returns

@@ -58,22 +58,19 @@ from multibody_dynamics.errors import InputError, ModelError, MultibodyError
 from multibody_dynamics.flexible.closed import (
     PARALLEL_TOOL_TASK,
     ClosedFlexibleChain,
-    ClosedInversion,
-    ClosedOutputServo,
     ClosedSimulation,
-    invert_closed,
     parallel_tool_outputs,
     point_error,
     rigid_task_path,
-    track_closed,
 )
 from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
 from multibody_dynamics.flexible.system import FlexibleChain
 
 from ..tasks import Task, TimeLaw, straight_line
+from .closed_flexible import ClosedInversion, ClosedOutputServo, invert_closed, track_closed
 from .desired import TabulatedOutput
 from .flexible import FLEXIBLE_METHODS, TrackingResult, invert_flexible, track_flexible
-from .methods import InversionResult
+from .result import InversionResult
 from .scenario import _err, _mapping, _number, read_scenario_file, time_law, xy
 
 _TOP = {"robot", "task", "method", "compare", "output", "ik_guess", "dt", "options", "tracking",

@@ -25,13 +25,15 @@ import time
 
 import numpy as np
 
-from multibody_dynamics.errors import InputError, MultibodyError, SolverError
+from multibody_dynamics.errors import InputError, MultibodyError
 from multibody_dynamics.model import MultibodyModel
 from multibody_dynamics.rigid import RigidDynamics
 
 from ..outputs import Output
 from ..tasks import Task
 from .desired import DesiredOutput
+from .internal import Problem, time_grid
+from .result import InversionResult
 
 
 def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
@@ -60,8 +62,6 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
         The model has closures or passive joints without springs (nothing quasi-static to
         compensate: the deflection of a free joint is not determined by the loads).
     """
-    from .methods import InversionResult, _time_grid
-
     if model.closures:
         raise InputError(f"{model.name}: quasi-static compensation needs an open chain")
     if model.nq != model.nv:
@@ -78,7 +78,7 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
     tb = tf + 0.5 if t_end is None else float(t_end)
     if not tb > ta:
         raise InputError(f"t_end = {tb} s must be after t_start = {ta} s")
-    t = _time_grid(ta, tb, dt, (t0, tf))
+    t = time_grid(ta, tb, dt, (t0, tf))
     task_map = Output(model, task.names)
     joints = Output(model, [model.coordinate_names[i] for i in ia])
     rigid = DesiredOutput(model, joints, task, guess=ik_guess)
@@ -131,7 +131,8 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
     else:
         v = a = np.zeros_like(q)
         if success:
-            raise SolverError("quasi-static compensation: fewer than 3 samples; lower dt")
+            success, message = False, ("quasi-static compensation: fewer than 3 samples; "
+                                       "lower dt")
     y_des = task(t)[0] if len(t) else np.zeros((0, len(task.names)))
     y = np.array([task_map.value(x) for x in q]) if len(t) else y_des
     eta = np.hstack([q[:, iu], v[:, iu]])
@@ -139,3 +140,14 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
     return InversionResult(t, q, v, a, u, y_des, y, eta, err, t0, tf, 0.0, 0.0, np.zeros(0),
                            success, message, "quasi_static" if compensate else "rigid", 0, time.perf_counter() - start,
                            model.input_names, tuple(task.names))
+
+
+def solve_quasi_static(problem: Problem, options) -> InversionResult:
+    """Method ``"quasi_static"`` of :data:`~.methods.METHODS`: :func:`invert_quasi_static` with
+    the fields of a :class:`~.methods.QuasiStaticOptions` (the output is not used: the task
+    is the output)."""
+    return invert_quasi_static(problem.model, problem.task, dt=options.dt,
+                               t_start=options.t_start, t_end=options.t_end,
+                               ik_guess=options.ik_guess,
+                               exact_kinematics=options.exact_kinematics,
+                               compensate=options.compensate)

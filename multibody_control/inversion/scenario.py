@@ -49,7 +49,9 @@ from multibody_dynamics.yaml_io import load_yaml
 
 from ..outputs import Output
 from ..tasks import Task, TimeLaw, circular_arc, linear_move, straight_line
-from .methods import METHODS, InversionResult, VerificationResult, invert, verify
+from .methods import METHODS, invert
+from .result import InversionResult
+from .verify import VerificationResult, verify
 
 _TOP = {"robot", "task", "output", "method", "dt", "options", "verify", "initial_guess",
         "combined_gamma", "description", "ik_guess"}

@@ -30,7 +30,7 @@ from ..outputs import Output, bent_guess
 
 
 class ServoConstraints:
-    """Inverse-model equations of a model with an output.
+    """Inverse-model equations of a model with an output (an :class:`~.protocol.InverseModel`).
 
     Parameters
     ----------

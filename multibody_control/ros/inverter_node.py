@@ -151,7 +151,7 @@ from ..tasks import TimeLaw
 
 DEFAULT_DT = 0.01      # s, sample spacing without a scenario
 DEFAULT_METHOD = "stable"
-ALL_METHODS = tuple(dict.fromkeys(METHODS + FLEXIBLE_METHODS))  # rigid robots', then flexible
+ALL_METHODS = tuple(dict.fromkeys(tuple(METHODS) + FLEXIBLE_METHODS))  # rigid robots', then flexible
 
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file; a "

@@ -3,10 +3,15 @@ system: internal states ``η = (q_e, q_e')`` (Seifried 2014 Sect. 6.3), their ri
 the reconstruction of ``q, v, a, u``, the static equilibrium and the zero-dynamics Jacobian.
 
 Subclasses (the open chains' ``FlexibleServo`` in :mod:`multibody_control.inversion.flexible`,
-:class:`~multibody_dynamics.flexible.closed.ClosedOutputServo`) set ``nu_int`` (number of
-elastic coordinates) and ``iu`` (their indices in ``v``) and provide ``state(y, yd, qe, qed) ->
-(q, v)``, ``solve(q, v, ydd) -> (a, reactions, u)`` and ``_rest_residual(y, qe)`` (zero at the
-static equilibrium); :func:`~multibody_control.inversion.methods._stable` drives them.
+the closed loops' ``ClosedOutputServo`` in :mod:`multibody_control.inversion.closed_flexible`)
+set ``nu_int`` (number of elastic coordinates), ``iu`` (their indices in ``v``), ``counters``
+and ``on_evaluate``, and provide ``state(y, yd, qe, qed) -> (q, v)``, ``solve(q, v, ydd) -> (a,
+reactions, u)`` and ``_rest_residual(y, qe)`` (zero at the static equilibrium);
+:func:`~multibody_control.inversion.internal.solve_stable` drives them.
+
+:class:`ElasticServo` satisfies the protocol ``multibody_control.inversion.protocol.InverseModel``
+structurally (members and signatures, checked by ``test/test_inversion_structure.py``); it is
+not declared here because :mod:`multibody_dynamics` does not import :mod:`multibody_control`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ class ElasticServo:
 
     nu_int: int
     iu: np.ndarray
+    #: evaluation counts (``"dynamics"``: model solves), set by the subclass
+    counters: dict
+    #: optional ``callback(n)`` after n dynamics evaluations (progress bars), set by the subclass
+    on_evaluate: object
     #: accepted max |residual| of the static equilibrium
     equilibrium_tol = 1e-10
 
