@@ -217,18 +217,11 @@ def cmd_assemble(args) -> int:
             for n, x in zip(model.coordinate_names, mode.q):
                 print(f"    {n.ljust(width)}  {x: .9f}")
     if args.out and result.success:
-        path = _check_out(args.out)
+        path = Path(args.out)
         path.write_text(",".join(model.coordinate_names) + "\n"
                         + ",".join(repr(float(x)) for x in result.q) + "\n")
         print(f"wrote {path}")
     return 0 if result.success else 1
-
-
-def _check_out(out) -> Path:
-    path = Path(out)
-    if path.is_dir() or not path.parent.is_dir():
-        raise MultibodyError(f"--out: {out}: expected a file path in an existing directory")
-    return path
 
 
 def cmd_simulate(args) -> int:
@@ -238,6 +231,15 @@ def cmd_simulate(args) -> int:
 
     if not (np.isfinite(args.duration) and args.duration > 0):
         raise MultibodyError(f"--duration: expected a positive time in s, got {args.duration:g}")
+    from multibody_dynamics.validation import check_sample_budget
+
+    step = args.output_dt or (args.dt if args.rtol is None else None) or 1e-3
+    check_sample_budget(args.duration, step, "--duration / --output-dt" if args.output_dt
+                        else "--duration / --dt", "pass a larger --output-dt or a shorter "
+                        "--duration")
+    if args.rtol is None and args.dt > args.duration:
+        raise MultibodyError(f"--dt: the step {args.dt:g} s is longer than --duration "
+                             f"{args.duration:g} s")
     if _is_flexible_robot(args.robot):
         return _simulate_flexible(args)
     model = load_model(args.robot)
@@ -472,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random starts")
     p.add_argument("--all", action="store_true", help="print every mode's coordinates")
     p.add_argument("--out", metavar="FILE.csv", help="write the chosen configuration (one row)")
-    p.set_defaults(func=cmd_assemble)
+    p.set_defaults(func=cmd_assemble, outputs={"out": "file"})
 
     p = sub.add_parser("check", help="load and validate a model, print its summary")
     _robot_arg(p)
@@ -498,7 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="external torque on the payload, world axes [N m]")
     p.add_argument("--out", default="requirements_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_requirements)
+    p.set_defaults(func=cmd_requirements, outputs={"out": "dir"})
 
     p = sub.add_parser(
         "simulate",
@@ -549,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.csv", help="write the samples as CSV")
     p.add_argument("--plot", metavar="FILE.png", help="write positions, residual, energy drift")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_simulate)
+    p.set_defaults(func=cmd_simulate, outputs={"out": "file", "plot": "file"})
 
     p = sub.add_parser(
         "analyze",
@@ -585,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "quasi_static, stable; closed flexible models: classical, stable)")
     p.add_argument("--out", default="inversion_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_invert)
+    p.set_defaults(func=cmd_invert, outputs={"out": "dir"})
 
     p = sub.add_parser(
         "run",
@@ -601,16 +603,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, metavar="S", help="override the scenario's duration [s]")
     p.add_argument("--out", default="run_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, outputs={"out": "dir"})
     return parser
+
+
+def _check_outputs(args) -> None:
+    """Every output path of the command, checked before any work: a path that cannot be
+    written fails now, not after a long computation (and nothing is created)."""
+    for dest, kind in getattr(args, "outputs", {}).items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        flag = f"--{dest.replace('_', '-')}"
+        path = Path(value)
+        try:
+            if kind == "dir":  # made by the command once it has something to write
+                if path.exists() and not path.is_dir():
+                    raise MultibodyError(f"{flag}: {value} exists and is not a directory")
+                folder = path.absolute()
+                while not folder.exists():
+                    folder = folder.parent
+                if not folder.is_dir():
+                    raise MultibodyError(f"{flag}: {folder} is not a directory")
+            else:
+                if path.is_dir():
+                    raise MultibodyError(f"{flag}: {value} is a directory; expected a file path")
+                if path.exists() and not path.is_file():
+                    raise MultibodyError(f"{flag}: {value} is not a regular file")
+                folder = path.parent
+                if not folder.is_dir():
+                    raise MultibodyError(f"{flag}: the directory {folder} does not exist")
+            import tempfile
+
+            with tempfile.TemporaryFile(dir=folder):
+                pass  # a probe: creating a file there works (not /proc, not read-only)
+        except OSError as exc:
+            raise MultibodyError(f"{flag}: cannot write to {value} ({exc.strerror})") from None
 
 
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_outputs(args)
         return args.func(args)
-    except (MultibodyError, FileNotFoundError, ValueError) as exc:
+    except (MultibodyError, OSError, ValueError) as exc:  # OSError: e.g. a full disk
         if args.debug:
             raise
         msg = " ".join(str(exc).split())

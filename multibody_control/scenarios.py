@@ -79,6 +79,7 @@ from multibody_dynamics.errors import InputError, MultibodyError, SolverError
 from multibody_dynamics.model import MultibodyModel, load_model
 from multibody_dynamics.simulate import METHODS as SIM_METHODS
 from multibody_dynamics.simulate import Simulator, SimulatorConfig
+from multibody_dynamics.validation import check_sample_budget
 
 from .controllers import LAWS, Controller, Reference, TrajectoryInterpolator, make_controller
 from .inversion.scenario import (
@@ -347,6 +348,8 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:
 
     p = _mapping(where, "plant", raw.get("plant") or {}, _PLANT)
     rate = _number(where, "plant.rate", p.get("rate", 1000.0), positive=True)
+    check_sample_budget(duration, 1.0 / rate, f"{where}: duration / plant.rate",
+                        "lower plant.rate or shorten duration")
     substeps = p.get("substeps", 1)
     if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
         raise _err(where, "plant.substeps", f"expected an integer >= 1, got {substeps!r}")

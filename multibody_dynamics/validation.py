@@ -46,3 +46,33 @@ def require_finite(x: np.ndarray, name: str) -> np.ndarray:
         bad = np.flatnonzero(~np.isfinite(np.ravel(x)))
         raise InputError(f"{name}: non-finite value(s) at flat index {bad[:5].tolist()}")
     return x
+
+
+#: Samples one recorded run may hold (states, inputs and diagnostics, of the order of 1 kB
+#: a sample with the Python objects around them: about 5 GB), checked before a run starts.
+MAX_SAMPLES = 5_000_000
+
+
+def check_sample_budget(duration: float, interval: float, what: str,
+                        hint: str = "sample less often or shorten the run") -> int:
+    """Number of samples of a run of ``duration`` [s] recorded every ``interval`` [s].
+
+    Raises
+    ------
+    InputError
+        ``interval`` larger than ``duration`` (the run would record nothing), or more samples
+        than :data:`MAX_SAMPLES` (they would not fit in memory): the message names ``what``
+        and says what to change (``hint``).
+    """
+    if not interval > 0 or not duration > 0:
+        raise InputError(f"{what}: expected a positive duration and sampling interval, got "
+                         f"{duration!r} s and {interval!r} s")
+    if interval > duration:
+        raise InputError(f"{what}: the step or sampling interval {interval:g} s is longer than "
+                         f"the duration {duration:g} s")
+    n = int(duration / interval) + 1
+    if n > MAX_SAMPLES:
+        raise InputError(f"{what}: {duration:g} s every {interval:g} s would record {n:.3g} "
+                         f"samples (at most {MAX_SAMPLES:.0e} fit in memory); {hint}")
+    return n
+

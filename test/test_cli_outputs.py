@@ -1,0 +1,56 @@
+"""Output paths and run sizes are checked before any work starts: one line, exit 2."""
+
+import pytest
+
+from multibody_control.cli import main
+from multibody_dynamics.errors import InputError
+from multibody_dynamics.model.resources import share_dir
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["simulate", "slider_crank", "--duration", "0.1", "--out", "{tmp}"],
+     ["--out", "is a directory"]),
+    (["simulate", "slider_crank", "--duration", "0.1", "--out", "{tmp}/no/such/x.csv"],
+     ["--out", "does not exist"]),
+    (["simulate", "slider_crank", "--duration", "0.1", "--out", "/proc/x.csv"],
+     ["--out", "cannot write"]),
+    (["simulate", "slider_crank", "--duration", "0.1", "--plot", "/proc/x.png"],
+     ["--plot", "cannot write"]),
+    (["requirements", "arm7", "demo", "--out", "/proc/req"], ["--out", "cannot write"]),
+    (["requirements", "arm7", "demo", "--out", "{tmp}/file.txt"],
+     ["--out", "exists and is not a directory"]),
+    (["requirements", "arm7", "demo", "--out", "{tmp}/file.txt/sub"],
+     ["--out", "file.txt is not a directory"]),
+    (["simulate", "slider_crank", "--duration", "0.1", "--dt", "0.5"],
+     ["--dt", "longer than the duration"]),
+    (["simulate", "arm7", "--duration", "1e6"], ["1e+09 samples", "--output-dt"]),
+    (["assemble", "five_bar", "--out", "{tmp}"], ["--out", "is a directory"]),
+])
+def test_refused_before_the_work(tmp_path, capsys, argv, words):
+    (tmp_path / "file.txt").write_text("x")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv + ["--quiet"] if argv[0] == "simulate" else argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing was computed
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1, err
+    for w in words:
+        assert w in err[0], err[0]
+
+
+def test_run_scenario_too_long_for_memory(tmp_path):
+    from multibody_control.scenarios import load_run_scenario
+
+    src = share_dir() / "config" / "scenarios" / "run_slider_crank.yaml"
+    text = src.read_text()
+    assert "duration: 1.5" in text
+    path = tmp_path / "long.yaml"
+    path.write_text(text.replace("duration: 1.5", "duration: 1.0e+6"))
+    with pytest.raises(InputError, match="1e\\+09 samples.*lower plant.rate or shorten duration"):
+        load_run_scenario(path)
+
+
+def test_writable_outputs_pass(tmp_path, capsys):
+    out = tmp_path / "new" / "req"  # the command makes the directories it writes to
+    assert main(["requirements", "arm7", "demo", "--out", str(out), "--quiet"]) == 0
+    assert (out / "arm7_requirements.csv").is_file()
