@@ -144,6 +144,7 @@ def _constant_input(model, values):
 
 def cmd_simulate(args) -> int:
     from multibody_dynamics.model import load_model
+    from multibody_dynamics.result_meta import write_model_meta
     from multibody_dynamics.rolling import model_constraints
     from multibody_dynamics.simulate import SimulatorConfig, simulate
 
@@ -175,14 +176,16 @@ def cmd_simulate(args) -> int:
     print(f"{model.name}: {result.summary()}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
+        write_model_meta(args.out, "simulate", model)  # the robot, for `multibody animate`
     if args.plot:
         print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation')}")
     return 0 if result.success else 1
 
 
 def _simulate_flexible(args) -> int:
-    from multibody_dynamics.flexible.loader import load_flexible_model
+    from multibody_dynamics.flexible.loader import load_flexible_model, resolve_flexible_path
     from multibody_dynamics.flexible.simulation import simulate_flexible
+    from multibody_dynamics.result_meta import write_result_meta
 
     model = load_flexible_model(args.robot)
     for flag, value, n in (("--q0", args.q0, model.nv), ("--v0", args.v0, model.nv),
@@ -199,6 +202,8 @@ def _simulate_flexible(args) -> int:
     print(f"{result.name}: {result.summary()}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
+        write_result_meta(args.out, "simulate", result.name, resolve_flexible_path(args.robot),
+                          flexible=True)
     if args.plot:
         print(f"wrote {result.plot(args.plot)}")
     return 0 if result.success else 1
@@ -472,6 +477,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="run_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
+
+    from . import animate_cli  # `multibody animate` and --animate FILE on simulate/run/invert
+    animate_cli.add_parser(sub)
+    animate_cli.add_option(sub.choices)
     return parser
 
 

@@ -1,0 +1,153 @@
+"""Animation of results: the result sidecar, the scene's placements, GIF frames, and the
+self-contained HTML page opened in headless Chromium (skipped where Chromium is absent)."""
+
+import csv
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from multibody_control.animation import scene_from_result, write_gif, write_html
+from multibody_control.animation.scene import LINK_COLORS
+from multibody_control.cli import main
+
+
+@pytest.fixture(scope="module")
+def slider_crank_result(tmp_path_factory):
+    """A 0.6 s slider-crank run from `multibody simulate` (crank spun at 6 rad/s)."""
+    out = tmp_path_factory.mktemp("anim") / "sc.csv"
+    rc = main(["simulate", "slider_crank", "--duration", "0.6", "--v0", "6", "-12", "--quiet",
+               "--out", str(out), "--output-dt", "0.01"])
+    assert rc == 0
+    return out
+
+
+def test_simulate_writes_sidecar_and_keeps_csv(slider_crank_result):
+    meta = json.loads(slider_crank_result.with_name("sc.meta.json").read_text())
+    assert meta["robot"] == "slider_crank" and meta["kind"] == "simulate"
+    assert meta["end_effector"] == "slider_pin"
+    with slider_crank_result.open() as fh:
+        rows = list(csv.reader(fh))
+    # the CSV is as before: one header row, then numbers only (np.loadtxt(skiprows=1) readers)
+    assert rows[0][:3] == ["t", "q.crank", "q.rod"]
+    np.loadtxt(slider_crank_result, delimiter=",", skiprows=1)
+
+
+def test_scene_places_links_by_closed_form_and_closes_the_loop(slider_crank_result):
+    scene = scene_from_result(slider_crank_result, fps=50)
+    data = np.loadtxt(slider_crank_result, delimiter=",", skiprows=1)
+    t, q1, q2 = data[:, 0], data[:, 1], data[:, 2]
+    assert scene.t.size == 31  # 0.6 s at 50 frames per second, both ends included
+    k = np.searchsorted(t, scene.t)
+    np.testing.assert_allclose(t[k], scene.t)
+    names = [(s.role, s.name, s.kind) for s in scene.shapes]
+    crank = names.index(("link", "crank_link", "box"))
+    rod = names.index(("link", "rod_link", "box"))
+    L = 0.3  # link length [m] (urdf/slider_crank.urdf), box centred at L/2 on each link
+    c1, s1 = np.cos(q1[k]), np.sin(q1[k])
+    c12, s12 = np.cos(q1[k] + q2[k]), np.sin(q1[k] + q2[k])
+    # closed-form planar kinematics, independent of pinocchio; 1e-9 m: the scene rounds
+    # (to 0.01 mm) only in to_json, so here the agreement is to round-off
+    np.testing.assert_allclose(scene.poses[:, crank, :2], np.column_stack([L / 2 * c1, L / 2 * s1]),
+                               atol=1e-9)
+    np.testing.assert_allclose(scene.poses[:, rod, :2],
+                               np.column_stack([L * c1 + L / 2 * c12, L * s1 + L / 2 * s12]),
+                               atol=1e-9)
+    # the cut joint's two frames: the slider pin stays on the rail (y = 0) in every frame,
+    # to the simulator's projection tolerance (1e-12 m) plus the CSV's 10 significant digits
+    pin_a = [i for i, s in enumerate(scene.shapes) if s.role == "closure"][0]
+    assert np.max(np.abs(scene.poses[:, pin_a, 1])) < 1e-9
+    assert scene.segments.shape == (31, 2, 2, 3)  # the pin-rail segment and the rail
+    assert [p["name"] for p in scene.paths] == ["slider_pin path"]
+
+
+def test_gif_frames_differ(slider_crank_result, tmp_path):
+    from PIL import Image, ImageSequence
+
+    scene = scene_from_result(slider_crank_result, fps=10)
+    path = write_gif(scene, tmp_path / "sc.gif", size=(240, 200))
+    with Image.open(path) as im:
+        frames = [np.asarray(f.convert("RGB"), dtype=int) for f in ImageSequence.Iterator(im)]
+    assert len(frames) == scene.t.size == 7
+    assert frames[0].shape == (200, 240, 3)
+    changed = np.any(frames[0] != frames[3], axis=2).mean()
+    assert changed > 0.005  # the crank turned by 1.8 rad: at least 0.5 % of the pixels change
+
+
+def test_html_is_self_contained(slider_crank_result, tmp_path):
+    path = write_html(scene_from_result(slider_crank_result), tmp_path / "sc.html")
+    text = path.read_text()
+    assert "<script src" not in text and "<link" not in text and "import(" not in text
+    assert "SPDX-License-Identifier: MIT" in text  # three.js licence kept with its code
+    assert 300_000 < path.stat().st_size < 1_500_000
+
+
+def test_animate_command_errors_and_inference(slider_crank_result, tmp_path, capsys):
+    assert main(["animate", str(slider_crank_result), "--out", str(tmp_path / "a.png")]) == 2
+    err = capsys.readouterr().err
+    assert "expected a file name ending in .html, .gif, .mp4" in err and "\n" == err[-1]
+    # without the sidecar the robot is found from the q columns (crank, rod: slider_crank only)
+    bare = tmp_path / "bare.csv"
+    shutil.copy(slider_crank_result, bare)
+    assert main(["animate", str(bare), "--fps", "10"]) == 0
+    assert "bare.html (7 frames" in capsys.readouterr().out
+    assert main(["animate", str(tmp_path / "missing.csv")]) == 2
+    assert "result file not found" in capsys.readouterr().err
+
+
+def test_invert_desired_path_is_the_scenario_line(tmp_path, capsys):
+    rc = main(["invert", "config/scenarios/invert_five_bar_path.yaml", "--out", str(tmp_path),
+               "--quiet", "--animate", str(tmp_path / "fb.html")])
+    assert rc == 0
+    assert "fb.html" in capsys.readouterr().out
+    scene = scene_from_result(tmp_path / "invert_five_bar_path.csv")
+    desired = {p["name"]: p["points"] for p in scene.paths}["desired path"]
+    # config/scenarios/invert_five_bar_path.yaml: left_tip from (-0.05, 0.30) to (0.08, 0.38) m;
+    # the CSV keeps 10 significant digits
+    np.testing.assert_allclose(desired[0, :2], [-0.05, 0.30], atol=1e-9)
+    np.testing.assert_allclose(desired[-1, :2], [0.08, 0.38], atol=1e-9)
+
+
+def _hue_mask(img: np.ndarray, color: str, tol_deg: float = 12.0) -> np.ndarray:
+    """Pixels of the hue of ``color`` (shaded by the lights), saturated enough not to be grey."""
+    from matplotlib.colors import rgb_to_hsv, to_rgb
+
+    hsv = rgb_to_hsv(img[:, :, :3] / 255.0)
+    h0 = rgb_to_hsv(np.array(to_rgb(color)))[0]
+    dh = np.abs((hsv[:, :, 0] - h0 + 0.5) % 1.0 - 0.5) * 360
+    return (dh < tol_deg) & (hsv[:, :, 1] > 0.35) & (hsv[:, :, 2] > 0.2)
+
+
+def _screenshot(chromium, page, png, hash_):
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--use-gl=angle",
+           "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--hide-scrollbars",
+           f"--user-data-dir={png.parent / ('profile_' + png.stem)}",
+           f"--screenshot={png}", "--window-size=640,480", f"{page.as_uri()}#{hash_}"]
+    subprocess.run(cmd, capture_output=True, timeout=90, check=False)
+    if not png.is_file():
+        pytest.skip("chromium ran but wrote no screenshot (no WebGL/swiftshader here?)")
+    from PIL import Image
+
+    # the 3-D view only: the control bar at the bottom (~40 px) has a blue slider of its own
+    return np.asarray(Image.open(png).convert("RGB"))[:-60]
+
+
+def test_html_in_headless_chromium_shows_the_robot_moving(slider_crank_result, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (Debian: apt-get install chromium; .ci/run does "
+                    "it in CI)")
+    page = write_html(scene_from_result(slider_crank_result), tmp_path / "sc.html")
+    a = _screenshot(chromium, page, tmp_path / "t0.png", "t=0")
+    b = _screenshot(chromium, page, tmp_path / "t1.png", "t=0.3")
+    assert a.shape == b.shape == (420, 640, 3)
+    # the links' colours (the first two of the palette: crank, rod) are on screen at both
+    # instants: at least 150 pixels each (a 0.3 m x 0.02 m bar is ~200 x 8 px at this size)
+    for img in (a, b):
+        for color in LINK_COLORS[:2]:
+            assert _hue_mask(img, color).sum() > 150, color
+    # and the robot moved between them (the crank turned by 1.8 rad)
+    moved = _hue_mask(a, LINK_COLORS[0]) != _hue_mask(b, LINK_COLORS[0])
+    assert moved.sum() > 300
