@@ -151,3 +151,35 @@ def test_html_in_headless_chromium_shows_the_robot_moving(slider_crank_result, t
     # and the robot moved between them (the crank turned by 1.8 rad)
     moved = _hue_mask(a, LINK_COLORS[0]) != _hue_mask(b, LINK_COLORS[0])
     assert moved.sum() > 300
+
+
+def test_flexible_scene_scales_the_deflection(tmp_path):
+    from multibody_dynamics.flexible.loader import load_flexible_model
+
+    out = tmp_path / "flex.csv"
+    rc = main(["simulate", "flexible_cart_manipulator", "--duration", "0.2", "--tau", "5", "0",
+               "0", "--quiet", "--out", str(out)])
+    assert rc == 0
+    chain = load_flexible_model("flexible_cart_manipulator")
+    q = np.loadtxt(out, delimiter=",", skiprows=1)[:, 1:1 + chain.nq]
+
+    def link1_tip(scale):
+        scene = scene_from_result(out, fps=25, deformation_scale=scale)
+        k = [i for i, s in enumerate(scene.shapes) if s.name == "link1" and s.kind == "sphere"]
+        return scene, scene.poses[:, k[0], :3]
+
+    scene1, tip1 = link1_tip(1.0)
+    frames = np.searchsorted(np.loadtxt(out, delimiter=",", skiprows=1)[:, 0], scene1.t)
+    # at scale 1 the drawn tip is the model's own distal point (Ritz: P + Phi q_e)
+    expected = np.array([chain.point_position(q[k], "link1") for k in frames])
+    np.testing.assert_allclose(tip1[:, :2], expected, atol=1e-9)  # round-off only
+    assert scene1.deformation_scale == 1.0
+    # link1 hangs on the rigid cart, so its frame does not depend on q_e: the drawn
+    # deflection grows linearly with the factor
+    _, tip0 = link1_tip(1e-12)
+    _, tip50 = link1_tip(50.0)
+    assert np.max(np.abs(tip1 - tip0)) > 1e-6  # the link does bend under the cart's push
+    np.testing.assert_allclose(tip50 - tip0, 50.0 * (tip1 - tip0), atol=1e-9)
+    # the automatic factor is a 1-2-5 number > 1 for this small deflection, shown in the title
+    auto = scene_from_result(out, fps=25)
+    assert auto.deformation_scale > 1 and f"deformation x{auto.deformation_scale:g}" in auto.title

@@ -75,14 +75,20 @@ class Scene:
     title: str = ""
     info: str = ""
     scale: float = 1.0
+    deformation_scale: float | None = None
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper corner (3,) of everything drawn, over all frames [m]."""
-        pts = [self.poses[:, :, :3].reshape(-1, 3), self.segments.reshape(-1, 3)]
-        pts += [p["points"] for p in self.paths]
-        pts = np.vstack([p for p in pts if p.size])
-        pad = 0.06 * self.scale
-        return pts.min(axis=0) - pad, pts.max(axis=0) + pad
+        pts = [self.segments.reshape(-1, 3)] + [p["points"] for p in self.paths]
+        pts = np.vstack([p for p in pts if p.size] or [np.zeros((0, 3))])
+        centres = self.poses[:, :, :3]
+        reach = np.array([_reach(s) for s in self.shapes])  # bounding-sphere radius [m]
+        lo = np.min(centres - reach[None, :, None], axis=(0, 1))
+        hi = np.max(centres + reach[None, :, None], axis=(0, 1))
+        if pts.size:
+            lo, hi = np.minimum(lo, pts.min(axis=0)), np.maximum(hi, pts.max(axis=0))
+        pad = 0.03 * self.scale
+        return lo - pad, hi + pad
 
     def view(self) -> tuple[np.ndarray, np.ndarray]:
         """Viewing direction (unit (3,), from the target to the eye) and the up axis (z).
@@ -114,6 +120,7 @@ class Scene:
         eye, up = self.view()
         return {
             "title": self.title, "info": self.info, "scale": round(self.scale, 6),
+            "deformation_scale": self.deformation_scale,
             "t": np.round(self.t, 6).tolist(),
             "shapes": [{"kind": s.kind, "dims": [round(float(d), 6) for d in s.dims],
                         "color": s.color, "role": s.role, "name": s.name} for s in self.shapes],
@@ -125,6 +132,16 @@ class Scene:
             "bounds": [lo.tolist(), hi.tolist()], "eye": eye.tolist(), "up": up.tolist(),
             "normal": self.plane_normal(),
         }
+
+
+def _reach(shape: Shape) -> float:
+    """Radius of a sphere about the shape's origin that holds the whole shape [m]."""
+    d = np.asarray(shape.dims, float)
+    if shape.kind == "box":
+        return 0.5 * float(np.linalg.norm(d))
+    if shape.kind == "cylinder":
+        return float(np.hypot(d[0], 0.5 * d[1]))
+    return float(d[0])
 
 
 def q_names(model) -> list[str]:

@@ -69,6 +69,7 @@ from multibody_dynamics.flexible.closed import (
 )
 from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
 from multibody_dynamics.flexible.system import FlexibleChain
+from multibody_dynamics.result_meta import write_result_meta
 
 from ..tasks import Task, TimeLaw, straight_line
 from .desired import TabulatedOutput
@@ -242,6 +243,7 @@ def write_flexible_csv(sc: FlexibleInversionScenario, result: InversionResult,
             + [f"u.{n}" for n in sc.chain.joint_names] + ["tracking_error"])
     np.savetxt(path, np.column_stack([result.t, result.q, result.v, result.u, err]), delimiter=",",
                header=",".join(cols), comments="", fmt="%.10g")
+    write_result_meta(path, "invert", sc.chain.config.name, flexible=True)
     return path
 
 
