@@ -178,7 +178,7 @@ def cmd_simulate(args) -> int:
         print(f"wrote {result.to_csv(args.out)}")
         write_model_meta(args.out, "simulate", model)  # the robot, for `multibody animate`
     if args.plot:
-        print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation')}")
+        print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation', model=model)}")
     return 0 if result.success else 1
 
 
