@@ -16,9 +16,19 @@ import pinocchio as pin
 
 from multibody_dynamics.errors import InputError
 
-from .scene import JOINT_COLOR, LINK_COLORS, PATH_COLOR, Scene, Shape, _pose7, _segment_pose
+from .scene import (
+    CLOSURE_COLOR,
+    JOINT_COLOR,
+    LINK_COLORS,
+    PATH_COLOR,
+    Scene,
+    Shape,
+    _pose7,
+    _segment_pose,
+)
 
 MAX_SEGMENTS = 12  # cylinders per drawn beam
+MAX_AUTO_SCALE = 1000.0
 
 
 def _rz(th: float) -> np.ndarray:
@@ -34,7 +44,8 @@ def _node_subset(n_nodes: int, distal: int) -> np.ndarray:
 
 def auto_deformation_scale(chain, q: np.ndarray) -> float:
     """Factor that shows the largest elastic deflection (over all samples and nodes) as 10 %
-    of that body's length; 1 when the deflection is already that visible (never below 1)."""
+    of that body's length, rounded down to a 1-2-5 number, within [1, MAX_AUTO_SCALE]; 1 when
+    the deflection is below 1e-6 of the length (round-off of a run at rest, not a shape)."""
     best = np.inf
     for i, b in enumerate(chain.bodies):
         if not b.flexible:
@@ -43,11 +54,11 @@ def auto_deformation_scale(chain, q: np.ndarray) -> float:
         defl = np.einsum("kij,nj->nki", d.node_shapes[:, :2], q[:, chain.elastic_slices[i]])
         peak = float(np.max(np.linalg.norm(defl, axis=2))) if defl.size else 0.0
         length = float(np.max(np.linalg.norm(d.node_positions, axis=1)))
-        if peak > 0:
+        if peak > 1e-6 * length:
             best = min(best, 0.1 * length / peak)
     if not np.isfinite(best):
         return 1.0
-    return float(max(1.0, _round_125(best)))
+    return float(min(MAX_AUTO_SCALE, max(1.0, _round_125(best))))
 
 
 def _round_125(x: float) -> float:
@@ -58,11 +69,13 @@ def _round_125(x: float) -> float:
 
 def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | None = None
                    ) -> Scene:
-    """Scene of a :class:`~multibody_dynamics.flexible.system.FlexibleChain` result."""
-    if not hasattr(chain, "point_position") or not hasattr(chain, "elastic_slices"):
-        raise InputError(f"{res.path}: {type(chain).__name__} ({getattr(chain, 'name', '')}): "
-                         "animation of closed flexible models is not supported yet; open "
-                         "flexible chains and rigid models are")
+    """Scene of a :class:`~multibody_dynamics.flexible.system.FlexibleChain` result, or of a
+    :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` one (its spanning chain,
+    and each closure's two points joined by a segment: with an exaggerated deformation the
+    drawn loop may open by the exaggeration, the true one is closed)."""
+    closures = ()
+    if hasattr(chain, "chain") and hasattr(chain, "closures"):  # a closed flexible model
+        closures, chain = tuple(chain.closures), chain.chain
     q = res.block("q", chain.coordinate_names)
     if q is None:
         raise InputError(f"{res.path}: expected columns q.{', q.'.join(chain.coordinate_names)} "
@@ -98,13 +111,13 @@ def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | No
                                 b.name))
             builders.append(("bar", i, None, None))
         else:  # a cart: a block on the frame
-            shapes.append(Shape("box", (0.12 * reach, 0.06 * reach, 0.04 * reach), color,
+            shapes.append(Shape("box", (0.06 * reach, 0.03 * reach, 0.02 * reach), color,
                                 "link", b.name))
             builders.append(("block", i, None, None))
         shapes.append(Shape("sphere", (1.8 * r,), JOINT_COLOR, "joint", b.joint))
         builders.append(("joint", i, None, None))
 
-    poses = np.zeros((frames.size, len(shapes), 7))
+    poses = np.zeros((frames.size, len(shapes) + 2 * len(closures), 7))
     for f, k in enumerate(frames):
         fr = chain.frames(scaled[k])
         for j, (what, i, a, c) in enumerate(builders):
@@ -128,6 +141,20 @@ def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | No
                 M = pin.SE3(np.eye(3), p)
             poses[f, j] = _pose7(M)
 
+    for c in closures:
+        for _ in range(2):
+            shapes.append(Shape("sphere", (2.5 * r,), CLOSURE_COLOR, "closure", c.name))
+    segments = np.zeros((frames.size, len(closures), 2, 3))
+    n_body = len(builders)
+    for f, k in enumerate(frames):
+        for m, c in enumerate(closures):
+            a = np.r_[chain.point_position(scaled[k], c.body_a, c.node_a), 0.0]
+            b = (np.r_[chain.point_position(scaled[k], c.body_b, c.node_b), 0.0]
+                 if c.body_b is not None else np.r_[c.point_b, 0.0])
+            segments[f, m] = a, b
+            poses[f, n_body + 2 * m] = np.r_[a, 0, 0, 0, 1]
+            poses[f, n_body + 2 * m + 1] = np.r_[b, 0, 0, 0, 1]
+
     paths = []
     ee = chain.config.end_effector
     if ee is not None:
@@ -136,9 +163,10 @@ def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | No
                       "dashed": False, "points": pts[:: max(1, len(pts) // 600)]})
     kind = res.meta.get("kind", "result")
     scene = Scene(t=res.t[frames], shapes=shapes, poses=poses,
-                  segments=np.zeros((frames.size, 0, 2, 3)), paths=paths,
+                  segments=segments, paths=paths,
                   title=f"{chain.config.name}: {kind} ({res.path.name}), deformation x{s:g}",
                   scale=reach, deformation_scale=s)
     scene.info = (f"{frames.size} frames, t = {res.t[0]:.3g} to {res.t[-1]:.3g} s; elastic "
-                  f"deformation drawn {s:g} times its size")
+                  f"deformation drawn {s:g} times its size"
+                  + (f"; {len(closures)} closure(s)" if closures else ""))
     return scene

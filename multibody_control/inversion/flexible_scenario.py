@@ -613,6 +613,7 @@ def write_closed_csv(sc: ClosedInversionScenario, design: ClosedDesign, path: st
             + [f"u.{n}" for n in sc.system.actuated] + ["tool_error", "tracking_error"])
     np.savetxt(path, np.column_stack([res.t, res.q, res.v, res.u, design.tool_error, sim]),
                delimiter=",", header=",".join(cols), comments="", fmt="%.10g")
+    write_result_meta(path, "invert", sc.system.name, flexible=True)
     return path
 
 
