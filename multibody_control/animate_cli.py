@@ -7,6 +7,7 @@ subcommand) and :func:`add_option` (the option on the three commands that write 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from multibody_dynamics.errors import InputError
@@ -90,8 +91,9 @@ def _with_animation(func, command: str):
         _check_numbers(args)
         if command == "simulate" and not args.out:
             args.out = str(Path(args.animate[0]).with_suffix(".csv"))
+        start = time.time() - 1.0  # file times may be coarser than the clock
         rc = func(args)
-        results = written_results(command, args)
+        results = written_results(command, args, since=start)
         if not results:
             print(f"multibody {command}: --animate: no result file was written, nothing to "
                   "animate", file=sys.stderr)
@@ -104,18 +106,18 @@ def _with_animation(func, command: str):
     return wrapped
 
 
-def written_results(command: str, args) -> list[Path]:
-    """The result CSVs ``command`` wrote for ``args``, the main one first."""
+def written_results(command: str, args, since: float = 0.0) -> list[Path]:
+    """The result CSVs ``command`` wrote for ``args`` (modified after ``since``, a
+    ``time.time()``), in the order written: the main one first."""
     if command == "simulate":
-        p = Path(args.out)
-        return [p] if p.is_file() else []
-    out, stem = Path(args.out), Path(args.scenario).stem
-    main = out / f"{stem}.csv"
-    if main.is_file():
-        return [main]
-    # flexible inversions: one CSV per method, <stem>.<method>.csv; the newest first
-    found = sorted(out.glob(f"{stem}.*.csv"), key=lambda p: p.stat().st_mtime_ns)
-    return found
+        candidates = [Path(args.out)]
+    else:
+        out, stem = Path(args.out), Path(args.scenario).stem
+        # rigid: <stem>.csv; flexible inversions: <stem>.<design>.csv, the scenario's own
+        # design written first
+        candidates = [out / f"{stem}.csv", *out.glob(f"{stem}.*.csv")]
+    fresh = [p for p in candidates if p.is_file() and p.stat().st_mtime >= since]
+    return sorted(fresh, key=lambda p: p.stat().st_mtime_ns)
 
 
 def render(result, outputs, robot=None, fps: float = 30.0, max_frames: int = 600,

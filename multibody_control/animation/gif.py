@@ -69,7 +69,9 @@ class _Renderer:
         self.scene = scene
         self.fig = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
         FigureCanvasAgg(self.fig)
-        self.ax = self.fig.add_axes((0, 0, 1, 0.92), projection="3d")
+        # polygons depth-sorted among themselves; lines (paths, closures) drawn over them,
+        # as on the HTML page
+        self.ax = self.fig.add_axes((0, 0, 1, 0.92), projection="3d", computed_zorder=False)
         lo, hi = scene.bounds()
         c, r = 0.5 * (lo + hi), 0.5 * float(np.max(hi - lo))
         self.limits = [(c[i] - r, c[i] + r) for i in range(3)]
@@ -98,13 +100,14 @@ class _Renderer:
                 nn = np.linalg.norm(nrm)
                 polys.append(face)
                 colors.append(_shade(shape.color, nrm / nn if nn > 0 else nrm, self.light))
-        ax.add_collection3d(Poly3DCollection(polys, facecolors=colors, edgecolors="none"))
+        ax.add_collection3d(Poly3DCollection(polys, facecolors=colors, edgecolors="none",
+                                             zorder=1))
         for p in s.paths:
             P = p["points"]
             ax.plot(P[:, 0], P[:, 1], P[:, 2], color=p["color"], lw=1.0,
-                    ls="--" if p["dashed"] else "-", label=p["name"])
+                    ls="--" if p["dashed"] else "-", label=p["name"], zorder=3)
         for a, b in s.segments[f]:
-            ax.plot(*np.column_stack([a, b]), color=CLOSURE_COLOR, lw=1.2)
+            ax.plot(*np.column_stack([a, b]), color=CLOSURE_COLOR, lw=1.2, zorder=2)
         self.fig.suptitle(f"{s.title}\nt = {s.t[f]:.3f} s", fontsize=8, y=0.99)
         if s.paths:
             ax.legend(loc="lower left", fontsize=7, frameon=False)
