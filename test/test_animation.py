@@ -125,7 +125,10 @@ def _screenshot(chromium, page, png, hash_):
            "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--hide-scrollbars",
            f"--user-data-dir={png.parent / ('profile_' + png.stem)}",
            f"--screenshot={png}", "--window-size=640,480", f"{page.as_uri()}#{hash_}"]
-    subprocess.run(cmd, capture_output=True, timeout=90, check=False)
+    try:
+        subprocess.run(cmd, capture_output=True, timeout=90, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"chromium did not finish the screenshot of {page.name} in 90 s")
     if not png.is_file():
         pytest.skip("chromium ran but wrote no screenshot (no WebGL/swiftshader here?)")
     from PIL import Image
@@ -183,3 +186,24 @@ def test_flexible_scene_scales_the_deflection(tmp_path):
     # the automatic factor is a 1-2-5 number > 1 for this small deflection, shown in the title
     auto = scene_from_result(out, fps=25)
     assert auto.deformation_scale > 1 and f"deformation x{auto.deformation_scale:g}" in auto.title
+
+
+def test_simulate_animate_without_out_keeps_the_samples(tmp_path, capsys):
+    gif = tmp_path / "spin.gif"
+    rc = main(["simulate", "slider_crank", "--duration", "0.2", "--v0", "6", "-12", "--quiet",
+               "--output-dt", "0.02", "--animate", str(gif), "--fps", "10"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    # the samples go beside the animation, with their sidecar, so it can be redrawn later
+    assert (tmp_path / "spin.csv").is_file() and (tmp_path / "spin.meta.json").is_file()
+    assert f"wrote {gif} (3 frames" in out  # 0.2 s at 10 fps: t = 0, 0.1, 0.2
+    # a bad suffix is refused before the simulation runs
+    assert main(["simulate", "slider_crank", "--animate", str(tmp_path / "x.avi")]) == 2
+    assert "expected a file name ending in .html, .gif, .mp4" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is not None, reason="ffmpeg is installed here")
+def test_mp4_without_ffmpeg_says_so(slider_crank_result, tmp_path, capsys):
+    assert main(["animate", str(slider_crank_result), "-o", str(tmp_path / "a.mp4")]) == 2
+    assert "MP4 needs ffmpeg on PATH, which was not found" in capsys.readouterr().err

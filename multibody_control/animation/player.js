@@ -6,7 +6,15 @@
   const S = JSON.parse(document.getElementById("scene-data").textContent);
   const F = S.t.length, NS = S.shapes.length;
   const view = document.getElementById("view");
-  const renderer = new THREE.WebGLRenderer({antialias: true, preserveDrawingBuffer: true});
+  let renderer;
+  try {
+    renderer = new THREE.WebGLRenderer({antialias: true, preserveDrawingBuffer: true});
+  } catch (err) {
+    document.getElementById("title").textContent = S.title;
+    document.getElementById("info").textContent =
+      "This browser cannot draw WebGL here (" + err.message + "); open the page in another one.";
+    return;
+  }
   renderer.setPixelRatio(window.devicePixelRatio || 1);
   view.appendChild(renderer.domElement);
   const scene = new THREE.Scene();
