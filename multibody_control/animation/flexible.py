@@ -73,9 +73,10 @@ def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | No
     :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` one (its spanning chain,
     and each closure's two points joined by a segment: with an exaggerated deformation the
     drawn loop may open by the exaggeration, the true one is closed)."""
-    closures = ()
+    closures, name = (), getattr(chain, "name", None)
     if hasattr(chain, "chain") and hasattr(chain, "closures"):  # a closed flexible model
         closures, chain = tuple(chain.closures), chain.chain
+    name = name or chain.config.name
     q = res.block("q", chain.coordinate_names)
     if q is None:
         raise InputError(f"{res.path}: expected columns q.{', q.'.join(chain.coordinate_names)} "
@@ -164,7 +165,7 @@ def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | No
     kind = res.meta.get("kind", "result")
     scene = Scene(t=res.t[frames], shapes=shapes, poses=poses,
                   segments=segments, paths=paths,
-                  title=f"{chain.config.name}: {kind} ({res.path.name}), deformation x{s:g}",
+                  title=f"{name}: {kind} ({res.path.name}), deformation x{s:g}",
                   scale=reach, deformation_scale=s)
     scene.info = (f"{frames.size} frames, t = {res.t[0]:.3g} to {res.t[-1]:.3g} s; elastic "
                   f"deformation drawn {s:g} times its size"
