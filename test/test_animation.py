@@ -244,3 +244,18 @@ def test_closed_flexible_loop_is_drawn_closed_at_true_scale(tmp_path):
     # rtol 1e-6: q_e goes through the CSV with 10 significant digits
     np.testing.assert_allclose(gap30, 29.0 * np.linalg.norm(phi) * 1e-3 * np.arange(1, 4),
                                rtol=1e-6)
+
+
+def test_nan_samples_of_a_failed_run_are_left_out(slider_crank_result, tmp_path):
+    bad = tmp_path / "failed.csv"
+    lines = slider_crank_result.read_text().splitlines()
+    ncol = len(lines[0].split(","))
+    bad.write_text("\n".join(lines + [",".join(["0.61"] + ["nan"] * (ncol - 1))]) + "\n")
+    shutil.copy(slider_crank_result.with_name("sc.meta.json"), tmp_path / "failed.meta.json")
+    scene = scene_from_result(bad, fps=10)
+    assert scene.t[-1] == pytest.approx(0.6) and "1 samples with NaN" in scene.info
+    text = write_html(scene, tmp_path / "failed.html").read_text()
+    blob = text.split('type="application/json">')[1].split("</script>")[0]
+    # what the browser's JSON.parse accepts: no NaN / Infinity constants
+    data = json.loads(blob, parse_constant=lambda c: pytest.fail(f"{c} in the scene JSON"))
+    assert len(data["t"]) == scene.t.size

@@ -72,5 +72,7 @@ def scene_from_result(path: str | Path, robot: str | None = None, fps: float = 3
     closed = f", {len(model.closures)} closure(s) drawn closed" if model.closures else ""
     scene.info = (f"{scene.t.size} frames at {fps:g} fps of result time, "
                   f"t = {res.t[0]:.3g} to {res.t[-1]:.3g} s{closed}")
+    if res.dropped:
+        scene.info += f"; {res.dropped} samples with NaN configurations left out"
     return scene
 

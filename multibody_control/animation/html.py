@@ -11,6 +11,8 @@ import html
 import json
 from pathlib import Path
 
+from multibody_dynamics.errors import InputError
+
 from .scene import Scene
 
 _HERE = Path(__file__).resolve().parent
@@ -56,7 +58,11 @@ def render_html(scene: Scene) -> str:
     three = (_HERE / "vendor" / "three.min.js").read_text()
     player = (_HERE / "player.js").read_text()
     # JSON inside <script>: only "</" could end the element early
-    data = json.dumps(scene.to_json(), separators=(",", ":")).replace("</", "<\\/")
+    try:  # allow_nan=False: the browser's JSON.parse rejects NaN, so refuse it here
+        data = json.dumps(scene.to_json(), separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise InputError(f"{scene.title}: the scene has NaN or inf placements") from None
+    data = data.replace("</", "<\\/")
     return _PAGE.format(title=html.escape(scene.title or "multibody animation"), scene=data,
                         three=three, player=player, three_revision=_three_revision(three))
 

@@ -358,6 +358,7 @@ def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None =
 
 def _thin(points: np.ndarray, n: int = 600) -> np.ndarray:
     """At most about ``n`` points of a path (every k-th sample and the last one)."""
+    points = points[np.all(np.isfinite(points), axis=1)]
     step = max(1, points.shape[0] // n)
     return np.vstack([points[::step], points[-1:]])
 

@@ -29,12 +29,14 @@ class ResultSamples:
     t : (N,) [s]
     columns : dict name -> (N,) array of every CSV column
     meta : dict  the sidecar (empty when there is none)
+    dropped : int  samples left out because their configuration is NaN or inf
     """
 
     path: Path
     t: np.ndarray
     columns: dict
     meta: dict
+    dropped: int = 0
 
     def block(self, prefix: str, names) -> np.ndarray | None:
         """(N, len(names)) of the columns ``<prefix>.<name>``, or None if any is missing."""
@@ -73,13 +75,19 @@ def read_result(path: str | Path) -> ResultSamples:
     if "t" not in header:
         raise InputError(f"{path}: missing column 't' (time, s); expected a result CSV of "
                          "`multibody simulate`, `run` or `invert`")
+    qcols = [i for i, h in enumerate(header) if h.startswith("q.")]
+    finite = np.all(np.isfinite(data[:, qcols]), axis=1) if qcols else np.ones(len(data), bool)
+    if qcols and not finite.any():
+        raise InputError(f"{path}: every sample has a NaN or inf configuration; nothing to draw")
+    dropped = int(np.sum(~finite))  # a run that failed may end in NaN: draw what it did
+    data = data[finite]
     columns = {h: data[:, i] for i, h in enumerate(header)}
     t = columns["t"]
     if np.any(np.diff(t) < 0) or not np.all(np.isfinite(t)):
         raise InputError(f"{path}: column 't' must be finite and non-decreasing")
     if not any(h.startswith("q.") for h in header):
         raise InputError(f"{path}: no 'q.<joint>' column; expected the configuration samples")
-    return ResultSamples(path, t, columns, read_result_meta(path) or {})
+    return ResultSamples(path, t, columns, read_result_meta(path) or {}, dropped)
 
 
 def _candidates_by_columns(names: list[str]) -> list[str]:
