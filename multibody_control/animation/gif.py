@@ -82,17 +82,33 @@ class _Renderer:
         self.light = eye + 0.5 * up
         self.light /= np.linalg.norm(self.light)
 
-    def draw(self, f: int):
+        self._setup()
+
+    def _setup(self):
+        """Axes, static paths and the artists updated per frame (built once)."""
         from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
         s, ax = self.scene, self.ax
-        ax.cla()
         ax.set_axis_off()
         for i, (a, b) in enumerate(self.limits):
             (ax.set_xlim, ax.set_ylim, ax.set_zlim)[i](a, b)
         ax.set_box_aspect((1, 1, 1), zoom=1.6)
         ax.view_init(elev=self.elev, azim=self.azim)
         ax.set_proj_type("persp", focal_length=0.4)
+        self.polys = Poly3DCollection([], edgecolors="none", zorder=1)
+        ax.add_collection3d(self.polys)
+        for p in s.paths:
+            P = p["points"]
+            ax.plot(P[:, 0], P[:, 1], P[:, 2], color=p["color"], lw=1.0,
+                    ls="--" if p["dashed"] else "-", label=p["name"], zorder=3)
+        self.segs = [ax.plot([], [], [], color=CLOSURE_COLOR, lw=1.2, zorder=2)[0]
+                     for _ in range(s.segments.shape[1])]
+        self.title = self.fig.suptitle("", fontsize=8, y=0.99)
+        if s.paths:
+            ax.legend(loc="lower left", fontsize=7, frameon=False)
+
+    def draw(self, f: int):
+        s = self.scene
         polys, colors = [], []
         for k, shape in enumerate(s.shapes):
             for face in _shape_faces(shape.kind, shape.dims, s.poses[f, k]):
@@ -100,17 +116,11 @@ class _Renderer:
                 nn = np.linalg.norm(nrm)
                 polys.append(face)
                 colors.append(_shade(shape.color, nrm / nn if nn > 0 else nrm, self.light))
-        ax.add_collection3d(Poly3DCollection(polys, facecolors=colors, edgecolors="none",
-                                             zorder=1))
-        for p in s.paths:
-            P = p["points"]
-            ax.plot(P[:, 0], P[:, 1], P[:, 2], color=p["color"], lw=1.0,
-                    ls="--" if p["dashed"] else "-", label=p["name"], zorder=3)
-        for a, b in s.segments[f]:
-            ax.plot(*np.column_stack([a, b]), color=CLOSURE_COLOR, lw=1.2, zorder=2)
-        self.fig.suptitle(f"{s.title}\nt = {s.t[f]:.3f} s", fontsize=8, y=0.99)
-        if s.paths:
-            ax.legend(loc="lower left", fontsize=7, frameon=False)
+        self.polys.set_verts(polys)
+        self.polys.set_facecolor(colors)
+        for line, (a, b) in zip(self.segs, s.segments[f]):
+            line.set_data_3d(*np.column_stack([a, b]))
+        self.title.set_text(f"{s.title}\nt = {s.t[f]:.3f} s")
 
     def rgb(self) -> np.ndarray:
         self.fig.canvas.draw()
