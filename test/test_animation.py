@@ -259,3 +259,31 @@ def test_nan_samples_of_a_failed_run_are_left_out(slider_crank_result, tmp_path)
     # what the browser's JSON.parse accepts: no NaN / Infinity constants
     data = json.loads(blob, parse_constant=lambda c: pytest.fail(f"{c} in the scene JSON"))
     assert len(data["t"]) == scene.t.size
+
+
+def test_mesh_link_is_drawn_as_a_capsule_to_its_child_joint(tmp_path):
+    from pathlib import Path
+
+    from multibody_control.animation import build_scene
+    from multibody_dynamics.model import load_model
+
+    root = Path(__file__).resolve().parents[1]
+    urdf = (root / "urdf" / "slider_crank.urdf").read_text()
+    box = '<geometry><box size="0.3 0.02 0.01"/></geometry>'
+    assert urdf.count(box) == 2
+    # the crank's visual becomes a mesh (not loaded): drawn from its frame to the rod joint
+    (tmp_path / "sc.urdf").write_text(
+        urdf.replace(box, '<geometry><mesh filename="package://x/crank.stl"/></geometry>', 1))
+    cfg = (root / "config" / "robots" / "slider_crank.yaml").read_text()
+    (tmp_path / "sc.yaml").write_text(cfg.replace("../../urdf/slider_crank.urdf", "sc.urdf"))
+    model = load_model(tmp_path / "sc.yaml")
+    q1 = np.array([0.0, 0.7])
+    q = np.column_stack([q1, -2 * q1])  # slider on the rail: q2 = -2 q1
+    scene = build_scene(model, q, np.array([0.0, 1.0]))
+    crank = [(i, s) for i, s in enumerate(scene.shapes) if s.name == "crank_link"]
+    kinds = sorted(s.kind for _, s in crank)
+    assert kinds == ["cylinder", "sphere", "sphere"]
+    i, cyl = next((i, s) for i, s in crank if s.kind == "cylinder")
+    assert cyl.dims[1] == pytest.approx(0.3)  # to the rod joint, 0.3 m along the crank
+    np.testing.assert_allclose(scene.poses[:, i, :2],
+                               0.15 * np.column_stack([np.cos(q1), np.sin(q1)]), atol=1e-12)

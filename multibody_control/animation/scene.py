@@ -173,6 +173,15 @@ def _origin(elem) -> pin.SE3:
     return pin.SE3(pin.rpy.rpyToMatrix(*rpy), xyz)
 
 
+def urdf_link_masses(urdf_path) -> dict:
+    """Link name -> its own ``<inertial><mass>`` [kg] (0 without one)."""
+    out = {}
+    for link in ET.parse(str(urdf_path)).getroot().iter("link"):
+        m = link.find("inertial/mass")
+        out[link.get("name")] = float(m.get("value", 0.0)) if m is not None else 0.0
+    return out
+
+
 def urdf_visuals(urdf_path) -> dict:
     """Link name -> list of (kind, dims, origin SE3) of its primitive visuals; a link with a
     mesh visual maps to None (drawn as capsules instead)."""
@@ -247,6 +256,7 @@ def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None =
         raise InputError(f"q: expected shape ({t.size}, {pm.nq}), got {q.shape}")
     frames = np.arange(t.size) if frames is None else np.asarray(frames)
     visuals = urdf_visuals(model.urdf_path)
+    masses = urdf_link_masses(model.urdf_path)
 
     # link frame ids, and the child joint placements of every link (for the stick figure)
     body = {}
@@ -278,9 +288,9 @@ def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None =
     color_of = {}
     for name, fid in body.items():
         items = visuals[name]
-        mass = pm.inertias[pm.frames[fid].parentJoint].mass if pm.frames[fid].parentJoint else 0
-        if not items and not (items is None or (mass > 0 and children[name])):
-            continue  # nothing to draw (world, massless marker links)
+        sticks = [C for C in children[name] if np.linalg.norm(C.translation) > 1e-9]
+        if not items and not (items is None or (masses.get(name, 0.0) > 0 and sticks)):
+            continue  # nothing to draw (world, massless marker links such as a tool point)
         color = color_of.setdefault(name, LINK_COLORS[len(color_of) % len(LINK_COLORS)])
         if items:
             for kind, dims, M in items:
@@ -288,10 +298,8 @@ def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None =
                 placements.append((fid, M))
         else:
             r = 0.02 * scale
-            for C in children[name]:
+            for C in sticks:
                 a, b = np.zeros(3), C.translation
-                if np.linalg.norm(b) < 1e-9:
-                    continue
                 shapes.append(Shape("cylinder", (r, float(np.linalg.norm(b))), color, "link",
                                     name))
                 placements.append((fid, _segment_pose(a, b)))
