@@ -6,6 +6,7 @@ subcommand) and :func:`add_option` (the option on the three commands that write 
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -85,15 +86,19 @@ def _check_numbers(args) -> None:
 
 def _with_animation(func, command: str):
     def wrapped(args) -> int:
-        if not args.animate:
-            return func(args)
-        _check_outputs(args.animate, "--animate")
-        _check_numbers(args)
-        if command == "simulate" and not args.out:
-            args.out = str(Path(args.animate[0]).with_suffix(".csv"))
+        if args.animate:
+            _check_outputs(args.animate, "--animate")
+            _check_numbers(args)
+            if command == "simulate" and not args.out:
+                args.out = str(Path(args.animate[0]).with_suffix(".csv"))
         start = time.time() - 1.0  # file times may be coarser than the clock
         rc = func(args)
-        results = written_results(command, args, since=start)
+        results = written_results(command, args, since=start) if (
+            args.animate or command != "simulate") else []
+        if command != "simulate":
+            _note_scenario(results, args.scenario)
+        if not args.animate:
+            return rc
         if not results:
             print(f"multibody {command}: --animate: no result file was written, nothing to "
                   "animate", file=sys.stderr)
@@ -104,6 +109,19 @@ def _with_animation(func, command: str):
 
     wrapped.__doc__ = func.__doc__
     return wrapped
+
+
+def _note_scenario(results, scenario) -> None:
+    """Add the scenario file to the sidecars of ``results`` (the animation reads the desired
+    task path from it)."""
+    from multibody_dynamics.result_meta import meta_path
+
+    for csv_path in results:
+        mp = meta_path(csv_path)
+        if mp.is_file():
+            data = json.loads(mp.read_text())
+            data["scenario"] = str(Path(scenario).resolve())
+            mp.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def written_results(command: str, args, since: float = 0.0) -> list[Path]:

@@ -108,6 +108,18 @@ def test_invert_desired_path_is_the_scenario_line(tmp_path, capsys):
     # the CSV keeps 10 significant digits
     np.testing.assert_allclose(desired[0, :2], [-0.05, 0.30], atol=1e-9)
     np.testing.assert_allclose(desired[-1, :2], [0.08, 0.38], atol=1e-9)
+    # outputs that are not frame coordinates (a combined output): the desired path comes
+    # from the scenario's task, whose file the sidecar names; same line, 1e-12 m (evaluated,
+    # not read back from the CSV)
+    meta_file = tmp_path / "invert_five_bar_path.meta.json"
+    meta = json.loads(meta_file.read_text())
+    assert meta["scenario"].endswith("config/scenarios/invert_five_bar_path.yaml")
+    meta["outputs"] = ["left_motor", "right_motor"]
+    meta_file.write_text(json.dumps(meta))
+    scene = scene_from_result(tmp_path / "invert_five_bar_path.csv")
+    desired = {p["name"]: p["points"] for p in scene.paths}["desired path"]
+    np.testing.assert_allclose(desired[0, :2], [-0.05, 0.30], atol=1e-12)
+    np.testing.assert_allclose(desired[-1, :2], [0.08, 0.38], atol=1e-12)
 
 
 def _hue_mask(img: np.ndarray, color: str, tol_deg: float = 12.0) -> np.ndarray:

@@ -28,6 +28,27 @@ def _frame_outputs(outputs) -> str | None:
     return frames.pop() if outputs and plain and len(frames) == 1 else None
 
 
+def _task_path(model, q, res, scenario: Path, ee: str | None):
+    """(frame, (N, 3) desired path) from the task of the inversion scenario that wrote the
+    result (its frame coordinates such as ``tip.x``, ``tip.z`` at the result's times), or
+    None when the scenario is gone or its task names no frame."""
+    if not scenario.is_file():
+        return None
+    from ..inversion.scenario import load_inversion_scenario
+
+    task = load_inversion_scenario(scenario).task
+    frames = [n.rsplit(".", 1)[0] for n in task.names if "." in n]
+    if not frames:
+        return None
+    frame = ee if ee in frames else frames[0]
+    values = task(res.t)[0]
+    desired = path_of(model, q, frame)  # coordinates the task leaves free stay as they are
+    for i, n in enumerate(task.names):
+        if n.startswith(frame + ".") and n[-1] in "xyz":
+            desired[:, "xyz".index(n[-1])] = values[:, i]
+    return frame, desired
+
+
 def scene_from_result(path: str | Path, robot: str | None = None, fps: float = 30.0,
                       max_frames: int | None = None, deformation_scale: float | None = None
                       ) -> Scene:
@@ -67,6 +88,10 @@ def scene_from_result(path: str | Path, robot: str | None = None, fps: float = 3
         desired = path_of(model, q, frame)  # coordinates not in the output stay as they are
         for i, o in enumerate(outputs):
             desired[:, "xyz".index(o[-1])] = res.columns[f"y_d.{i}"]
+    elif res.meta.get("kind") == "invert" and res.meta.get("scenario"):
+        found = _task_path(model, q, res, Path(res.meta["scenario"]), ee)
+        if found is not None:
+            ee, desired = found
     title = f"{model.name}: {kind} ({res.path.name})"
     scene = build_scene(model, q, res.t, frames, desired=desired, ee_frame=ee, title=title)
     closed = f", {len(model.closures)} closure(s) drawn closed" if model.closures else ""
