@@ -299,3 +299,22 @@ def test_mesh_link_is_drawn_as_a_capsule_to_its_child_joint(tmp_path):
     assert cyl.dims[1] == pytest.approx(0.3)  # to the rod joint, 0.3 m along the crank
     np.testing.assert_allclose(scene.poses[:, i, :2],
                                0.15 * np.column_stack([np.cos(q1), np.sin(q1)]), atol=1e-12)
+
+
+def test_flexible_inversion_desired_path_is_the_scenario_line():
+    from pathlib import Path
+
+    from multibody_control.animation.flexible import _task_path
+    from multibody_control.animation.source import ResultSamples
+
+    root = Path(__file__).resolve().parents[1]
+    t = np.array([0.0, 0.2, 0.7, 1.2, 1.5])
+    res = ResultSamples(Path("x.csv"), t, {"t": t}, {
+        "kind": "invert",
+        "scenario": str(root / "config" / "scenarios" / "invert_flexible_manipulator.yaml")})
+    desired = _task_path(res)
+    # config/scenarios/invert_flexible_manipulator.yaml: arm2 tip from (0.45, -0.10) m to
+    # (0.45, 0.10) m between 0.2 s and 1.2 s, at rest outside; exact to round-off
+    np.testing.assert_allclose(desired[[0, 1]], [[0.45, -0.10, 0.0]] * 2, atol=1e-12)
+    np.testing.assert_allclose(desired[[3, 4]], [[0.45, 0.10, 0.0]] * 2, atol=1e-12)
+    np.testing.assert_allclose(desired[2], [0.45, 0.0, 0.0], atol=1e-12)  # symmetric time law

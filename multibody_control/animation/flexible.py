@@ -18,6 +18,7 @@ from multibody_dynamics.errors import InputError
 
 from .scene import (
     CLOSURE_COLOR,
+    DESIRED_COLOR,
     JOINT_COLOR,
     LINK_COLORS,
     PATH_COLOR,
@@ -65,6 +66,26 @@ def _round_125(x: float) -> float:
     """Largest 1-2-5 number not above x (so the shown factor is a round one)."""
     e = 10.0 ** np.floor(np.log10(x))
     return max(m * e for m in (1, 2, 5) if m * e <= x)
+
+
+def _task_path(res) -> np.ndarray | None:
+    """(N, 3) desired path of the inversion scenario that wrote ``res`` (its task's
+    ``<body>.x``, ``<body>.y`` at the result's times), or None."""
+    from pathlib import Path
+
+    scenario = res.meta.get("scenario")
+    if res.meta.get("kind") != "invert" or not scenario or not Path(scenario).is_file():
+        return None
+    from ..inversion.flexible_scenario import load_flexible_scenario
+
+    task = load_flexible_scenario(scenario).task
+    names = list(task.names)
+    body = next((n.rsplit(".", 1)[0] for n in names if n.endswith(".x")), None)
+    if body is None or f"{body}.y" not in names:
+        return None
+    p = task(res.t)[0]
+    return np.column_stack([p[:, names.index(f"{body}.x")], p[:, names.index(f"{body}.y")],
+                            np.zeros(res.t.size)])
 
 
 def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | None = None
@@ -162,6 +183,10 @@ def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | No
         pts = np.array([np.r_[chain.point_position(qk, ee), 0.0] for qk in q])
         paths.append({"name": f"{ee} tip path (true, unscaled)", "color": PATH_COLOR,
                       "dashed": False, "points": pts[:: max(1, len(pts) // 600)]})
+    desired = _task_path(res)
+    if desired is not None:
+        paths.append({"name": "desired path", "color": DESIRED_COLOR, "dashed": True,
+                      "points": desired[:: max(1, len(desired) // 600)]})
     kind = res.meta.get("kind", "result")
     scene = Scene(t=res.t[frames], shapes=shapes, poses=poses,
                   segments=segments, paths=paths,
