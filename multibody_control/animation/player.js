@@ -137,6 +137,17 @@
     setPlaying(!playing);
   };
   slider.oninput = () => { setPlaying(false); setFrame(+slider.value); clock = S.t[frame]; draw(); };
+  window.addEventListener("keydown", (e) => {  // space: play/pause; arrows: one frame
+    if (e.target.tagName === "SELECT") return;
+    if (e.key === " ") { e.preventDefault(); button.onclick(); }
+    else if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
+      e.preventDefault();
+      setPlaying(false);
+      setFrame(frame + (e.key === "ArrowRight" ? 1 : -1));
+      clock = S.t[frame];
+      draw();
+    }
+  });
   function tick(now) {
     if (playing && F > 1) {
       if (last !== null) {
