@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -226,6 +227,7 @@ def cmd_assemble(args) -> int:
 
 def cmd_simulate(args) -> int:
     from multibody_dynamics.model import load_model
+    from multibody_dynamics.result_meta import write_model_meta
     from multibody_dynamics.rolling import model_constraints
     from multibody_dynamics.simulate import SimulatorConfig, simulate
 
@@ -273,14 +275,16 @@ def cmd_simulate(args) -> int:
     print(f"{model.name}: {result.summary()}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
+        write_model_meta(args.out, "simulate", model)  # the robot, for `multibody animate`
     if args.plot:
-        print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation')}")
+        print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation', model=model)}")
     return 0 if result.success else 1
 
 
 def _simulate_flexible(args) -> int:
-    from multibody_dynamics.flexible.loader import load_flexible_model
+    from multibody_dynamics.flexible.loader import load_flexible_model, resolve_flexible_path
     from multibody_dynamics.flexible.simulation import simulate_flexible
+    from multibody_dynamics.result_meta import write_result_meta
 
     model = load_flexible_model(args.robot)
     for flag, value, n in (("--q0", args.q0, model.nv), ("--v0", args.v0, model.nv),
@@ -297,6 +301,8 @@ def _simulate_flexible(args) -> int:
     print(f"{result.name}: {result.summary()}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
+        write_result_meta(args.out, "simulate", result.name, resolve_flexible_path(args.robot),
+                          flexible=True)
     if args.plot:
         print(f"wrote {result.plot(args.plot)}")
     return 0 if result.success else 1
@@ -604,6 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="run_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run, outputs={"out": "dir"})
+
+    from . import animate_cli  # `multibody animate` and --animate FILE on simulate/run/invert
+    animate_cli.add_parser(sub)
+    animate_cli.add_option(sub.choices)
     return parser
 
 
@@ -611,34 +621,38 @@ def _check_outputs(args) -> None:
     """Every output path of the command, checked before any work: a path that cannot be
     written fails now, not after a long computation (and nothing is created)."""
     for dest, kind in getattr(args, "outputs", {}).items():
-        value = getattr(args, dest, None)
-        if value is None:
-            continue
-        flag = f"--{dest.replace('_', '-')}"
-        path = Path(value)
-        try:
-            if kind == "dir":  # made by the command once it has something to write
-                if path.exists() and not path.is_dir():
-                    raise MultibodyError(f"{flag}: {value} exists and is not a directory")
-                folder = path.absolute()
-                while not folder.exists():
-                    folder = folder.parent
-                if not folder.is_dir():
-                    raise MultibodyError(f"{flag}: {folder} is not a directory")
-            else:
-                if path.is_dir():
-                    raise MultibodyError(f"{flag}: {value} is a directory; expected a file path")
-                if path.exists() and not path.is_file():
-                    raise MultibodyError(f"{flag}: {value} is not a regular file")
-                folder = path.parent
-                if not folder.is_dir():
-                    raise MultibodyError(f"{flag}: the directory {folder} does not exist")
-            import tempfile
+        values = getattr(args, dest, None)
+        for value in values if isinstance(values, list) else [values]:
+            if value is not None:
+                _check_output(f"--{dest.replace('_', '-')}", value, kind)
 
-            with tempfile.TemporaryFile(dir=folder):
-                pass  # a probe: creating a file there works (not /proc, not read-only)
-        except OSError as exc:
-            raise MultibodyError(f"{flag}: cannot write to {value} ({exc.strerror})") from None
+
+def _check_output(flag: str, value, kind: str) -> None:
+    """One output path: ``kind`` "file" (its folder must exist) or "dir" (made later by the
+    command: its nearest existing ancestor must be a folder). A probe file is created and
+    removed there, which catches read-only and special places such as /proc."""
+    path = Path(value)
+    if kind == "dir":
+        if path.exists() and not path.is_dir():
+            raise MultibodyError(f"{flag}: {value} exists and is not a directory")
+        folder = path.absolute()
+        while not folder.exists():
+            folder = folder.parent
+        if not folder.is_dir():
+            raise MultibodyError(f"{flag}: {folder} is not a directory")
+    else:
+        if path.is_dir():
+            raise MultibodyError(f"{flag}: {value} is a directory; expected a file path")
+        if path.exists() and not path.is_file():
+            raise MultibodyError(f"{flag}: {value} is not a regular file")
+        folder = path.parent
+        if not folder.is_dir():
+            raise MultibodyError(f"{flag}: the directory {folder} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise MultibodyError(f"{flag}: cannot write to {value} ({exc.strerror})") from None
 
 
 def main(argv=None) -> int:

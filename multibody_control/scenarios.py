@@ -77,6 +77,7 @@ import pinocchio as pin
 from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError, MultibodyError, SolverError
 from multibody_dynamics.model import MultibodyModel, load_model
+from multibody_dynamics.result_meta import write_model_meta
 from multibody_dynamics.simulate import METHODS as SIM_METHODS
 from multibody_dynamics.simulate import Simulator, SimulatorConfig
 from multibody_dynamics.validation import check_sample_budget
@@ -877,6 +878,7 @@ def write_csv(res: RunResult, path: str | Path) -> Path:
     path = Path(path)
     np.savetxt(path, np.hstack(parts), delimiter=",", header=",".join(cols), comments="",
                fmt="%.10g")
+    write_model_meta(path, "run", model, task_frame=res.scenario.task_frame)
     return path
 
 

@@ -370,30 +370,72 @@ class SimulationResult:
                      f"{self.energy_drift:.3g}" if self.energy.size else "energy       -")
         return "\n".join(lines)
 
-    def plot(self, path: str | Path, title: str = "") -> Path:
-        """PNG: joint positions, residual (log axis) and energy drift over time."""
-        from .plotting import save_figure, subplots
+    def plot(self, path: str | Path, title: str = "", model: MultibodyModel | None = None
+             ) -> Path:
+        """PNG: joint positions, end-effector position, residual (log axis), energy drift.
 
-        fig, axes = subplots(3, 1, figsize=(9, 8), sharex=True)
+        With ``model``, revolute angles are wrapped to (-pi, pi] (a spinning crank stays
+        readable) and the world coordinates of ``model.end_effector`` that move get a panel
+        (the slider position of the slider-crank).  The residual panel is drawn for
+        constrained runs only; legends sit right of the axes, off the data.
+        """
+        from .plotting import (
+            engineering_scale,
+            legend_outside,
+            plain_axis,
+            save_figure,
+            subplots,
+            wrap_angle,
+        )
+
+        revolute = set()
+        ee = None
+        if model is not None:
+            pm = model.pin_model
+            for jid in range(1, pm.njoints):
+                j = pm.joints[jid]
+                if j.nq == 1 and "R" in j.shortname() and "P" not in j.shortname():
+                    revolute.add(j.idx_q)
+            if model.end_effector is not None and self.t.size:
+                fid = model.frame_id(model.end_effector)
+                data = pm.createData()
+                pos = np.zeros((self.t.size, 3))
+                for i, qk in enumerate(self.q):
+                    pin.forwardKinematics(pm, data, qk)
+                    pos[i] = pin.updateFramePlacement(pm, data, fid).translation
+                moving = [k for k in range(3) if np.ptp(pos[:, k]) > 1e-9]
+                ee = (pos, moving) if moving else None
+        panels = ["q"] + (["ee"] if ee is not None else []) + (
+            ["residual"] if self.lam_labels else []) + ["energy"]
+        fig, axes = subplots(len(panels), 1, figsize=(10, 2.6 * len(panels) + 0.6), sharex=True)
         ax = axes[0]
         for k, name in enumerate(self.q_names):
-            ax.plot(self.t, self.q[:, k], lw=1.1, label=name)
-        ax.set_ylabel("q [rad | m]")
-        if len(self.q_names) <= 10:
-            ax.legend(fontsize=7, ncol=3, loc="upper right")
-        ax = axes[1]
-        floor = 1e-17  # zero residuals on a log axis
+            y = wrap_angle(self.q[:, k]) if k in revolute else self.q[:, k]
+            ax.plot(self.t, y, lw=1.1, label=name)
+        ax.set_ylabel("q [rad | m]" + ("\n(angles wrapped to ±π)" if revolute else ""))
+        if len(self.q_names) <= 12:
+            legend_outside(ax)
+        if ee is not None:
+            ax = axes[panels.index("ee")]
+            pos, moving = ee
+            for k in moving:
+                ax.plot(self.t, pos[:, k], lw=1.1, label=f"{model.end_effector}.{'xyz'[k]}")
+            ax.set_ylabel(f"{model.end_effector}\nposition [m]")
+            legend_outside(ax)
         if self.lam_labels:
+            ax = axes[panels.index("residual")]
+            floor = 1e-17  # zero residuals on a log axis
             ax.semilogy(self.t, np.maximum(self.residual, floor), lw=1.1, label="max |phi| [m | rad]")
             ax.semilogy(self.t, np.maximum(self.velocity_residual, floor), lw=1.1,
                         label="max |A v| [m/s | rad/s]")
-            ax.legend(fontsize=7, loc="upper right")
-        else:
-            ax.text(0.5, 0.5, "no constraints", ha="center", va="center", transform=ax.transAxes)
-        ax.set_ylabel("residual")
-        ax = axes[2]
-        ax.plot(self.t, self.energy - self.energy[0] if self.energy.size else self.energy, lw=1.1)
-        ax.set_ylabel("E(t) - E(0) [J]")
+            ax.set_ylabel("residual")
+            legend_outside(ax)
+        ax = axes[-1]
+        drift = self.energy - self.energy[0] if self.energy.size else self.energy
+        factor, unit = engineering_scale(drift, "J")
+        ax.plot(self.t, drift * factor, lw=1.1)
+        plain_axis(ax)
+        ax.set_ylabel(f"E(t) - E(0) [{unit}]")
         ax.set_xlabel("t [s]")
         for a in axes:
             a.grid(alpha=0.3)

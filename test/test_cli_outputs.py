@@ -54,3 +54,13 @@ def test_writable_outputs_pass(tmp_path, capsys):
     out = tmp_path / "new" / "req"  # the command makes the directories it writes to
     assert main(["requirements", "arm7", "demo", "--out", str(out), "--quiet"]) == 0
     assert (out / "arm7_requirements.csv").is_file()
+
+
+def test_animation_outputs_checked_first(tmp_path, capsys):
+    code = main(["simulate", "slider_crank", "--duration", "0.1", "--quiet",
+                 "--out", str(tmp_path / "s.csv"), "--animate", str(tmp_path / "a.html"),
+                 "--animate", "/proc/a.gif"])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--animate: cannot write to /proc/a.gif" in captured.err
+    assert not (tmp_path / "s.csv").exists()

@@ -65,6 +65,7 @@ from multibody_dynamics.flexible.closed import (
 )
 from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
 from multibody_dynamics.flexible.system import FlexibleChain
+from multibody_dynamics.result_meta import write_result_meta
 
 from ..tasks import Task, TimeLaw, straight_line
 from .closed_flexible import ClosedInversion, ClosedOutputServo, invert_closed, track_closed
@@ -249,7 +250,18 @@ def write_flexible_csv(sc: FlexibleInversionScenario, result: InversionResult,
             + [f"u.{n}" for n in sc.chain.joint_names] + ["tracking_error"])
     np.savetxt(path, np.column_stack([result.t, result.q, result.v, result.u, err]), delimiter=",",
                header=",".join(cols), comments="", fmt="%.10g")
+    _write_meta(sc, path, sc.chain.config.name)
     return path
+
+
+def _write_meta(sc, csv_path: Path, name: str) -> None:
+    """The result sidecar (``multibody animate``): the model's name and, when the scenario
+    gives the model as a YAML path, that path."""
+    robot = str(read_scenario_file(sc.path).get("robot", ""))
+    model_path = None
+    if robot.endswith((".yaml", ".yml")):
+        model_path = robot if Path(robot).is_absolute() else Path(sc.path).parent / robot
+    write_result_meta(csv_path, "invert", name, model_path, flexible=True)
 
 
 def plot_flexible(sc, runs, path: str | Path) -> Path:
@@ -611,6 +623,7 @@ def write_closed_csv(sc: ClosedInversionScenario, design: ClosedDesign, path: st
             + [f"u.{n}" for n in sc.system.actuated] + ["tool_error", "tracking_error"])
     np.savetxt(path, np.column_stack([res.t, res.q, res.v, res.u, design.tool_error, sim]),
                delimiter=",", header=",".join(cols), comments="", fmt="%.10g")
+    _write_meta(sc, path, sc.system.name)
     return path
 
 

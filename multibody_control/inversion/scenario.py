@@ -45,6 +45,7 @@ import yaml
 
 from multibody_dynamics.errors import InputError
 from multibody_dynamics.model import MultibodyModel, load_model
+from multibody_dynamics.result_meta import write_model_meta
 from multibody_dynamics.yaml_io import load_yaml
 
 from ..outputs import Output
@@ -315,6 +316,7 @@ def write_csv(result: InversionResult, model: MultibodyModel, path: str | Path) 
     data = np.column_stack([result.t, result.q, result.v, result.u, result.y, result.y_desired])
     header = ",".join(cols)
     np.savetxt(path, data, delimiter=",", header=header, comments="", fmt="%.10g")
+    write_model_meta(path, "invert", model, outputs=list(result.output_names))
     return path
 
 

@@ -74,10 +74,10 @@ class FlexibleSimulation:
         return path
 
     def plot(self, path: str | Path, title: str = "") -> Path:
-        """PNG: joint coordinates, elastic coordinates, energy."""
-        from ..plotting import save_figure, subplots
+        """PNG: joint coordinates, elastic coordinates, energy (legends right of the axes)."""
+        from ..plotting import legend_outside, plain_axis, save_figure, subplots
 
-        fig, axes = subplots(3, 1, figsize=(9, 8), sharex=True)
+        fig, axes = subplots(3, 1, figsize=(10, 8), sharex=True)
         for k, n in enumerate(self.names):
             ax = axes[1] if "." in n else axes[0]
             ax.plot(self.t, self.q[:, k], lw=1.1, label=n)
@@ -85,8 +85,10 @@ class FlexibleSimulation:
         axes[1].set_ylabel("elastic coordinates")
         axes[2].plot(self.t, self.energy, "k", lw=1.1)
         axes[2].set_ylabel("energy [J]")
+        plain_axis(axes[2])  # no "+3.178" offset: the energy reads in J as it is
         for ax in axes[:2]:
-            ax.legend(fontsize=7, ncol=4, loc="upper right")
+            if ax.get_legend_handles_labels()[0]:
+                legend_outside(ax)
         for ax in axes:
             ax.grid(alpha=0.3)
         axes[-1].set_xlabel("t [s]")

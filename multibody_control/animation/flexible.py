@@ -1,0 +1,198 @@
+"""Scene of a planar flexible chain (``multibody_dynamics.flexible``): deformed beams.
+
+Each flexible body is drawn through its modal-data nodes at ``P_k + s Phi_k q_e`` (the Ritz
+approximation of :meth:`FlexibleChain.point_position`, with the elastic coordinates scaled
+by the deformation factor ``s``) in its body frame; the body frames come from
+:meth:`FlexibleChain.frames` evaluated at ``[q_r, s q_e]``, so a child body sits on its
+parent's drawn (scaled) tip.  The chain lies in the world x-y plane.  Rigid bodies are bars
+to their distal point, or a block (a cart) when the distal point is the frame origin.  The
+end-effector path is the true one (unscaled).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from multibody_dynamics.errors import InputError
+
+from .scene import (
+    CLOSURE_COLOR,
+    DESIRED_COLOR,
+    JOINT_COLOR,
+    LINK_COLORS,
+    PATH_COLOR,
+    Scene,
+    Shape,
+    _pose7,
+    _segment_pose,
+)
+
+MAX_SEGMENTS = 12  # cylinders per drawn beam
+MAX_AUTO_SCALE = 1000.0
+
+
+def _rz(th: float) -> np.ndarray:
+    c, s = np.cos(th), np.sin(th)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _node_subset(n_nodes: int, distal: int) -> np.ndarray:
+    idx = np.unique(np.r_[np.linspace(0, n_nodes - 1, MAX_SEGMENTS + 1).round().astype(int),
+                          distal % n_nodes])
+    return idx
+
+
+def auto_deformation_scale(chain, q: np.ndarray) -> float:
+    """Factor that shows the largest elastic deflection (over all samples and nodes) as 10 %
+    of that body's length, rounded down to a 1-2-5 number, within [1, MAX_AUTO_SCALE]; 1 when
+    the deflection is below 1e-6 of the length (round-off of a run at rest, not a shape)."""
+    best = np.inf
+    for i, b in enumerate(chain.bodies):
+        if not b.flexible:
+            continue
+        d = b.modal_data
+        defl = np.einsum("kij,nj->nki", d.node_shapes[:, :2], q[:, chain.elastic_slices[i]])
+        peak = float(np.max(np.linalg.norm(defl, axis=2))) if defl.size else 0.0
+        length = float(np.max(np.linalg.norm(d.node_positions, axis=1)))
+        if peak > 1e-6 * length:
+            best = min(best, 0.1 * length / peak)
+    if not np.isfinite(best):
+        return 1.0
+    return float(min(MAX_AUTO_SCALE, max(1.0, _round_125(best))))
+
+
+def _round_125(x: float) -> float:
+    """Largest 1-2-5 number not above x (so the shown factor is a round one)."""
+    e = 10.0 ** np.floor(np.log10(x))
+    return max(m * e for m in (1, 2, 5) if m * e <= x)
+
+
+def _task_path(res) -> np.ndarray | None:
+    """(N, 3) desired path of the inversion scenario that wrote ``res`` (its task's
+    ``<body>.x``, ``<body>.y`` at the result's times), or None."""
+    from pathlib import Path
+
+    scenario = res.meta.get("scenario")
+    if res.meta.get("kind") != "invert" or not scenario or not Path(scenario).is_file():
+        return None
+    from ..inversion.flexible_scenario import load_flexible_scenario
+
+    task = load_flexible_scenario(scenario).task
+    names = list(task.names)
+    body = next((n.rsplit(".", 1)[0] for n in names if n.endswith(".x")), None)
+    if body is None or f"{body}.y" not in names:
+        return None
+    p = task(res.t)[0]
+    return np.column_stack([p[:, names.index(f"{body}.x")], p[:, names.index(f"{body}.y")],
+                            np.zeros(res.t.size)])
+
+
+def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | None = None
+                   ) -> Scene:
+    """Scene of a :class:`~multibody_dynamics.flexible.system.FlexibleChain` result, or of a
+    :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` one (its spanning chain,
+    and each closure's two points joined by a segment: with an exaggerated deformation the
+    drawn loop may open by the exaggeration, the true one is closed)."""
+    closures, name = (), getattr(chain, "name", None)
+    if hasattr(chain, "chain") and hasattr(chain, "closures"):  # a closed flexible model
+        closures, chain = tuple(chain.closures), chain.chain
+    name = name or chain.config.name
+    q = res.block("q", chain.coordinate_names)
+    if q is None:
+        raise InputError(f"{res.path}: expected columns q.{', q.'.join(chain.coordinate_names)} "
+                         f"of {chain.config.name}")
+    s = auto_deformation_scale(chain, q) if deformation_scale is None else float(deformation_scale)
+    scaled = q.copy()
+    scaled[:, chain.nq_r:] *= s
+
+    # size of the drawing: extent of all nodes over the shown frames
+    reach = 0.0
+    for b in chain.bodies:
+        if b.flexible:
+            reach += float(np.max(np.linalg.norm(b.modal_data.node_positions, axis=1)))
+        else:
+            reach += float(np.linalg.norm(b.distal))
+    reach = reach or 1.0
+    r = 0.012 * reach
+
+    shapes, builders = [], []  # builders: frame poses -> list of SE3 for each shape
+    for i, b in enumerate(chain.bodies):
+        color = LINK_COLORS[i % len(LINK_COLORS)]
+        if b.flexible:
+            d = b.modal_data
+            idx = _node_subset(d.node_positions.shape[0], b.distal_node)
+            for a, c in zip(idx[:-1], idx[1:]):
+                L = float(np.linalg.norm(d.node_positions[c] - d.node_positions[a]))
+                shapes.append(Shape("cylinder", (r, L), color, "link", b.name))
+                builders.append(("seg", i, a, c))
+            shapes.append(Shape("sphere", (r,), color, "link", b.name))
+            builders.append(("node", i, int(idx[-1]), None))
+        elif np.linalg.norm(b.distal) > 1e-9:
+            shapes.append(Shape("cylinder", (r, float(np.linalg.norm(b.distal))), color, "link",
+                                b.name))
+            builders.append(("bar", i, None, None))
+        else:  # a cart: a block on the frame
+            shapes.append(Shape("box", (0.06 * reach, 0.03 * reach, 0.02 * reach), color,
+                                "link", b.name))
+            builders.append(("block", i, None, None))
+        shapes.append(Shape("sphere", (1.8 * r,), JOINT_COLOR, "joint", b.joint))
+        builders.append(("joint", i, None, None))
+
+    poses = np.zeros((frames.size, len(shapes) + 2 * len(closures), 7))
+    for f, k in enumerate(frames):
+        fr = chain.frames(scaled[k])
+        for j, (what, i, a, c) in enumerate(builders):
+            p0, th = fr[i]
+            R, p = _rz(th), np.r_[p0, 0.0]
+            if what in ("seg", "node"):
+                b = chain.bodies[i]
+                d, qe = b.modal_data, scaled[k, chain.elastic_slices[i]]
+
+                def node(n, d=d, qe=qe, R=R, p=p):
+                    return p + R @ np.r_[d.node_positions[n] + d.node_shapes[n, :2] @ qe, 0.0]
+
+                M = _segment_pose(node(a), node(c)) if what == "seg" else pin.SE3(
+                    np.eye(3), node(a))
+            elif what == "bar":
+                tip = p + R @ np.r_[chain.bodies[i].distal, 0.0]
+                M = _segment_pose(p, tip)
+            elif what == "block":
+                M = pin.SE3(R, p)
+            else:
+                M = pin.SE3(np.eye(3), p)
+            poses[f, j] = _pose7(M)
+
+    for c in closures:
+        for _ in range(2):
+            shapes.append(Shape("sphere", (2.5 * r,), CLOSURE_COLOR, "closure", c.name))
+    segments = np.zeros((frames.size, len(closures), 2, 3))
+    n_body = len(builders)
+    for f, k in enumerate(frames):
+        for m, c in enumerate(closures):
+            a = np.r_[chain.point_position(scaled[k], c.body_a, c.node_a), 0.0]
+            b = (np.r_[chain.point_position(scaled[k], c.body_b, c.node_b), 0.0]
+                 if c.body_b is not None else np.r_[c.point_b, 0.0])
+            segments[f, m] = a, b
+            poses[f, n_body + 2 * m] = np.r_[a, 0, 0, 0, 1]
+            poses[f, n_body + 2 * m + 1] = np.r_[b, 0, 0, 0, 1]
+
+    paths = []
+    ee = chain.config.end_effector
+    if ee is not None:
+        pts = np.array([np.r_[chain.point_position(qk, ee), 0.0] for qk in q])
+        paths.append({"name": f"{ee} tip path (true, unscaled)", "color": PATH_COLOR,
+                      "dashed": False, "points": pts[:: max(1, len(pts) // 600)]})
+    desired = _task_path(res)
+    if desired is not None:
+        paths.append({"name": "desired path", "color": DESIRED_COLOR, "dashed": True,
+                      "points": desired[:: max(1, len(desired) // 600)]})
+    kind = res.meta.get("kind", "result")
+    scene = Scene(t=res.t[frames], shapes=shapes, poses=poses,
+                  segments=segments, paths=paths,
+                  title=f"{name}: {kind} ({res.path.name}), deformation x{s:g}",
+                  scale=reach, deformation_scale=s)
+    scene.info = (f"{frames.size} frames, t = {res.t[0]:.3g} to {res.t[-1]:.3g} s; elastic "
+                  f"deformation drawn {s:g} times its size"
+                  + (f"; {len(closures)} closure(s)" if closures else ""))
+    return scene
