@@ -105,6 +105,11 @@ def _payload(args, model):
                                         args.payload_torque))
     if not given:
         return None
+    if args.payload_com is not None and not args.payload_mass and args.payload_force is None:
+        raise MultibodyError("--payload-com: has no effect without --payload-mass (or a "
+                             "--payload-force acting there); give the payload's mass in kg")
+    if args.payload_force_point is not None and args.payload_force is None:
+        raise MultibodyError("--payload-force-point: has no effect without --payload-force")
     return Payload(
         mass=args.payload_mass or 0.0,
         com=tuple(args.payload_com or (0, 0, 0)),
@@ -273,6 +278,11 @@ def cmd_simulate(args) -> int:
     result = simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
                       constraints=model_constraints(model), output_dt=args.output_dt)
     print(f"{model.name}: {result.summary()}")
+    if v0 is not None and result.v.shape[0] and not np.allclose(result.v[0], v0, rtol=0,
+                                                                 atol=1e-12):
+        print(f"note: --v0 was projected onto the closures (A v = 0): used "
+              f"{np.array2string(result.v[0], precision=6)} instead of "
+              f"{np.array2string(v0, precision=6)}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
         write_model_meta(args.out, "simulate", model)  # the robot, for `multibody animate`

@@ -23,7 +23,8 @@ from multibody_dynamics.errors import InputError, SolverError
 from multibody_dynamics.model import MultibodyModel
 
 _AXES = {"x": 0, "y": 1, "z": 2}
-_TERM = re.compile(r"^([+-]?)((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)?\*?([A-Za-z_][\w.]*)$")
+# sign, optional coefficient (a "*" only after one), joint name: "-0.5*beta", "2beta", "x"
+_TERM = re.compile(r"^([+-]?)(?:((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\*?)?([A-Za-z_][\w.]*)$")
 
 
 @dataclass(frozen=True)

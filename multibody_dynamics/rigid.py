@@ -60,8 +60,13 @@ class Payload:
         if not np.isfinite(self.mass) or self.mass < 0:
             raise InputError(f"payload mass: expected a finite number >= 0 kg, got {self.mass}")
         for name in ("com", "force", "torque") + (("force_point",) if self.force_point is not None else ()):
-            object.__setattr__(self, name, tuple(as_vector(getattr(self, name), 3, f"payload {name}")))
+            vec = as_vector(getattr(self, name), 3, f"payload {name}")
+            if not np.all(np.isfinite(vec)):
+                raise InputError(f"payload {name}: expected finite numbers, got {vec.tolist()}")
+            object.__setattr__(self, name, tuple(vec))
         inertia = np.asarray(self.inertia, float)
+        if not np.all(np.isfinite(inertia)):
+            raise InputError("payload inertia: expected finite numbers")
         if inertia.shape != (3, 3):
             raise DimensionError(f"payload inertia: expected shape (3, 3), got {inertia.shape}")
         if not np.allclose(inertia, inertia.T) or np.linalg.eigvalsh(inertia)[0] < -1e-12:

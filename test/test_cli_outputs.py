@@ -1,4 +1,5 @@
-"""Output paths and run sizes are checked before any work starts: one line, exit 2."""
+"""Output paths, run sizes and inputs that would give a silently wrong result are checked
+before any work starts: one line, exit 2."""
 
 import pytest
 
@@ -25,6 +26,15 @@ from multibody_dynamics.model.resources import share_dir
      ["--dt", "longer than the duration"]),
     (["simulate", "arm7", "--duration", "1e6"], ["1e+09 samples", "--output-dt"]),
     (["assemble", "five_bar", "--out", "{tmp}"], ["--out", "is a directory"]),
+    # these used to run and write NaN loads, ignore the com, or read '+*alpha1' as '+alpha1'
+    (["requirements", "arm7", "demo", "--payload-mass", "2", "--payload-force", "nan", "0", "0",
+      "--out", "{tmp}/r"], ["payload force", "finite"]),
+    (["requirements", "arm7", "demo", "--payload-com", "0", "0", "0.05", "--out", "{tmp}/r"],
+     ["--payload-com", "without --payload-mass"]),
+    (["requirements", "arm7", "demo", "--payload-mass", "1", "--payload-force-point", "0", "0",
+      "0", "--out", "{tmp}/r"], ["--payload-force-point", "without --payload-force"]),
+    (["analyze", "passive_arm", "--output", "x +* alpha1, alpha1, alpha2 + 0.5*beta"],
+     ["cannot read term '+*alpha1'"]),
 ])
 def test_refused_before_the_work(tmp_path, capsys, argv, words):
     (tmp_path / "file.txt").write_text("x")
@@ -64,3 +74,13 @@ def test_animation_outputs_checked_first(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and "--animate: cannot write to /proc/a.gif" in captured.err
     assert not (tmp_path / "s.csv").exists()
+
+
+def test_projected_initial_velocity_is_reported(capsys):
+    assert main(["simulate", "slider_crank", "--duration", "0.05", "--quiet", "--v0", "1",
+                 "1"]) == 0
+    out = capsys.readouterr().out
+    assert "note: --v0 was projected onto the closures" in out
+    assert main(["simulate", "slider_crank", "--duration", "0.05", "--quiet", "--v0", "1",
+                 "-2"]) == 0  # at the rest configuration A = [2l, l]: A v = 0 already
+    assert "projected" not in capsys.readouterr().out
