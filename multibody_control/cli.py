@@ -277,7 +277,7 @@ def cmd_simulate(args) -> int:
                                  singular_branch=args.singular_branch)
     result = simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
                       constraints=model_constraints(model), output_dt=args.output_dt)
-    print(f"{model.name}: {result.summary()}")
+    print(f"{model.name}: {result.summary(dissipative=bool(np.any(model.damping)))}")
     if v0 is not None and result.v.shape[0] and not np.allclose(result.v[0], v0, rtol=0,
                                                                  atol=1e-12):
         print(f"note: --v0 was projected onto the closures (A v = 0): used "

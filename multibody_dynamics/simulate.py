@@ -347,8 +347,11 @@ class SimulationResult:
             writer.writerows(self.table().tolist())
         return path
 
-    def summary(self) -> str:
-        """A few lines: outcome, counters, residuals, energy drift, realtime factor."""
+    def summary(self, dissipative: bool = False) -> str:
+        """A few lines: outcome, counters, residuals, energy drift, realtime factor.
+
+        ``dissipative``: the model has dampers, so its energy change is no drift (nor is it
+        where inputs act: ``tau`` not zero)."""
         rej = "unknown" if self.nrejected is None else str(self.nrejected)
         span = float(self.t[-1] - self.t[0]) if self.t.size else 0.0
         lines = [
@@ -366,9 +369,21 @@ class SimulationResult:
                 f"residual     max |phi| = {self.max_residual:.3g} (m | rad), "
                 f"max |A v| = {self.max_velocity_residual:.3g} (m/s | rad/s)",
             ]
-        lines.append(f"energy       E(0) = {self.energy[0]:.6g} J, relative drift "
-                     f"{self.energy_drift:.3g}" if self.energy.size else "energy       -")
+        lines.append(self._energy_line(dissipative))
         return "\n".join(lines)
+
+    def _energy_line(self, dissipative: bool) -> str:
+        """The change of E = T + V in J; a relative drift only where it checks conservation:
+        E not zero everywhere, no input and no damper doing work."""
+        if not self.energy.size:
+            return "energy       -"
+        dev = float(np.max(np.abs(self.energy - self.energy[0])))
+        line = f"energy       E(0) = {self.energy[0]:.6g} J, max |E - E(0)| = {dev:.3g} J"
+        if dissipative or np.any(self.tau != 0.0):
+            return line + " (inputs or dampers do work: a change, not a drift)"
+        if np.any(self.energy != 0.0):
+            return line + f", relative drift {self.energy_drift:.3g}"
+        return line + " (zero energy throughout: no relative drift)"
 
     def plot(self, path: str | Path, title: str = "", model: MultibodyModel | None = None
              ) -> Path:

@@ -84,3 +84,17 @@ def test_projected_initial_velocity_is_reported(capsys):
     assert main(["simulate", "slider_crank", "--duration", "0.05", "--quiet", "--v0", "1",
                  "-2"]) == 0  # at the rest configuration A = [2l, l]: A v = 0 already
     assert "projected" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, expected", [
+    # five_bar at rest without gravity in its plane: no energy at all
+    (["five_bar"], "(zero energy throughout: no relative drift)"),
+    # passive_arm's spring joint has a damper (0.25 N m s/rad)
+    (["passive_arm", "--v0", "0", "0", "0", "1"], "(inputs or dampers do work"),
+    (["arm7", "--tau", "1", "0", "0", "0", "0", "0", "0"], "(inputs or dampers do work"),
+    (["arm7"], "relative drift"),
+])
+def test_energy_line_says_what_it_measures(capsys, argv, expected):
+    assert main(["simulate", *argv, "--duration", "0.05", "--quiet"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("energy"))
+    assert expected in line and "max |E - E(0)| = " in line
