@@ -91,7 +91,14 @@ def test_run_writes_csv_and_plot(tmp_path):
     png = plot(result, sc.model, tmp_path / "r.png", verification=ver)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = summary(result, ver)
-    assert "open-loop check" in text and "ode" in text
+    assert "open-loop check" in text and "ode" in text and "warning" not in text
+    # a successful inverse model whose end effector misses the path is flagged, not "ok"
+    # alone (the shipped causal scenario: 365.8 mm open loop)
+    from dataclasses import replace
+
+    far = replace(ver, max_error=0.3658)
+    assert "misses the desired path by 365.8 mm" in summary(result, far)
+    assert "free parameters" in summary(replace(result, method="causal"), far)
 
 
 def test_cli_invert_and_analyze(tmp_path, capsys):
