@@ -48,7 +48,7 @@ setup(
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro"],
         "ros": ROS,
-        "dev": ["ruff"],
+        "dev": ["ruff", "mypy", "types-PyYAML", "mkdocs-material"],  # lint, types, `make docs`
     },
     zip_safe=True,
     maintainer="multibody_suite maintainers",
