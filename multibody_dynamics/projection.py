@@ -4,7 +4,7 @@ Aghili, F., "A unified approach for inverse and direct dynamics of constrained
 multibody systems based on linear projection operator: applications to control
 and simulation", IEEE T-RO 21(5), 2005.  Every equation of the source text was
 lost in the OCR; the equations below follow the reconstruction in the project's
-source notes (NOTES.md, document 001), checked numerically here against a minimum-norm
+readings (docs/derivations.md, "Aghili (2005)"), checked numerically here against a minimum-norm
 KKT solve, coordinate partitioning and pinocchio (``test/test_projection.py``).
 
 Notation (``q`` (nq,), ``v``, ``a``, ``tau`` (nv,), ``A`` (m, nv)):

@@ -15,7 +15,7 @@ One entry point, :func:`invert`, returns an :class:`InversionResult` for
 * ``"stable"``: stable inversion (Def. 3.7) -- a two-point boundary value problem for
   eta on an extended interval [t0 - t_pre, tf + t_post] with the start on the unstable
   and the end on the stable eigenspace of the linearized zero dynamics: B^s (eta(ta) -
-  eta0) = 0 and B^u (eta(tb) - etaf) = 0 (labels of the printed (3.76) swapped, see NOTES.md),
+  eta0) = 0 and B^u (eta(tb) - etaf) = 0 (labels of the printed (3.76) swapped, see docs/derivations.md),
   solved with ``scipy.integrate.solve_bvp`` (the analogue of Matlab's bvp5c);
 * ``"quasi_static"``: quasi-static compensation of the deflection of elastic passive joints
   (Seifried Sect. 6.1, :mod:`.quasi_static`); the output is the task, a feedback law must
