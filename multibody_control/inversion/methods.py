@@ -238,7 +238,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
             bar.close()
 
 
-def _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_start, t_end, rtol,
+def _invert(model, output, task, method, servo, desired, start, t0, tf, dt, t_start, t_end, rtol,  # noqa: C901
             atol, decay_tol, max_nodes, bvp_tol, eta_limit, max_step, euler_dt, guess, verbose):
     ytraj = desired
     n = servo.nu_int

@@ -140,7 +140,7 @@ def load_inversion_scenario(path: str | Path) -> InversionScenario:
     return inversion_scenario_from_mapping(rest, model, path)
 
 
-def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path | None = None,
+def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path | None = None,  # noqa: C901
                                     where: str | None = None) -> InversionScenario:
     """Validate the inversion keys of a scenario (all of :func:`load_inversion_scenario`'s but
     ``robot``) given as a mapping, for ``model``.

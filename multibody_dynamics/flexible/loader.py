@@ -177,7 +177,7 @@ def read_flexible_config(path: str | Path) -> FlexibleChainConfig:
     return _config_from(w, w.load("flexible model", "a mapping with 'name' and 'bodies'"))
 
 
-def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:
+def _config_from(w: YamlChecker, raw) -> FlexibleChainConfig:  # noqa: C901
     """The checked :class:`FlexibleChainConfig` of a flexible model file's content ``raw``."""
     w.mapping(raw, "", _TOP)
     for req in ("name", "bodies"):
