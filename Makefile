@@ -29,7 +29,12 @@ demo: venv
 
 test: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The library tests without the ROS/DDS ones and those over about 10 s (markers in setup.cfg).
+test-fast: venv
+	$(PY) -m pytest -q -m "not ros and not slow" $(PYTEST_ARGS)
 
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
@@ -39,6 +44,7 @@ bench: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 urdf: venv
 	$(PY) tools/make_robots.py
