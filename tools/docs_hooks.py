@@ -1,5 +1,7 @@
 """MkDocs hooks (``hooks:`` in mkdocs.yml): figures and schemas come from their sources.
 
+Each marker stands alone on its line.
+
 - ``<!-- bench:TABLE -->`` or ``<!-- bench:TABLE SUITE,SUITE -->`` becomes the Markdown table of
   :func:`bench.report.table` over bench/results.json, so the figures on the site are the last
   ``make bench`` run's.
@@ -25,8 +27,9 @@ if str(ROOT) not in sys.path:
 
 from bench import report  # noqa: E402  (needs the repository root on sys.path)
 
-MARKER = re.compile(r"<!--\s*bench:(?P<table>\w+)(?:\s+(?P<suites>[\w,]+))?\s*-->")
-SCHEMA = re.compile(r"<!--\s*schema:(?P<path>[\w/.]+\.py)(?:#(?P<n>\d+))?\s*-->")
+# A marker stands alone on its line (so that a page can quote one inside backticks).
+MARKER = re.compile(r"^<!--\s*bench:(?P<table>\w+)(?:\s+(?P<suites>[\w,]+))?\s*-->$", re.M)
+SCHEMA = re.compile(r"^<!--\s*schema:(?P<path>[\w/.]+\.py)(?:#(?P<n>\d+))?\s*-->$", re.M)
 
 
 def literal_blocks(path: Path) -> list[str]:
@@ -72,7 +75,9 @@ def expand(markdown: str, results: dict | None = None) -> str:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 (MkDocs API)
+    from mkdocs.exceptions import PluginError  # only under MkDocs
+
     try:
         return expand(markdown)
     except report.ReportError as exc:
-        raise SystemExit(f"{page.file.src_path}: {exc}") from None
+        raise PluginError(f"{page.file.src_path}: {exc}") from None

@@ -4,6 +4,7 @@
 ``config/robots/`` file with a ``bodies`` list). Schema (every key validated; unknown keys are
 errors naming the key)::
 
+    description: free text
     robot: flexible_manipulator     # shipped flexible model or a flexible-model YAML path
     task:
       t0: 0.2                       # s

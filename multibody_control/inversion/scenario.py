@@ -2,6 +2,7 @@
 
 Schema (every key validated; unknown keys are errors naming the key)::
 
+    description: free text
     robot: passive_arm              # shipped name or model-YAML path (relative to this file)
     task:
       t0: 0.2                       # s, start of the motion
