@@ -76,7 +76,7 @@ def ratios(results: dict, suites: list[str]) -> str:
             return "—"
         return t + ("" if e.get("meets_target", True) else " (**missed**)")
 
-    rows = ([e["name"], f"`{e['baseline']}`", _num(e["ratio"]), _num(e["time_us"]),
+    rows = ([e["name"], e["baseline"], _num(e["ratio"]), _num(e["time_us"]),
              _num(e["baseline_time_us"]), target(e)]
             for e in _suites(results, suites) if "ratio" in e)
     return _rows(["benchmark", "baseline", "ratio", "time [µs]", "baseline [µs]", "target"], rows)
