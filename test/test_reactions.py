@@ -337,6 +337,7 @@ def test_requirements_analysis_rejects_closed_loops(models):
 
 
 # ---------------------------------------------------------------- the CLI
+@pytest.mark.slow
 def test_cli_requirements_demo(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["requirements", "cart_double_pendulum", "demo", "--out", str(out), "--quiet",
