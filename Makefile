@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # (measured 10x slower scipy expm on a busy 2-core machine), so run single-threaded.
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: venv demo test bench lint clean urdf
+.PHONY: venv demo test test-fast bench lint docs clean urdf
 
 venv: $(STAMP)
 
@@ -29,16 +29,25 @@ demo: venv
 
 test: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The library tests without the ROS/DDS ones and those over about 10 s (markers in setup.cfg).
+test-fast: venv
+	$(PY) -m pytest -q -m "not ros and not slow" $(PYTEST_ARGS)
+
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: venv
 	$(PY) bench/run.py --out bench/results.json
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 urdf: venv
 	$(PY) tools/make_robots.py
 
 clean:
-	rm -rf $(VENV) $(OUT) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(OUT) build site *.egg-info .pytest_cache

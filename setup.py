@@ -50,7 +50,7 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro",
                  "example-robot-data"],  # real robot URDFs (test_real_robots.py)
         "ros": ROS,
-        "dev": ["ruff"],
+        "dev": ["ruff", "mypy", "types-PyYAML", "mkdocs-material"],  # lint, types, `make docs`
     },
     zip_safe=True,
     maintainer="multibody_suite maintainers",

@@ -222,7 +222,7 @@ def load_run_scenario(path: str | Path, overrides: dict | None = None) -> RunSce
     return scenario_from_mapping(raw, path)
 
 
-def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:
+def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  # noqa: C901
     """Validate a scenario given as a mapping (``path`` labels errors, resolves robot paths)."""
     where = path or "scenario"
     raw = _mapping(where, "", raw, _TOP)
@@ -653,7 +653,7 @@ def _frame_positions(model, frame, Q):
     return out
 
 
-def run_scenario(sc: RunScenario, progress: bool = False,
+def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
                  reference: SampledReference | None = None) -> RunResult:
     """Run the closed loop (see the module docstring); never raises on divergence."""
     model = sc.model

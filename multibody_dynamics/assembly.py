@@ -148,7 +148,7 @@ def _check_given(model, given, joints):
     return out
 
 
-def assemble(model: MultibodyModel, given: Mapping[str, float] | None = None, guess=None,
+def assemble(model: MultibodyModel, given: Mapping[str, float] | None = None, guess=None,  # noqa: C901
              branch: Mapping[str, int] | None = None, *, starts: int = 16, seed: int = 0,
              tol: float = 1e-10) -> AssemblyResult:
     """Solve the closures ``phi(q) = 0`` for the coordinates not ``given``.

@@ -705,7 +705,7 @@ class ElasticJoints:
             dq[r] = h * v_r + 0.5 * h * h * eq.a_rigid0 - eq.G @ (dq[e] - h * eq.dtheta)
         return pin.integrate(self._pm, q, dq), v1
 
-    def simulate(self, duration: float, h: float, q0=None, v0=None,
+    def simulate(self, duration: float, h: float, q0=None, v0=None,  # noqa: C901
                  tau: TorqueFn | np.ndarray | None = None, motion: MotionFn | None = None,
                  output_dt: float | None = None, scheme: str = "start") -> ElasticSimulationResult:
         """Fixed-step simulation with :meth:`step` (control period ``h``).

@@ -4,7 +4,7 @@ Aghili, F., "A unified approach for inverse and direct dynamics of constrained
 multibody systems based on linear projection operator: applications to control
 and simulation", IEEE T-RO 21(5), 2005.  Every equation of the source text was
 lost in the OCR; the equations below follow the reconstruction in the project's
-source notes (NOTES.md, document 001), checked numerically here against a minimum-norm
+readings (docs/derivations.md, "Aghili (2005)"), checked numerically here against a minimum-norm
 KKT solve, coordinate partitioning and pinocchio (``test/test_projection.py``).
 
 Notation (``q`` (nq,), ``v``, ``a``, ``tau`` (nv,), ``A`` (m, nv)):
@@ -440,7 +440,7 @@ class ManifoldProjectionResult:
 # The SVD of A is a one-sided Jacobi SVD (accurate to eps * sigma_max like LAPACK's), the solve an
 # LU with partial pivoting; results equal the numpy path to round-off (checked in
 # test/test_projection_fast.py and before every benchmark).
-def _closure_rows(v, J, dJ, H, cl, cf, A, gamma):  # pragma: no cover - numba
+def _closure_rows(v, J, dJ, H, cl, cf, A, gamma):  # pragma: no cover - numba  # noqa: C901
     """Fills the closure rows ``A`` (m, nv) and their bias ``gamma`` (m,) from the world joint
     Jacobians ``J``, their variation ``dJ`` and the frame placements ``H`` (see above)."""
     nv = J.shape[1]
@@ -543,7 +543,7 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma):  # pragma: no cover - numba
                               + G[r, 0] * wrd[0] + G[r, 1] * wrd[1] + G[r, 2] * wrd[2])
 
 
-def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
+def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba  # noqa: C901
     """Returns ``(a, f_c, lam, rank, residual)``; ``cl`` (nc, 6) ints [slot a, slot b, row
     offset, position rows, rotation rows, m], ``cf`` (nc, 90 + nv) [D (3x3), L_g (9x9), sel (nv)],
     ``par`` [rank_atol, rank_rtol, variant code, alpha]."""
@@ -743,7 +743,7 @@ def _jacobi_columns(B, Q):  # pragma: no cover - numba
             break
 
 
-def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, passive,
+def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, passive,  # noqa: C901
                              f_cmd_lam, mode):  # pragma: no cover - numba
     """Projected inverse dynamics of a commanded motion (Aghili 2005 eqs. 45, 51, 59-62) for the
     controllers, after one ``computeAllTerms`` (M, nle, J, dJ) and the frame placements H.

@@ -1,7 +1,7 @@
 """Quasi-velocity formulation of unconstrained and constrained dynamics (Aghili 2010).
 
 Aghili, F., "Modeling and control of mechanical systems in terms of quasi-velocities",
-book chapter, 2010 (source document 000 of the project notes).  Notation: Aghili's
+book chapter, 2010 (readings: docs/derivations.md, "Aghili (2010)").  Notation: Aghili's
 quasi-velocity ``v`` is called ``nu`` here, because ``v`` is pinocchio's joint velocity
 ``q'``; his generalized force ``f`` (gravity included) is ``tau + tau_s - g(q)``.
 
@@ -9,7 +9,7 @@ quasi-velocity ``v`` is called ``nu`` here, because ``v`` is pinocchio's joint v
   quasi-velocities ``nu = W^T v`` (6a), quasi-forces ``u = W^{-1} f`` (6b), kinetic
   energy ``T = 1/2 ||nu||^2`` (12).
 * Equation of motion ``nu' + Gamma nu = u`` (7a).  The ``Gamma`` of eq. (7b) is not
-  skew-symmetric; the reading used here is the skew-symmetric one of the project's errata,
+  skew-symmetric; the reading used here is the skew-symmetric one of docs/derivations.md,
   built from pinocchio's Coriolis matrix ``C`` (``M' = C + C^T``)::
 
       Gamma = W^{-1} (C - W W'^T) W^{-T} = Y - X^T,

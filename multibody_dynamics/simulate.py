@@ -834,7 +834,7 @@ class _SingularMonitor:
         return float(s[r - 1]), float(u @ dA @ w) / (2.0 * eta)
 
 
-def _run_adaptive(sim: Simulator, t_out: np.ndarray, u_at, rec: _Recorder, bar):
+def _run_adaptive(sim: Simulator, t_out: np.ndarray, u_at, rec: _Recorder, bar):  # noqa: C901
     """Adaptive integration between output samples, projection at each sample; with
     ``singular_branch = "continue"`` also at the entry of the neighbourhood of a singular
     configuration, which one RK4 step then bridges (module notes)."""

@@ -49,3 +49,15 @@ def assembled(model, rng, guess):
     assert res.success, res.message
     v = pd.project_velocity(res.q, rng.normal(size=model.nv))
     return res.q, v, rng.normal(size=model.nv)
+
+
+# Test files that need rclpy and start ROS 2 nodes or DDS (or parse the launch files through
+# ROS) are marked `ros` by file name, so `pytest -m "not ros"` runs the library tests alone
+# (docs/contributing.md).
+ROS_TEST_FILES = ("test_ros_", "test_launch_")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name.startswith(ROS_TEST_FILES):
+            item.add_marker(pytest.mark.ros)

@@ -152,6 +152,7 @@ def test_four_bar_revolute_closure_is_redundant(models):
     assert np.all(A[2:] == 0.0)
 
 
+@pytest.mark.slow
 def test_pfaffian_rows(models, rng):
     """A Pfaffian constraint carrying the slider-crank's own rows gives the same dynamics."""
     model = models["slider_crank"]

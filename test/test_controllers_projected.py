@@ -67,7 +67,8 @@ def closed_loop(model, ctl, ref, e0, duration, dt, wrenches=(), measure=False):
     return (np.array(ts), np.array(errs), np.array(lams), np.array(norms), np.array(passive))
 
 
-@pytest.mark.parametrize("robot,amp", [("five_bar", 0.2), ("slider_crank", 0.3)])
+@pytest.mark.parametrize("robot,amp", [pytest.param("five_bar", 0.2, marks=pytest.mark.slow),
+                                      ("slider_crank", 0.3)])
 def test_error_follows_the_linear_error_dynamics(models, robot, amp):
     """e'' + kd e' + kp e = 0 (Aghili 2005 eq. 47): from e(0) = e0, e'(0) = 0 with critical
     damping, e(t) = e0 (1 + W t) exp(-W t)."""

@@ -91,6 +91,7 @@ def runs(models):
     return {force: closed_loop(model, force, True, 3.0, 2e-3) for force in (False, True)}
 
 
+@pytest.mark.slow
 def test_eps_decays_at_rate_kd_and_tracking_converges(models):
     """Exact closed loop: eps' = -(Gamma_r + K_d) eps with Gamma_r skew, so for K_d = 5 I
     ||eps(t)|| = ||eps0|| e^{-5 t}; then theta~ -> 0."""
@@ -108,6 +109,7 @@ def test_eps_decays_at_rate_kd_and_tracking_converges(models):
 
 
 @pytest.mark.parametrize("force", [False, True])
+@pytest.mark.slow
 def test_theta_error_is_exponential_from_eps0_zero(runs, force):
     """From eps(0) = 0: theta~ = E0 e^{-K_p t} (eq. 37 with eps = 0), with or without u_o."""
     r = runs[force]
@@ -120,6 +122,7 @@ def test_theta_error_is_exponential_from_eps0_zero(runs, force):
     assert np.max(np.abs(r["err"][-500:])) < 4e-3
 
 
+@pytest.mark.slow
 def test_force_control_sets_lambda_and_u_o_zero_minimizes_u(runs):
     free, ff = runs[False], runs[True]
     # (47) sets the multiplier algebraically: the plant's lambda is 50 N at every sample,

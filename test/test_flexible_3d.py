@@ -523,6 +523,7 @@ SPIN_CASES = [(dict(), "body", 1e-3), (dict(), "inertial", 1e-3),
 
 
 @pytest.mark.parametrize("options, frame, scale", SPIN_CASES)
+@pytest.mark.slow
 def test_free_spinning_body_conserves_energy_and_momentum(data3, options, frame, scale, rng):
     body = FlexibleBody3D(data3, FlexibleBody3DConfig(gravity=(0.0, 0.0, 0.0),
                                                       velocity_frame=frame, **options))

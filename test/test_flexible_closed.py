@@ -75,7 +75,7 @@ def tool_state(tool):
 # ---------------------------------------------------------------- closure rows
 
 
-@pytest.mark.parametrize("angle", [False, True])
+@pytest.mark.parametrize("angle", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_constraint_jacobian_and_bias_match_finite_differences(rng, angle):
     chain = serial_links((L, D, L, 0.3))
     closure = PlanarClosure("cut", "link3", body_b="link4", node_b=4, angle=angle,
@@ -131,6 +131,7 @@ def test_projection_reaches_the_manifold(rng):
 # ---------------------------------------------------------------- simulation
 
 
+@pytest.mark.slow
 def test_simulation_keeps_the_loop_closed_and_conserves_energy(rng):
     system = parallelogram(modes=1)
     q, v = assembled_state(system, -0.4, rng, elastic=0.002)
@@ -168,6 +169,7 @@ def test_rigid_parallelogram_matches_the_pendulum_equation():
     np.testing.assert_allclose(sim.q[:, 0] + sim.q[:, 1], 0.0, atol=1e-9)  # coupler translates
 
 
+@pytest.mark.slow
 def test_stiff_flexible_parallelogram_tends_to_the_rigid_motion():
     th0, t = -0.3, np.linspace(0.0, 0.15, 7)
     ref = pendulum_oracle(th0, t)
@@ -292,6 +294,7 @@ def test_servo_inputs_reproduce_the_accelerations(tool, tool_state, rng):
     np.testing.assert_allclose(tool.forward_dynamics(q, v, u), a, atol=1e-7 * np.abs(a).max())
 
 
+@pytest.mark.slow
 def test_stable_inversion_solves_the_internal_dynamics():
     """Dichotomy sweeps on a small tool model: η solves η' = f(t, η) with the stable part at
     rest at the start and the unstable part at rest at the end."""

@@ -96,6 +96,7 @@ def test_servo_zero_dynamics_match_the_independent_formulation(chain, y0):
     np.testing.assert_allclose(Q, ref, atol=1e-8 * np.abs(ref).max())
 
 
+@pytest.mark.slow
 def test_stable_inversion_is_an_exact_inverse_model(chain, designs):
     result = designs[1]["stable"][0]
     assert result.t_pre > 0 and result.t[0] < result.t0 - 0.9 * result.t_pre  # pre-actuation
@@ -111,6 +112,7 @@ def test_stable_inversion_is_an_exact_inverse_model(chain, designs):
     assert np.abs(result.u[0]).max() < 1e-3 * np.abs(result.u).max()
 
 
+@pytest.mark.slow
 def test_quasi_static_compensation_puts_the_deformed_end_point_on_the_path(chain, designs):
     task, out = designs
     result = out["quasi_static"][0]
@@ -131,6 +133,7 @@ def test_quasi_static_compensation_puts_the_deformed_end_point_on_the_path(chain
     assert err < 0.25 * np.abs(qe_pred[:, 0]).max()
 
 
+@pytest.mark.slow
 def test_section_6_4_ranking_of_the_feedforward_designs(designs):
     """Sect. 6.4.1 (Figs. 6.5, 6.6, 6.8): rigid >> quasi-static (< 1 mm) >> stable inversion
     (< 0.1 mm), joints tracked by a stiff PD law. The book's absolute errors (several cm for
@@ -161,6 +164,7 @@ def test_bad_inputs(chain):
 SCENARIO = Path(__file__).resolve().parent.parent / "config/scenarios/invert_flexible_manipulator.yaml"
 
 
+@pytest.mark.slow
 def test_cli_runs_the_flexible_scenario(tmp_path, capsys):
     # the rigid design only (fast); the shipped scenario runs all four in `make bench`
     assert main(["invert", str(SCENARIO), "--method", "rigid", "--out", str(tmp_path), "--quiet"]) == 0
@@ -217,6 +221,7 @@ def test_cli_check_flexible_models(tmp_path, capsys):
 BOOK_SCENARIO = SCENARIO.with_name("invert_flexible_manipulator_book.yaml")
 
 
+@pytest.mark.slow
 def test_book_variant_reproduces_all_three_statements_of_section_6_4_1():
     """Seifried Sect. 6.4.1 with ``flexible_manipulator_book`` (arm-1 strip 0.9 mm by the Γ
     erratum, rigid parts 0.6 kg / 0.15 kg chosen, see its header): rigid feedforward several

@@ -83,6 +83,7 @@ def test_shipped_scenario_is_the_bench_task():
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_small_tool_runs_both_designs_and_the_plant_check(small):
     sc = load_flexible_scenario(small)
     runs = run_flexible_scenario(sc)
@@ -102,6 +103,7 @@ def test_small_tool_runs_both_designs_and_the_plant_check(small):
     assert "book: 7 stable / 29 unstable" in text
 
 
+@pytest.mark.slow
 def test_cli_writes_csv_and_plot(small, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["invert", str(small), "--method", "classical", "--out", str(out),

@@ -183,6 +183,7 @@ def test_rigid_limit_terms_equal_pinocchio(cart_models, rng):
         np.testing.assert_allclose(flex.nonlinear_effects(q, v)[:nr], c_pin, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_rigid_limit_motion(cart_models):
     """With the stiffness scaled by k the joint motion converges to the rigid one like 1/k
     (the quasi-static deflection under gravity and inertia ~ g / omega_1^2). Measured over 1 s:
@@ -392,6 +393,7 @@ def test_linearization_matches_finite_differences_of_forward_dynamics(soft, rng)
     assert Phi.shape == (2 * nv, 2 * nv) and Theta.shape == (2 * nv, chain.nu)
 
 
+@pytest.mark.slow
 def test_cli_simulates_flexible_models(tmp_path, capsys):
     from multibody_control.cli import main
 

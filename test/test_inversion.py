@@ -76,6 +76,7 @@ def minphase_runs(models):
     return m, task, exact, runs
 
 
+@pytest.mark.slow
 def test_formulations_agree(minphase_runs):
     """Coordinate transformation, ODE form (5.22) and index-1 form (5.20): same feedforward."""
     m, task, exact, runs = minphase_runs
@@ -88,6 +89,7 @@ def test_formulations_agree(minphase_runs):
         assert runs[meth].output_error < 1e-7  # servo-constraint drift stays negligible
 
 
+@pytest.mark.slow
 def test_feedforward_reproduces_the_output_open_loop(minphase_runs):
     """The plant driven open loop by u reaches the end-effector path (exact output)."""
     m, task, exact, runs = minphase_runs
@@ -96,6 +98,7 @@ def test_feedforward_reproduces_the_output_open_loop(minphase_runs):
     assert ver.success and ver.max_error < 1e-5, ver.max_error
 
 
+@pytest.mark.slow
 def test_backward_euler_damps_the_internal_dynamics(models):
     """Index-2 DAE with backward Euler: much larger error than the ODE form, shrinking with h."""
     m = models["passive_arm_minphase"]
@@ -169,6 +172,7 @@ def test_fully_actuated_inversion_is_inverse_dynamics(models):
     np.testing.assert_allclose(r.u, u, atol=1e-9 * np.abs(u).max())
 
 
+@pytest.mark.slow
 def test_closed_loop_inversion_five_bar(models):
     """Fully actuated closed loop: motors prescribed, elbows follow the closure; the projected
     minimum-norm actuation, applied open loop to the constrained simulator, reproduces it."""

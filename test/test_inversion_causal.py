@@ -116,6 +116,7 @@ def test_shape_functions_vanish_with_two_derivatives():
                                rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_parameters_agree_with_the_book_bvp_with_unknown_parameters(causal_427):
     """eq. 3.82 solved as the book does (collocation, eta(t0) = eta0, eta(tf) = etaf,
     w unknown): the same w as the multiple-shooting Newton iteration."""
@@ -160,6 +161,7 @@ def test_classical_inversion_of_the_nominal_output_diverges(causal_427):
     assert abs(cl.eta[-1, 0]) > 5 * abs(r.eta[k - 1, 0])
 
 
+@pytest.mark.slow
 def test_causal_failures_are_named(causal_427):
     m, task, out, _ = causal_427
     # single shooting: exp(28 * 1.0) amplification, the internal dynamics run away

@@ -46,6 +46,7 @@ def tracked_path_error(model, result, task):
     return np.linalg.norm(p - task(sol.t)[0][:, 1:], axis=1).max()
 
 
+@pytest.mark.slow
 def test_compensated_reference_reaches_the_task_exactly(arm):
     task = half_circle_task()
     res = invert(arm, Output(arm, task.names), task, "quasi_static", dt=2e-3)
@@ -56,6 +57,7 @@ def test_compensated_reference_reaches_the_task_exactly(arm):
     assert 1e-3 < linear.output_error < 2e-2
 
 
+@pytest.mark.slow
 def test_quasi_static_deflection_approximates_the_exact_inverse_model(arm):
     task = half_circle_task()
     out = Output(arm, task.names)
@@ -70,6 +72,7 @@ def test_quasi_static_deflection_approximates_the_exact_inverse_model(arm):
     assert np.all(np.abs(qs.q[:n, iu] - exact.q[:n, iu]).max(axis=0) < 0.35 * scale)
 
 
+@pytest.mark.slow
 def test_compensation_beats_the_rigid_design_under_joint_feedback(arm):
     task = half_circle_task()
     rigid = invert_quasi_static(arm, task, dt=2e-3, compensate=False)

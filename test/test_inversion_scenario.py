@@ -77,6 +77,7 @@ def test_task_must_match_the_inputs(tmp_path):
         load_inversion_scenario(write(tmp_path, text))
 
 
+@pytest.mark.slow
 def test_run_writes_csv_and_plot(tmp_path):
     sc = load_inversion_scenario(write(tmp_path, GOOD))
     result, ver, guess = run_inversion_scenario(sc)
@@ -101,6 +102,7 @@ def test_run_writes_csv_and_plot(tmp_path):
     assert "free parameters" in summary(replace(result, method="causal"), far)
 
 
+@pytest.mark.slow
 def test_cli_invert_and_analyze(tmp_path, capsys):
     from multibody_control.cli import main
 

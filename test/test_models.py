@@ -11,7 +11,7 @@ from conftest import ROBOTS
 from multibody_dynamics.errors import FrameNotFound, ModelError
 from multibody_dynamics.model import load_model, share_dir
 
-EXPECTED = {  # robot: (nq, nu, passive joints, closures) from the source documents / NOTES.md
+EXPECTED = {  # robot: (nq, nu, passive joints, closures) from the source documents / docs/derivations.md
     "cart_double_pendulum": (3, 3, (), 0),
     "passive_arm": (4, 3, ("beta",), 0),
     "passive_arm_minphase": (5, 3, ("beta1", "beta2"), 0),

@@ -2,7 +2,7 @@
 
 The oracle is a recursive Newton-Euler written here from the URDF XML alone
 (xml.etree; no pinocchio): world-frame vectors throughout, outward recursion for
-the link kinematics (CR-165977 B-6..B-9, with the B-9 reading of NOTES.md),
+the link kinematics (CR-165977 B-6..B-9, with the B-9 reading of docs/derivations.md),
 inward recursion for the wrenches (B-12, B-13, with m (a - g)).  Fixed joints are
 rigid attachments (separate bodies in the oracle, merged into their parent by
 pinocchio).  For each moving joint it gives the wrench that the parent applies on
@@ -337,6 +337,7 @@ def test_requirements_analysis_rejects_closed_loops(models):
 
 
 # ---------------------------------------------------------------- the CLI
+@pytest.mark.slow
 def test_cli_requirements_demo(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["requirements", "cart_double_pendulum", "demo", "--out", str(out), "--quiet",

@@ -1,7 +1,7 @@
 """Open-chain rigid dynamics (RigidDynamics) against closed forms, energy and self-consistency.
 
 Oracles: the closed-form equations of motion printed in Seifried (2014) Sect. 2.3
-(cart double pendulum) and the mass matrix derived in NOTES.md for the PRR arm
+(cart double pendulum) and the mass matrix derived in docs/derivations.md for the PRR arm
 (Aghili 2010 Sect. 5); forward/inverse dynamics round trips; the energy balance
 dE/dt = v . tau - v . D v obtained by finite differences along the flow and by a
 fine simulation.
@@ -73,8 +73,8 @@ def test_prr_surface_mass_matrix_matches_notes(models, rng):
     model = models["prr_surface"]
     pm = model.pin_model
     m = pm.inertias[1].mass
-    np.testing.assert_allclose([pm.inertias[j].mass for j in (2, 3)], m)  # NOTES: m for all three
-    l = 1.0  # noqa: E741 -- the link length of NOTES.md's formula
+    np.testing.assert_allclose([pm.inertias[j].mass for j in (2, 3)], m)  # docs/derivations.md: m for all three
+    l = 1.0  # noqa: E741 -- the link length of the docs/derivations.md formula
     dyn = RigidDynamics(model)
     for _ in range(20):
         q = rng.uniform(-np.pi, np.pi, 3)

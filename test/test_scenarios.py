@@ -170,6 +170,7 @@ def passive_arm_runs():
     return out
 
 
+@pytest.mark.slow
 def test_passive_arm_lqr_beats_pid(passive_arm_runs):
     lqr, pid = passive_arm_runs["lqr"], passive_arm_runs["pid"]
     assert lqr.success and pid.success
@@ -185,6 +186,7 @@ def test_passive_arm_disturbances_increase_the_lqr_error(passive_arm_runs):
     assert dist.metrics["error_rms.beta"] > 1.2 * lqr.metrics["error_rms.beta"]
 
 
+@pytest.mark.slow
 def test_passive_arm_disturbances_about_double_the_path_error(passive_arm_runs):
     """Seifried Sect. 4.2.7: "with disturbances the LQR error about doubles". The book's error
     is the end effector against the desired path (it includes the Γ approximation, ~3 mm in
@@ -202,6 +204,7 @@ def test_passive_arm_disturbances_about_double_the_path_error(passive_arm_runs):
     assert 1.4 < rms["lqr_disturbed"] / rms["lqr"] < 3.0  # "about doubles"
 
 
+@pytest.mark.slow
 def test_prr_surface_quasi_velocity_scenario():
     """Aghili 2010 Sect. 5 with the quasi-velocity law: force 50 N, tracking converges."""
     res = run_scenario(load_run_scenario(DIR / "run_prr_surface_quasi.yaml", {"duration": 1.5}))

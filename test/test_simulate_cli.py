@@ -8,6 +8,7 @@ import pytest
 from multibody_control.cli import main
 
 
+@pytest.mark.slow
 def test_simulate_slider_crank_csv_and_plot(tmp_path, capsys):
     out, png = tmp_path / "sc.csv", tmp_path / "sc.png"
     rc = main(["simulate", "slider_crank", "--duration", "0.2", "--v0", "6", "-12", "--quiet",

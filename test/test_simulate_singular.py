@@ -30,6 +30,7 @@ def turns(res):
 
 
 @pytest.mark.parametrize("v0", [[6.0, -12.0], [12.0, -12.0], [12.0, -24.0]])
+@pytest.mark.slow
 def test_adaptive_continues_like_fixed_steps(slider_crank, v0):
     """10 s through 12-31 singular configurations; before, the adaptive mode reversed the crank
     (0.1, -0.08 and 0.6 turns instead of 6.2, 15.5 and 12.4)."""
@@ -53,6 +54,7 @@ def test_adaptive_continues_like_fixed_steps(slider_crank, v0):
 
 
 @pytest.mark.parametrize("rtol,output_dt", [(1e-6, 0.01), (1e-10, 0.5), (1e-8, 2e-4)])
+@pytest.mark.slow
 def test_continue_is_robust_to_tolerance_and_sampling(slider_crank, rtol, output_dt):
     """Long solver steps (output_dt 0.5 s), loose tolerance, and samples inside the bridge
     steps (output_dt 0.2 ms: samples interpolated within the bridge)."""
@@ -70,6 +72,7 @@ def test_continue_is_robust_to_tolerance_and_sampling(slider_crank, rtol, output
     assert np.all(np.diff(res.t) > 0) and res.t[-1] == pytest.approx(duration)
 
 
+@pytest.mark.slow
 def test_continue_under_torque_and_from_the_singular_configuration(slider_crank):
     for kwargs in ({"q0": [0.0, 0.0], "tau": [0.05, 0.0]},  # accelerated through 3 crossings
                    {"q0": [np.pi / 2, -np.pi], "v0": [6.0, -12.0]}):  # starts on the crossing
@@ -81,6 +84,7 @@ def test_continue_under_torque_and_from_the_singular_configuration(slider_crank)
         assert turns(fixed) > 1.0
 
 
+@pytest.mark.slow
 def test_free_branch_also_conserves_energy(slider_crank):
     """``"free"``: whatever the integrator does (measured here: the crank turns back after
     0.1 turn); both continuations satisfy the constraint and conserve energy."""

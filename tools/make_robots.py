@@ -177,7 +177,7 @@ def slider_crank():
 def prr_surface():
     # Aghili (2010) Sect. 5: vertical prismatic base and two links, m = 5 kg each, l = 1 m.
     # Links are thin rods (I = m l^2 / 12 about z) pointing along +x at zero angle, so that
-    # the mass matrix equals the one derived in NOTES.md.
+    # the mass matrix equals the one derived in docs/derivations.md.
     m, length = 5.0, 1.0
     rod = m * length ** 2 / 12
     u = Urdf("prr_surface", "Aghili (2010) Sect. 5 vertical PRR arm; tip on a horizontal surface")

@@ -88,7 +88,7 @@ def _task_path(res) -> np.ndarray | None:
                             np.zeros(res.t.size)])
 
 
-def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | None = None
+def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | None = None  # noqa: C901
                    ) -> Scene:
     """Scene of a :class:`~multibody_dynamics.flexible.system.FlexibleChain` result, or of a
     :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` one (its spanning chain,

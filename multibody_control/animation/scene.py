@@ -237,7 +237,7 @@ def frame_times(t: np.ndarray, fps: float, max_frames: int | None = None) -> np.
     return np.clip(idx, 0, t.size - 1)
 
 
-def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None = None,
+def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None = None,  # noqa: C901
                 desired: np.ndarray | None = None, ee_frame: str | None = None,
                 title: str = "") -> Scene:
     """Scene of a rigid ``MultibodyModel`` moving through configurations ``q``.

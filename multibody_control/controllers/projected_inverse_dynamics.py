@@ -316,7 +316,7 @@ class ProjectedInverseDynamicsController(Controller):
         return v
 
     # -- the law ---------------------------------------------------------------------------------
-    def step(self, t, q, v, reference: Reference, lam=None) -> np.ndarray:
+    def step(self, t, q, v, reference: Reference, lam=None) -> np.ndarray:  # noqa: C901
         """Inputs u (nu,) [N | N m] for the state (q (nq,), v (nv,)) at time t [s].
 
         Only the independent entries of ``reference.q``, ``.v``, ``.a`` are used (theta_d and

@@ -13,7 +13,7 @@ admissible velocities ``v = W^{-T} V2 nu_r`` (27)::
                                                the admissible motion (k = nv - rank A)
 
 Tracking (37)-(39), ``theta~ = theta - theta_d``, ``nu_rd = B^{-1} theta_d'``; the "K_v" of
-(38) is read as K_p (errata of the project notes)::
+(38) is read as K_p (docs/derivations.md, "Aghili (2010)")::
 
     eps = nu_r - nu_rd + B^{-1} K_p theta~,   s = nu_rd - B^{-1} K_p theta~   (eps = nu_r - s)
     u_r = s' + Gamma_r s - K_d eps

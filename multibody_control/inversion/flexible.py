@@ -205,7 +205,7 @@ class RigidInverseKinematics:
         return TabulatedOutput(np.asarray(t_grid, float), *self.sample(t_grid))
 
 
-def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *, gamma=None,
+def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *, gamma=None,  # noqa: C901
                     dt: float = 1e-3, t_end: float | None = None, decay_tol: float = 1e-6,
                     bvp_tol: float = 1e-6, max_nodes: int = 100000, guess=None,
                     ik_guess=None, check_decoupling: bool = True,

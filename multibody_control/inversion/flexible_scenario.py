@@ -4,6 +4,7 @@
 ``config/robots/`` file with a ``bodies`` list). Schema (every key validated; unknown keys are
 errors naming the key)::
 
+    description: free text
     robot: flexible_manipulator     # shipped flexible model or a flexible-model YAML path
     task:
       t0: 0.2                       # s
@@ -108,7 +109,7 @@ def is_flexible_scenario(path: str | Path) -> bool:
     return is_flexible_model(robot)
 
 
-def load_flexible_scenario(path: str | Path):
+def load_flexible_scenario(path: str | Path):  # noqa: C901
     """Read and validate a flexible inversion scenario (schema in the module docstring): a
     :class:`FlexibleInversionScenario`, or a :class:`ClosedInversionScenario` for a closed
     flexible model."""
@@ -478,7 +479,7 @@ def _closed_method(path, key, m):
     return m
 
 
-def _load_closed(path: Path, raw: dict, system: ClosedFlexibleChain) -> ClosedInversionScenario:
+def _load_closed(path: Path, raw: dict, system: ClosedFlexibleChain) -> ClosedInversionScenario:  # noqa: C901
     try:
         parallel_tool_outputs(system)
     except ModelError as exc:

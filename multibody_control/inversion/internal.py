@@ -259,7 +259,7 @@ def solve_stable_inversion(problem: Problem, options) -> InversionResult:
     return _invert_internal(problem, options)
 
 
-def _invert_internal(problem: Problem, options) -> InversionResult:
+def _invert_internal(problem: Problem, options) -> InversionResult:  # noqa: C901
     """The five servo-constraint methods: common set-up, then the method's integration."""
     model, output, task, method = problem.model, problem.output, problem.task, problem.method
     servo, desired = problem.servo, problem.desired

@@ -2,6 +2,7 @@
 
 Schema (every key validated; unknown keys are errors naming the key)::
 
+    description: free text
     robot: passive_arm              # shipped name or model-YAML path (relative to this file)
     task:
       t0: 0.2                       # s, start of the motion
@@ -161,7 +162,7 @@ def load_inversion_scenario(path: str | Path) -> InversionScenario:
     return inversion_scenario_from_mapping(rest, model, path)
 
 
-def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path | None = None,
+def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path | None = None,  # noqa: C901
                                     where: str | None = None) -> InversionScenario:
     """Validate the inversion keys of a scenario (all of :func:`load_inversion_scenario`'s but
     ``robot``) given as a mapping, for ``model``.

@@ -37,7 +37,7 @@ Komega      (nq, nq)               centrifugal geometric stiffness (see below)  
 
 ``G_e`` (2.122) needs no own data: ``(G_e omega)_k = 2 sum_i q'_i Cr1[k, i] . omega``.
 
-Errata applied (NOTES.md on Seifried 2014, Sect. 2.2): (2.118) ``h_t = omega~ omega~ m c +
+Errata applied (docs/derivations.md, Seifried 2014 Sect. 2.2): (2.118) ``h_t = omega~ omega~ m c +
 2 omega~ C_t^T q'`` carries ``m``; (2.119) reads ``... + G_r omega``; (2.120) is
 ``G_r = 2 int r~ r'~^T dm`` (the printed integrand lost the dot); the elastic gyroscopic matrix
 of (2.122) is ``2 int Phi^T r'~^T dm`` likewise; and ``O_e^k = int phi~_k r~ dm`` -- the

@@ -226,7 +226,7 @@ class ClosedFlexibleChain:
         Positions of q_i and q_d in q. ``idx_min = [idx_i, elastic]``: the minimal coordinates.
     """
 
-    def __init__(self, chain: FlexibleChain, closures: Sequence[PlanarClosure],
+    def __init__(self, chain: FlexibleChain, closures: Sequence[PlanarClosure],  # noqa: C901
                  actuated: Sequence[str] | None = None, independent: Sequence[str] | None = None,
                  name: str | None = None, description: str | None = None,
                  source: str | None = None):
@@ -729,7 +729,7 @@ class LumpedMass:
                                  f"got {getattr(self, key)!r}")
 
 
-def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,
+def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,  # noqa: C901
                              frame: str = "tangent", chord_node: int | None = None,
                              masses: Sequence[LumpedMass] = (), theory: str = "timoshenko",
                              rayleigh: tuple[float, float] = (0.0, 0.0),

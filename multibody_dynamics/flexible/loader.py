@@ -243,7 +243,7 @@ def _node_at(w: YamlChecker, nodes: np.ndarray, raw: dict, node_key: str, pos_ke
     return None
 
 
-def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:
+def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa: C901
     """Modal data of a beam given by ``segments`` (or a uniform beam with a ``frame`` or
     ``masses``): :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`."""
     for k in ("proximal", "distal"):
@@ -361,7 +361,8 @@ def read_flexible_config(path: str | Path) -> FlexibleChainConfig:
     return _config_from(w, w.load("flexible model", "a mapping with 'name' and 'bodies'"))
 
 
-def _config_from(w: YamlChecker, raw, shape_vectors: dict | None = None) -> FlexibleChainConfig:
+def _config_from(w: YamlChecker, raw,  # noqa: C901
+                 shape_vectors: dict | None = None) -> FlexibleChainConfig:
     """The checked :class:`FlexibleChainConfig` of a flexible model file's content ``raw`` (the
     tree: closures are read by :func:`_closed_from`); ``shape_vectors`` as
     :func:`flexible_model_from_mapping`."""
@@ -490,7 +491,7 @@ def _joint_list(w: YamlChecker, raw, key: str, joints: tuple[str, ...]) -> tuple
     return out
 
 
-def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleChain:
+def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleChain:  # noqa: C901
     """The :class:`ClosedFlexibleChain` of a file with ``closures:`` on the tree ``chain``."""
     if not isinstance(raw["closures"], list) or not raw["closures"]:
         raise w.error("closures", "expected a non-empty list of cut joints")

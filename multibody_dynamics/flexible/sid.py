@@ -79,7 +79,7 @@ def _failer(source):
     return fail
 
 
-def _check_arrays(arrays: dict, fail, keys, scalars: dict[str, int], shapes_fn,
+def _check_arrays(arrays: dict, fail, keys, scalars: dict[str, int], shapes_fn,  # noqa: C901
                   symmetric, definite) -> dict[str, np.ndarray]:
     """The checks every modal data file gets (planar and spatial): all ``keys`` present, the
     integer ``scalars`` equal to their expected values, the other arrays numeric and finite

@@ -273,7 +273,7 @@ def _workspace_size(nb, nv, maxn):
     return nv * nv + 3 * nv + nb * (3 * nv + 8) + nz * nz + 2 * nz * nv + 4 * nz + 2 * nv
 
 
-def _chain_terms(q, v, P, Ip, W):  # pragma: no cover - compiled by numba (checked vs numpy)
+def _chain_terms(q, v, P, Ip, W):  # pragma: no cover - compiled by numba (checked vs numpy)  # noqa: C901
     """Fill W with M (nv x nv), k, g, f_e (nv each) of the chain; see the module docstring."""
     nb, nr, nv, second, stiff, maxn = Ip[0], Ip[1], Ip[2], Ip[3], Ip[4], Ip[5]
     g0x, g0y = P[0], P[1]

@@ -182,7 +182,7 @@ class YamlChecker:
         return value
 
 
-def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:
+def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C901
     """Read and validate the model YAML at ``path`` (structure and types only)."""
     path = Path(path)
     w = YamlChecker(path)

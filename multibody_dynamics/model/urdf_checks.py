@@ -32,15 +32,17 @@ def massless_links(root: ET.Element) -> list[str]:
     pinocchio loads them as bodies without inertia, and so does the suite (:func:`check_urdf`
     accepts them); the model's summary lists them.
     """
-    names = []
+    names: list[str] = []
     for link in root.findall("link"):
         mass_el = link.find("inertial/mass")
-        if mass_el is not None and mass_el.get("value") is not None:
-            try:
-                if float(mass_el.get("value")) == 0.0:
-                    names.append(link.get("name"))
-            except ValueError:
-                continue  # check_urdf reports it
+        value = None if mass_el is None else mass_el.get("value")
+        if value is None:
+            continue
+        try:
+            if float(value) == 0.0:
+                names.append(link.get("name") or "")
+        except ValueError:
+            continue  # check_urdf reports it
     return names
 
 

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Markdown tables of bench/results.json, for the documentation and the terminal.
+
+The documentation's benchmark tables are built from the measurements when the site is built
+(``tools/docs_hooks.py`` replaces ``<!-- bench:TABLE [SUITE,...] -->`` markers with
+:func:`table`), so the published figures cannot drift from the last ``make bench`` run.
+Usage: ``python bench/report.py [--results bench/results.json] [TABLE ...]`` prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+
+
+class ReportError(ValueError):
+    """A marker names an unknown table or suite, or results.json lacks what a table needs."""
+
+
+def load(path: str | Path = RESULTS) -> dict:
+    """The parsed results file; a clear error when it is missing or not JSON."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no benchmark results (run `make bench`)") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant figures (no exponent for ordinary magnitudes)."""
+    if x is None:
+        return "—"
+    if x == 0:
+        return "0"
+    if abs(x) >= 10 ** digits:
+        return f"{x:.0f}"
+    if abs(x) < 1e-4:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def _rows(header: list[str], rows: Iterable[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    if len(lines) == 2:
+        raise ReportError(f"no entries for the table with columns {header}")
+    return "\n".join(lines)
+
+
+def _suite(results: dict, name: str) -> list[dict]:
+    suites = results.get("suites", {})
+    if name not in suites:
+        raise ReportError(f"results.json has no suite {name!r} (has: {', '.join(suites)})")
+    return suites[name]
+
+
+def _suites(results: dict, names: list[str]) -> list[dict]:
+    return [e for n in names for e in _suite(results, n)]
+
+
+def ratios(results: dict, suites: list[str]) -> str:
+    """Per-call timings against their same-run baselines (entries with a ``ratio``)."""
+    def target(e: dict) -> str:
+        if "target_ratio" in e:
+            t = f"≤ {_num(e['target_ratio'])}×"
+        elif "target_time_us" in e:
+            t = f"≤ {_num(e['target_time_us'])} µs"
+        else:
+            return "—"
+        return t + ("" if e.get("meets_target", True) else " (**missed**)")
+
+    rows = ([e["name"], e["baseline"], _num(e["ratio"]), _num(e["time_us"]),
+             _num(e["baseline_time_us"]), target(e)]
+            for e in _suites(results, suites) if "ratio" in e)
+    return _rows(["benchmark", "baseline", "ratio", "time [µs]", "baseline [µs]", "target"], rows)
+
+
+def skipped(results: dict, suites: list[str]) -> str:
+    """Entries a suite skipped, with the reason."""
+    rows = ([e["name"], e["skipped"]] for e in _suites(results, suites) if "skipped" in e)
+    return _rows(["benchmark", "skipped because"], rows)
+
+
+def simulate(results: dict, suites: list[str]) -> str:
+    """Simulated seconds per wall second and the invariants kept on the way."""
+    def energy(e: dict) -> str:
+        if "relative_energy_drift" in e:
+            return _num(e["relative_energy_drift"], 2) + " (relative)"
+        if "energy_balance_error" in e:
+            return _num(e["energy_balance_error"], 2) + " J (balance)"
+        return "—"
+
+    rows = ([e["name"], _num(e["realtime_factor"]), _num(e["wall_s"]), str(e["steps"]),
+             _num(e.get("max_residual"), 2), energy(e),
+             _num(e["crank_turns"], 4) if "crank_turns" in e else "—",
+             str(e.get("singular_bridges", "—"))]
+            for e in _suites(results, suites or ["simulate"]))
+    return _rows(["run", "sim s / wall s", "wall [s]", "steps", "max closure residual",
+                  "energy drift", "crank turns", "singular crossings bridged"], rows)
+
+
+def inversion(results: dict, suites: list[str]) -> str:
+    """Seifried (2014) Table 5.3 and Sect. 5.3.2: error and CPU time beside the book's."""
+    rows = ([e["name"], _num(e["end_effector_error_mm"]), _num(e["book_error_mm"]),
+             _num(e["cpu_s"]), _num(e.get("ratio_to_ode")), _num(e.get("book_ratio_to_ode"))]
+            for e in _suites(results, suites or ["inversion"]))
+    return _rows(["feedforward", "end-effector error [mm]", "book [mm]", "CPU [s]",
+                  "CPU / ODE form", "book: CPU / ODE form"], rows)
+
+
+def scenarios(results: dict, suites: list[str]) -> str:
+    """The closed-loop scenarios: the source's claim, whether it holds, the main errors."""
+    rows = ([e["name"], e["claim"], "yes" if e["holds"] else "**no**",
+             _num(e["joint_error_max"]), _num(e["joint_error_final"]),
+             _num(e.get("analytic_deviation")), _num(e["wall_s"])]
+            for e in _suites(results, suites or ["scenarios"]))
+    return _rows(["scenario", "claim", "holds", "max joint error", "final joint error",
+                  "deviation from the analytic error dynamics", "wall [s]"], rows)
+
+
+def ros_loop(results: dict, suites: list[str]) -> str:
+    """controller_node + simulator_node over DDS: rate and p99 period error per timing mode."""
+    entries = {e["name"]: e for e in _suites(results, suites or ["ros_loop"])}
+    keys = sorted({n.rsplit(" ", 1)[0] for n in entries if n.endswith(" timer") and "/" not in n},
+                  key=lambda k: (k.split()[0], float(k.split()[1])))
+
+    def mode(e: dict) -> str:
+        js, cm = e["joint_states"], e["commands"]
+        return f"{js['rate_hz']:.1f} Hz, {js['p99_error_ms']:.2f} / {cm['p99_error_ms']:.2f} ms"
+
+    rows = []
+    for k in keys:
+        robot, rate, _hz = k.split()
+        timer, paced, fifo = (entries[f"{k} {m}"] for m in ("timer", "paced", "paced_fifo"))
+        r1, r2 = entries[f"{k} paced / timer"], entries[f"{k} paced_fifo / timer"]
+        rows.append([robot, f"{rate} Hz", mode(timer), mode(paced), mode(fifo),
+                     f"{fifo['machine_floor']['p99_error_ms']:.2f} ms",
+                     f"{r1['joint_states_p99_error_ratio']:.2f}, "
+                     f"{r2['joint_states_p99_error_ratio']:.2f}"])
+    return _rows(["robot", "rate", "timer: achieved, p99 error states / commands", "paced",
+                  "paced, `thread_priority: 50`", "floor (p99 error), FIFO run",
+                  "ratios to timer (states p99 error): paced, paced + FIFO"], rows)
+
+
+def release(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 2.3: the flexible cart manipulator released near the upward vertical."""
+    rows = ([e["name"].removeprefix("release "), _num(e["divergence_time_s"]),
+             _num(e["link1_over_link2_first_mode"]), str(e["rhs_evaluations"]),
+             str(e["rigid_rhs_evaluations"]), _num(e["flexible_sim_s_per_wall_s"]),
+             _num(e["rigid_sim_s_per_wall_s"]), _num(e["flexible_over_rigid_wall"])]
+            for e in _suites(results, suites or ["flexible"]) if e["name"].startswith("release"))
+    return _rows(["start, tolerance", "rigid and flexible part (0.1 rad) at [s]",
+                  "link 1 / link 2 first-mode amplitude", "flexible RHS evaluations",
+                  "rigid RHS evaluations", "flexible sim s / wall s", "rigid sim s / wall s",
+                  "wall-time ratio"], rows)
+
+
+def flexible_designs(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 6.4.1: maximum end-effector error of the four feedforward designs."""
+    rows = []
+    for e in _suites(results, suites or ["flexible"]):
+        if "book_mm" not in e:
+            continue
+        for key, label in (("rigid", "rigid"), ("collocated", "collocated"),
+                           ("quasi_static", "quasi-static"), ("stable", "stable inversion")):
+            book = e["book_mm"].get(key, e["book_mm"].get("rigid") if key == "collocated" else "—")
+            ok = e[f"{key}_success"]
+            model = e["name"].partition("(")[2].partition(",")[0] or e["name"]
+            rows.append([f"`{model}`", label, _num(e[f"{key}_max_error_mm"]) if ok else "failed",
+                         str(book), _num(e[f"{key}_cpu_s"])])
+    return _rows(["model", "feedforward", "max error [mm]", "book [mm]", "CPU [s]"], rows)
+
+
+def flexible_parallel(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 6.5: the parallel flexible machine tool."""
+    rows = []
+    for e in _suites(results, suites or ["flexible_parallel"]):
+        if "tool_error_max_mm" in e:
+            rows.append([e["name"], f"tool error {_num(e['tool_error_max_mm'])} mm (plant "
+                         f"simulation {_num(e['plant_simulation_tool_error_mm'])} mm), "
+                         f"{_num(e['wall_time_s'])} s", f"≈ {_num(e['book_tool_error_mm'])} mm"])
+        elif "stable" in e and "unstable" in e:
+            rows.append([e["name"], f"{e['stable']} stable / {e['unstable']} unstable",
+                         e["book"]])
+        elif "ratio_dichotomy_over_bvp" in e:
+            rows.append([e["name"], f"time ratio {_num(e['ratio_dichotomy_over_bvp'])}, "
+                         f"largest relative difference "
+                         f"{_num(e['max_eta_difference_relative'], 2)}", "—"])
+        elif "ratio_stable_over_classical" in e:
+            rows.append([e["name"], _num(e["ratio_stable_over_classical"]), "—"])
+    return _rows(["figure", "ours", "book"], rows)
+
+
+def machine(results: dict, suites: list[str]) -> str:
+    """When and where the figures were measured."""
+    m = results.get("machine", {})
+    return (f"*Figures of the `make bench` run of {results.get('generated', '?')} "
+            f"(Python {m.get('python', '?')}, pinocchio {m.get('pinocchio', '?')}, "
+            f"numpy {m.get('numpy', '?')}, {m.get('processor', '?')}), read from "
+            f"`bench/results.json` when this page was built.*")
+
+
+TABLES: dict[str, Callable[[dict, list[str]], str]] = {
+    "ratios": ratios, "skipped": skipped, "simulate": simulate, "inversion": inversion,
+    "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
+    "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
+    "machine": machine,
+}
+
+
+def table(results: dict, name: str, suites: list[str] | None = None) -> str:
+    """The Markdown of table ``name`` over ``suites`` (each table has its default suites)."""
+    if name not in TABLES:
+        raise ReportError(f"unknown benchmark table {name!r}; expected one of {', '.join(TABLES)}")
+    if name in ("ratios", "skipped") and not suites:
+        raise ReportError(f"table {name!r} needs a list of suites, e.g. ratios rigid,constrained")
+    try:
+        return TABLES[name](results, list(suites or []))
+    except KeyError as exc:
+        raise ReportError(f"table {name!r}: an entry lacks the field {exc}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("tables", nargs="*", help="TABLE or TABLE:SUITE,SUITE (default: all)")
+    args = parser.parse_args(argv)
+    results = load(args.results)
+    specs = args.tables or ["machine", "ratios:rigid,constrained,controllers,flexible,"
+                            "elastic_joints", "simulate", "inversion", "scenarios", "ros_loop",
+                            "release", "flexible_designs", "flexible_parallel"]
+    for spec in specs:
+        name, _, suites = spec.partition(":")
+        print(table(results, name, suites.split(",") if suites else None), end="\n\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

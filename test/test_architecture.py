@@ -1,0 +1,162 @@
+"""Architecture guards, read from the source files' syntax trees (no import, no extra tool).
+
+The dependency rules of the design (docs/contributing.md, "Architecture guards"):
+
+* no import cycle between the suite's modules (imports executed when a module is imported:
+  module level and class bodies, not function bodies, which defer an import on purpose, and
+  not ``if TYPE_CHECKING:`` blocks);
+* ``multibody_dynamics`` never imports ``multibody_control`` (anywhere, deferred or not);
+* library modules (outside the ``ros/`` subpackages) never import rclpy or another ROS 2
+  package, nor a ``ros/`` subpackage, at module level: the library must import without ROS.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("multibody_dynamics", "multibody_control")
+# Top-level names of ROS 2 Python packages (rclpy, message packages, launch, ament).
+ROS_PACKAGES = {
+    "rclpy", "rcl_interfaces", "rosidl_runtime_py", "rosidl_parser", "rmw", "rosgraph_msgs",
+    "std_msgs", "sensor_msgs", "trajectory_msgs", "geometry_msgs", "diagnostic_msgs",
+    "builtin_interfaces", "action_msgs", "control_msgs", "visualization_msgs", "nav_msgs",
+    "tf2_ros", "tf2_msgs", "launch", "launch_ros", "launch_testing", "ament_index_python",
+    "message_filters", "diagnostic_updater",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST, eager_only: bool):
+    """(node, imported names) for every import, skipping function bodies if ``eager_only``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if eager_only and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                 ast.Lambda)):
+                continue
+            if eager_only and isinstance(child, ast.If) and _is_type_checking(child):
+                stack.extend(child.orelse)
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child
+            stack.append(child)
+
+
+def imported_modules(name: str, eager_only: bool) -> set[str]:
+    """Absolute dotted names ``name`` imports (``from pkg import sub`` gives ``pkg.sub`` when
+    that is a module of the suite, else ``pkg``)."""
+    path = modules()[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in _imports(ast.parse(path.read_text(), str(path)), eager_only):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+            continue
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        subs = {f"{target}.{a.name}" for a in node.names} & modules().keys()
+        found.update(subs or {target})
+    return found
+
+
+def internal_graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: {t for t in imported_modules(m, eager_only=True) if t in mods and t != m}
+            for m in mods}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a path ``[a, b, ..., a]``, or None."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def is_ros_module(name: str) -> bool:
+    return "ros" in name.split(".")
+
+
+def test_the_suite_has_modules():
+    # the guards below are vacuous if the walk finds nothing
+    assert len(modules()) > 40 and "multibody_dynamics.projection" in modules()
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(internal_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_cycle_finder_finds_a_cycle():
+    # the checker itself: a known three-module cycle and a known acyclic graph
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+@pytest.mark.parametrize("name", [m for m in sorted(modules()) if m.startswith(
+    "multibody_dynamics")])
+def test_dynamics_does_not_import_control(name):
+    bad = sorted(t for t in imported_modules(name, eager_only=False)
+                 if t.split(".")[0] == "multibody_control")
+    assert not bad, f"{modules()[name]}: multibody_dynamics imports {bad}"
+
+
+@pytest.mark.parametrize("name", [m for m in sorted(modules()) if not is_ros_module(m)])
+def test_library_module_imports_no_ros_at_module_level(name):
+    eager = imported_modules(name, eager_only=True)
+    ros = sorted(t for t in eager if t.split(".")[0] in ROS_PACKAGES)
+    ros_sub = sorted(t for t in eager if t in modules() and is_ros_module(t))
+    assert not ros and not ros_sub, (
+        f"{modules()[name]}: a library module imports {ros + ros_sub} at module level; "
+        "import it inside the function that needs it, or move the code under ros/")
+
+
+def test_import_reader_sees_relative_and_ros_imports():
+    # the reader itself, on the suite's own files: projection.py imports ``.constraints``
+    # at module level (a relative import, resolved to the absolute name), and the simulator
+    # node imports rclpy at module level (what the library guard looks for)
+    assert "multibody_dynamics.constraints" in imported_modules(
+        "multibody_dynamics.projection", eager_only=True)
+    eager = imported_modules("multibody_dynamics.ros.simulator_node", eager_only=True)
+    assert any(t.split(".")[0] == "rclpy" for t in eager)

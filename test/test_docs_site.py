@@ -1,0 +1,77 @@
+"""The documentation's generated parts: benchmark tables (bench/report.py) and schemas
+(tools/docs_hooks.py).  The site itself is built by `make docs` (mkdocs --strict) in CI."""
+
+import importlib
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # bench/ and tools/ are folders of the repository, not installed
+    sys.path.insert(0, str(ROOT))
+
+from bench import report  # noqa: E402
+from tools.docs_hooks import expand, literal_blocks, schema  # noqa: E402
+
+# A two-entry results file written here, so the expected cells are known independently.
+RESULTS = {
+    "generated": "2026-01-01 00:00:00",
+    "machine": {"python": "3.11", "pinocchio": "4.1.0", "numpy": "2.0", "processor": "x86_64"},
+    "suites": {"rigid": [
+        {"name": "arm7 inverse_dynamics", "baseline": "pin.rnea", "ratio": 1.1235,
+         "time_us": 1.8682, "baseline_time_us": 1.6628, "target_ratio": 1.2,
+         "meets_target": True},
+        {"name": "arm7 slow step", "baseline": "pin.rnea", "ratio": 100.18, "time_us": 113.08,
+         "baseline_time_us": 1.1288, "target_time_us": 100.0, "meets_target": False},
+    ]},
+}
+
+
+def test_ratio_table_rows_come_from_the_results():
+    lines = report.table(RESULTS, "ratios", ["rigid"]).splitlines()
+    assert lines[0].startswith("| benchmark | baseline | ratio |")
+    assert lines[2] == "| arm7 inverse_dynamics | pin.rnea | 1.12 | 1.87 | 1.66 | ≤ 1.2× |"
+    assert lines[3] == ("| arm7 slow step | pin.rnea | 100 | 113 | 1.13 | "
+                        "≤ 100 µs (**missed**) |")
+
+
+def test_unknown_table_or_suite_is_an_error_naming_it():
+    with pytest.raises(report.ReportError, match="unknown benchmark table 'nosuch'"):
+        report.table(RESULTS, "nosuch")
+    with pytest.raises(report.ReportError, match="no suite 'flexible'"):
+        report.table(RESULTS, "ratios", ["flexible"])
+
+
+def test_marker_alone_on_a_line_is_replaced_and_a_quoted_one_kept():
+    page = "Figures:\n\n<!-- bench:ratios rigid -->\n\nWrite `<!-- bench:ratios rigid -->`.\n"
+    out = expand(page, RESULTS)
+    assert "| arm7 inverse_dynamics |" in out
+    assert "Write `<!-- bench:ratios rigid -->`." in out
+    assert "\n<!-- bench:" not in out
+
+
+def test_every_page_expands_with_the_committed_results():
+    # what `make docs` does with each page, without MkDocs: no marker left, none failing
+    results = report.load()
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        out = expand(page.read_text(), results)
+        assert not re.search(r"^<!--\s*(bench|schema):", out, re.M), page.name
+
+
+@pytest.mark.parametrize("path, block, module, keys", [
+    ("multibody_dynamics/model/config.py", 1, "multibody_dynamics.model.config", "_TOP_KEYS"),
+    ("multibody_dynamics/flexible/loader.py", 1, "multibody_dynamics.flexible.loader", "_TOP"),
+    ("multibody_control/inversion/scenario.py", 1, "multibody_control.inversion.scenario",
+     "_TOP"),
+    ("multibody_control/inversion/flexible_scenario.py", 1,
+     "multibody_control.inversion.flexible_scenario", "_TOP"),
+    ("multibody_control/scenarios.py", 1, "multibody_control.scenarios", "_TOP"),
+])
+def test_documented_schema_has_exactly_the_validated_top_level_keys(path, block, module, keys):
+    # the site shows the docstring's schema; the validator accepts the module's key set
+    text = literal_blocks(ROOT / path)[block - 1]
+    documented = set(re.findall(r"^([A-Za-z_]\w*):", text, re.M))
+    assert documented == set(getattr(importlib.import_module(module), keys))
+    assert schema(path, block).startswith("```yaml\n")
