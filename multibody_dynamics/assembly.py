@@ -46,12 +46,15 @@ RANK_RTOL = 1e-9
 
 @dataclass(frozen=True)
 class AssemblyMode:
-    """One assembled configuration: ``q`` (nq,), its mode ``label``, and its ``distance``
-    from the reference configuration (norm of ``pin.difference``, rad and m mixed)."""
+    """One assembled configuration: ``q`` (nq,), its mode ``label``, its ``distance`` from the
+    reference configuration (norm of ``pin.difference``, rad and m mixed), and ``det``, the
+    sign of the closure Jacobian determinant over the free joints (0 where the solutions form
+    a continuum)."""
 
     q: np.ndarray
     label: str
     distance: float
+    det: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ def _check_given(model, given, joints):
     return out
 
 
-def assemble(model: MultibodyModel, given: Mapping[str, float] | None = None, guess=None,  # noqa: C901
+def assemble(model: MultibodyModel, given: Mapping[str, float] | None = None, guess=None,
              branch: Mapping[str, int] | None = None, *, starts: int = 16, seed: int = 0,
              tol: float = 1e-10) -> AssemblyResult:
     """Solve the closures ``phi(q) = 0`` for the coordinates not ``given``.
@@ -184,108 +187,136 @@ def assemble(model: MultibodyModel, given: Mapping[str, float] | None = None, gu
     FrameNotFound, InputError
         Unknown joint names, non-numeric or non-finite values, bad ``starts``/``tol``.
     """
-    pm = model.pin_model
-    joints = _one_dof(pm)
-    given_v = _check_given(model, given, joints)
     if isinstance(starts, bool) or not isinstance(starts, (int, np.integer)) or starts < 1:
         raise InputError(f"starts: expected an integer >= 1, got {starts!r}")
     if not tol > 0:
         raise InputError(f"tol: expected a tolerance > 0 [m | rad], got {tol!r}")
-    branch = {} if branch is None else dict(branch)
-    for name, sign in branch.items():
-        if sign not in (1, -1):
-            raise InputError(f"branch: {name}: expected +1 or -1, got {sign!r}")
-    q_ref = np.array(model.q_rest if guess is None else guess, dtype=float)
-    if q_ref.shape != (model.nq,) or not np.all(np.isfinite(q_ref)):
-        raise InputError(f"guess: expected {model.nq} finite numbers, got shape {q_ref.shape}")
-    for iv, value in given_v.items():
-        _set_coordinate(q_ref, joints[iv], value)
-    free = np.array([iv for iv in range(model.nv) if iv not in given_v], dtype=int)
-    revolute_free = [iv for iv in free if joints[iv] is not None and joints[iv][2] == "revolute"]
-    bad = [n for n in branch if n != "J" and (n not in model.coordinate_names
-           or model.coordinate_names.index(n) not in revolute_free)]
-    if bad:
-        raise InputError(f"branch: {bad[0]!r} is not a free revolute joint; expected 'J' or one "
-                         f"of {[model.coordinate_names[i] for i in revolute_free]}")
-
-    c = Constraints(model)
-    if c.n_holonomic == 0:
-        rank, dof, red = 0, model.nv, 0
-        return AssemblyResult(q_ref, True, "no closure: nothing to assemble", 0.0, "", (),
-                              rank, dof, red, 0, 0)
-    if free.size == 0:
-        res = float(np.max(np.abs(c.residual(q_ref))))
-        ok = res < tol
-        rank, dof, red = mobility(model, q_ref, c)
-        msg = "every coordinate given" + ("" if ok else f": the loops do not close "
+    p = _Problem(model, given, guess, branch, tol)
+    if p.c.n_holonomic == 0:
+        return AssemblyResult(p.q_ref, True, "no closure: nothing to assemble", 0.0, "", (),
+                              0, model.nv, 0, 0, 0)
+    if p.free.size == 0:
+        res = p.residual(p.q_ref)
+        msg = "every coordinate given" + ("" if res < tol else f": the loops do not close "
                                           f"(max |phi| = {res:.3g} m | rad)")
-        return AssemblyResult(q_ref, ok, msg, res, _label(model, q_ref, revolute_free, joints),
-                              (), rank, dof, red, 0, 0)
-
-    nfev = 0
-    rng = np.random.default_rng(seed)
-    found: list[np.ndarray] = []
-    best_q, best_res = q_ref, np.inf
-    rows = None  # independent rows S of the determinant label, fixed at the first solution
-    isolated = True
-    for k in range(starts):
-        q0 = q_ref.copy() if k == 0 else _random_start(pm, q_ref, free, joints, rng)
-        q, res, n = _solve(pm, c, q0, free, tol)
-        nfev += n
-        if res < best_res:
-            best_q, best_res = q, res
-        if res < tol:
-            q = _wrap(q, q_ref, free, joints)
-            if rows is None:
-                A = c.holonomic_jacobian(q)[:, free]
-                rank = int(np.linalg.matrix_rank(A))
-                isolated = rank == free.size
-                rows = scipy.linalg.qr(A.T, pivoting=True)[2][:rank]
-            if not any(_distance(pm, q, p, free, joints) < 1e-6 for p in found):
-                found.append(q)
-            if not isolated and k == 0:
-                break  # a continuum of solutions: the one reached from the guess
-    if found and not isolated:  # the solution closest to the guess, alone
-        found = sorted(found, key=lambda p: _distance(pm, q_ref, p, free, joints))[:1]
+        return AssemblyResult(p.q_ref, res < tol, msg, res, p.label(p.q_ref, 0), (),
+                              *mobility(model, p.q_ref, p.c), 0, 0)
+    found, best_q, best_res, nfev = p.search(starts, seed)
     if not found:
-        rank, dof, red = mobility(model, best_q, c)
         return AssemblyResult(
             best_q, False, f"the loops cannot close: smallest max |phi| = {best_res:.3g} m | rad "
             f"over {starts} starts (the links cannot reach, or the given values are out of "
-            "reach)", best_res, "", (), rank, dof, red, starts, nfev)
+            "reach)", best_res, "", (), *mobility(model, best_q, p.c), starts, nfev)
+    modes = p.modes(found)
+    wanted = [m for m in modes if p.matches(m)]
+    chosen = wanted[0] if wanted else modes[0]
+    others = tuple(m for m in modes if m is not chosen)
+    if not wanted:
+        msg = (f"no assembly with the branch {_branch_text(p.branch)}; found "
+               f"{', '.join(m.label for m in modes)}")
+    elif p.isolated:
+        msg = f"assembled: {len(modes)} distinct solution(s) from {starts} starts"
+    else:
+        msg = (f"assembled: the solution closest to the guess; {p.free.size - len(p.rows)} free "
+               "coordinate(s) left undetermined by the given ones (give them to choose)")
+    return AssemblyResult(chosen.q, bool(wanted), msg, p.residual(chosen.q), chosen.label,
+                          (chosen,) + others, *mobility(model, chosen.q, p.c), starts, nfev)
 
-    dets = [_det_sign(c, q, rows, free) if isolated else 0 for q in found]
-    labels = _labels(model, found, dets, revolute_free, joints)
-    modes = sorted((AssemblyMode(q, lab, _distance(pm, q_ref, q, free, joints))
-                    for q, lab in zip(found, labels)), key=lambda m: m.distance)
-    det_of = {id(m): d for m in modes for q, d in zip(found, dets) if q is m.q}
 
-    def matches(m):
-        for n, sign in branch.items():
-            got = det_of[id(m)] if n == "J" else \
-                (1 if _angle(m.q, joints[model.coordinate_names.index(n)]) >= 0 else -1)
+class _Problem:
+    """The closures of ``model`` with some coordinates given: the checked arguments, the
+    solver's starts, and the labels of the solutions (see :func:`assemble`)."""
+
+    def __init__(self, model, given, guess, branch, tol):
+        self.model, self.pm, self.tol = model, model.pin_model, tol
+        self.joints = _one_dof(self.pm)
+        given_v = _check_given(model, given, self.joints)
+        self.branch = {} if branch is None else dict(branch)
+        for name, sign in self.branch.items():
+            if sign not in (1, -1):
+                raise InputError(f"branch: {name}: expected +1 or -1, got {sign!r}")
+        q_ref = np.array(model.q_rest if guess is None else guess, dtype=float)
+        if q_ref.shape != (model.nq,) or not np.all(np.isfinite(q_ref)):
+            raise InputError(f"guess: expected {model.nq} finite numbers, got shape "
+                             f"{q_ref.shape}")
+        for iv, value in given_v.items():
+            _set_coordinate(q_ref, self.joints[iv], value)
+        self.q_ref = q_ref
+        self.free = np.array([iv for iv in range(model.nv) if iv not in given_v], dtype=int)
+        self.revolute_free = [iv for iv in self.free if self.joints[iv] is not None
+                              and self.joints[iv][2] == "revolute"]
+        names = model.coordinate_names
+        bad = [n for n in self.branch if n != "J" and (
+            n not in names or names.index(n) not in self.revolute_free)]
+        if bad:
+            raise InputError(f"branch: {bad[0]!r} is not a free revolute joint; expected 'J' or "
+                             f"one of {[names[i] for i in self.revolute_free]}")
+        self.c = Constraints(model)
+        self.rows = None  # independent rows S of the determinant label (first solution)
+        self.isolated = True
+
+    def residual(self, q) -> float:
+        return float(np.max(np.abs(self.c.residual(q))))
+
+    def distance(self, q1, q2) -> float:
+        return _distance(self.pm, q1, q2, self.free, self.joints)
+
+    def search(self, starts, seed):
+        """Distinct solutions from the guess and seeded random starts (only the guess's when
+        the given coordinates leave a continuum), the best attempt, and the evaluations."""
+        rng = np.random.default_rng(seed)
+        found: list[np.ndarray] = []
+        best_q, best_res, nfev = self.q_ref, np.inf, 0
+        for k in range(starts):
+            q0 = self.q_ref.copy() if k == 0 else _random_start(self.pm, self.q_ref, self.free,
+                                                               self.joints, rng)
+            q, res, n = _solve(self.pm, self.c, q0, self.free, self.tol)
+            nfev += n
+            if res < best_res:
+                best_q, best_res = q, res
+            if res >= self.tol:
+                continue
+            q = _wrap(q, self.q_ref, self.free, self.joints)
+            if self.rows is None:
+                A = self.c.holonomic_jacobian(q)[:, self.free]
+                rank = int(np.linalg.matrix_rank(A))
+                self.isolated = rank == self.free.size
+                self.rows = scipy.linalg.qr(A.T, pivoting=True)[2][:rank]
+            if not any(self.distance(q, p) < 1e-6 for p in found):
+                found.append(q)
+            if not self.isolated and k == 0:
+                break  # a continuum of solutions: the one reached from the guess
+        if found and not self.isolated:  # the solution closest to the guess, alone
+            found = sorted(found, key=lambda p: self.distance(self.q_ref, p))[:1]
+        return found, best_q, best_res, nfev
+
+    def modes(self, found) -> list[AssemblyMode]:
+        """The solutions with their labels, closest to the guess first."""
+        dets = [_det_sign(self.c, q, self.rows, self.free) if self.isolated else 0
+                for q in found]
+        labels, seen = [], {}
+        for q, det in zip(found, dets):
+            lab = self.label(q, det) or "assembled"
+            seen[lab] = seen.get(lab, 0) + 1
+            labels.append(lab if seen[lab] == 1 else f"{lab} #{seen[lab]}")
+        modes = [AssemblyMode(q, lab, self.distance(self.q_ref, q), det)
+                 for q, lab, det in zip(found, labels, dets)]
+        return sorted(modes, key=lambda m: m.distance)
+
+    def label(self, q, det: int) -> str:
+        signs = [f"{self.model.coordinate_names[iv]}"
+                 f"{'+' if _angle(q, self.joints[iv]) >= 0 else '-'}"
+                 for iv in self.revolute_free]
+        return " ".join(([{1: "J+", -1: "J-"}[det]] if det else []) + signs)
+
+    def matches(self, mode: AssemblyMode) -> bool:
+        names = self.model.coordinate_names
+        for name, sign in self.branch.items():
+            got = mode.det if name == "J" else \
+                (1 if _angle(mode.q, self.joints[names.index(name)]) >= 0 else -1)
             if got != sign:
                 return False
         return True
-
-    wanted = [m for m in modes if matches(m)]
-    if not wanted:
-        return AssemblyResult(
-            modes[0].q, False, f"no assembly with the branch {_branch_text(branch)}; found "
-            f"{', '.join(m.label for m in modes)}", float(np.max(np.abs(c.residual(modes[0].q)))),
-            modes[0].label, tuple(modes),
-            *mobility(model, modes[0].q, c), starts, nfev)
-    chosen = wanted[0]
-    others = tuple(m for m in modes if m is not chosen)
-    res = float(np.max(np.abs(c.residual(chosen.q))))
-    rank, dof, red = mobility(model, chosen.q, c)
-    if isolated:
-        msg = f"assembled: {len(modes)} distinct solution(s) from {starts} starts"
-    else:
-        msg = (f"assembled: the solution closest to the guess; {free.size - len(rows)} free "
-               "coordinate(s) left undetermined by the given ones (give them to choose)")
-    return AssemblyResult(chosen.q, True, msg, res, chosen.label, (chosen,) + others, rank,
-                          dof, red, starts, nfev)
 
 
 def _branch_text(branch):
@@ -376,18 +407,3 @@ def _wrap(q, q_ref, free, joints):
             iq = entry[0]
             q[iq] = q_ref[iq] + (q[iq] - q_ref[iq] + np.pi) % (2 * np.pi) - np.pi
     return q
-
-
-def _label(model, q, revolute_free, joints) -> str:
-    return " ".join(f"{model.coordinate_names[iv]}{'+' if _angle(q, joints[iv]) >= 0 else '-'}"
-                    for iv in revolute_free)
-
-
-def _labels(model, qs, dets, revolute_free, joints) -> list[str]:
-    labels, seen = [], {}
-    for q, det in zip(qs, dets):
-        signs = _label(model, q, revolute_free, joints)
-        lab = " ".join(x for x in ({1: "J+", -1: "J-"}.get(det, ""), signs) if x) or "assembled"
-        seen[lab] = seen.get(lab, 0) + 1
-        labels.append(lab if seen[lab] == 1 else f"{lab} #{seen[lab]}")
-    return labels
