@@ -70,9 +70,9 @@ def check_sample_budget(duration: float, interval: float, what: str,
     if interval > duration:
         raise InputError(f"{what}: the step or sampling interval {interval:g} s is longer than "
                          f"the duration {duration:g} s")
-    n = int(duration / interval) + 1
-    if n > MAX_SAMPLES:
+    n = duration / interval + 1.0  # a float: 1e300 s would overflow an int
+    if not n <= MAX_SAMPLES:
         raise InputError(f"{what}: {duration:g} s every {interval:g} s would record {n:.3g} "
                          f"samples (at most {MAX_SAMPLES:.0e} fit in memory); {hint}")
-    return n
+    return int(n)
 
