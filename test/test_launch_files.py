@@ -488,23 +488,18 @@ def test_generate_launch_description(path):
 
 
 @pytest.mark.skipif(not HAVE_LAUNCH, reason="launch / launch_ros not installed (no ROS 2)")
-def test_bringup_gazebo_refuses_closed_loop(tmp_path, monkeypatch, capfd):
-    """robot:=five_bar sim:=gazebo stops with an error before starting anything."""
-    from launch.actions import IncludeLaunchDescription
-    from launch.launch_description import LaunchDescription
-    from launch.launch_description_sources import PythonLaunchDescriptionSource
-    from launch.launch_service import LaunchService
-    from launch_helpers import make_prefix
+def test_bringup_gazebo_refuses_closed_loop(tmp_path):
+    """robot:=five_bar sim:=gazebo stops with an error before starting anything (a real
+    LaunchService, in a subprocess: launch configures its logging once per process)."""
+    from launch_helpers import LaunchProcess, make_prefix
 
     prefix = make_prefix(tmp_path / "prefix")  # this tree as an ament package
-    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
-    share = prefix / "share" / PACKAGE
-    bringup = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(share / "launch" / "bringup.launch.py")),
-        launch_arguments=[("robot", "five_bar"), ("sim", "gazebo"), ("rviz", "false")],
-    )
-    service = LaunchService(argv=[])
-    service.include_launch_description(LaunchDescription([bringup]))
-    assert service.run() != 0
-    out = "".join(capfd.readouterr())
+    run = LaunchProcess(prefix, "bringup.launch.py",
+                        {"robot": "five_bar", "sim": "gazebo", "rviz": "false"},
+                        tmp_path / "launch.log")
+    code = run.wait(60.0)
+    run.stop()
+    out = run.log()
+    assert code not in (0, None), out[-2000:]
     assert "sim:=gazebo cannot simulate five_bar" in out, out[-2000:]
+    assert "process started" not in out, out[-2000:]
