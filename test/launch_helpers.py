@@ -122,6 +122,7 @@ class LaunchProcess:
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "wb")
         argv = [f"{k}:={v}" for k, v in args.items()]
+        self.leftover: list[int] = []
         self.proc = subprocess.Popen(
             [sys.executable, "-c", RUNNER, launch_file, *argv], stdout=self._log,
             stderr=subprocess.STDOUT, env=launch_environment(prefix, env),
@@ -142,19 +143,26 @@ class LaunchProcess:
             return None
 
     def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGINT (as Ctrl-C on ``ros2 launch``), then SIGKILL to the whole group.
+        """SIGINT to the process group (as Ctrl-C in the terminal of ``ros2 launch``: launch
+        then leaves the signal of its processes to the terminal), then SIGKILL to the session.
 
         Returns the launch's exit code, or None when it had to be killed."""
         code = None
         if self.alive():
-            self.proc.send_signal(signal.SIGINT)
+            try:
+                os.killpg(self.proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
             code = self.wait(timeout)
         else:
             code = self.proc.returncode
-        try:  # nothing of the launch may outlive it
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        # what outlived the launch (checked by the tests), then killed: nothing may stay
+        self.leftover = [] if self.alive() else session_members(self.proc.pid)
+        for pid in session_members(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if self.alive():
             self.proc.wait(5)
         self._log.close()

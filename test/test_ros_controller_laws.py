@@ -23,6 +23,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 from multibody_control.controllers import (  # noqa: E402
     ComputedTorqueController,
     PDController,
+    ProjectedInverseDynamicsController,
+    QuasiVelocityController,
     RMRCController,
     TrajectoryInterpolator,
     make_controller,
@@ -48,8 +50,16 @@ def values(**changes):
 
 
 @pytest.mark.parametrize("robot, params, kind", [
-    ("arm7", {"law": "pd"}, PDController),
-    ("arm7", {"law": "pid", "ki": [1.0]}, PDController),
+    ("arm7", {"law": "pd", "kp": [1.0], "kd": [0.02]}, PDController),
+    ("arm7", {"law": "pid", "kp": [1.0], "kd": [0.02], "ki": [1.0]}, PDController),
+    ("five_bar", {"law": "projected_inverse_dynamics"}, ProjectedInverseDynamicsController),
+    ("slider_crank", {"law": "projected_inverse_dynamics", "rate_hz": 1000.0},
+     ProjectedInverseDynamicsController),
+    ("prr_surface", {"law": "projected_inverse_dynamics", "independent": ["q2", "q3"],
+                     "force_control": True, "lambda_d": [50.0]},
+     ProjectedInverseDynamicsController),
+    ("prr_surface", {"law": "quasi_velocity", "kp": [3.0], "kd": [5.0]},
+     QuasiVelocityController),
     ("arm7", {"law": "computed_torque"}, ComputedTorqueController),
     ("arm7", {"law": "rmrc"}, RMRCController),
     ("arm7", {"law": "rmrc", "rmrc_redundant_joint": "joint3", "rmrc_inner": "pd"}, RMRCController),
@@ -77,6 +87,14 @@ def test_law_setup_accepts(models, robot, params, kind):
     ("arm7", {"law": "rmrc", "rmrc_frame": "nope"}, "law rmrc: .*no frame named 'nope'"),
     ("arm7", {"law": "rmrc", "rmrc_redundant_joint": "nope"}, "law rmrc: .*nope"),
     ("arm7", {"law": "pd", "kd": [1.0, 2.0]}, "law pd: kd: expected a scalar or 7"),
+    # the node's default gains (kp 100 N m/rad, kd 20 N m s/rad) on arm7's wrist at 500 Hz:
+    # kd dt / M = 20 * 0.002 / 2.4e-4 = 167 (M from pinocchio's crba), the sampled loop diverges
+    ("arm7", {"law": "pd"}, r"law pd: gains unstable at rate_hz 500 .*joint7 .*kd\*dt/M = 167"),
+    ("arm7", {"law": "computed_torque", "kd": [2000.0]}, "law computed_torque: gains unstable"),
+    ("five_bar", {"law": "projected_inverse_dynamics", "force_control": True},
+     "force control needs every coordinate actuated"),
+    ("prr_surface", {"law": "projected_inverse_dynamics", "force_control": True,
+                     "lambda_d": [1.0, 2.0]}, "lambda_d: expected 1 values"),
 ])
 def test_law_setup_refuses(models, robot, params, message):
     with pytest.raises(LawError, match=message):
@@ -156,6 +174,10 @@ def test_runtime_law_changes_refused_with_reason(node):
     assert n.setup.law == "tv_lqr"
     assert n.set_parameters([Parameter("law", value="pd")])[0].successful
     assert n.setup.law == "pd"
+    # kd 2000 N m s/rad on alpha2 (M = 2.29 kg m^2) at 500 Hz: kd dt / M = 1.75
+    result = n.set_parameters([Parameter("kd", value=[2000.0])])[0]
+    assert not result.successful and "gains unstable" in result.reason, result.reason
+    assert n.params["kd"] == [10.0]
 
 
 def test_tv_lqr_switches_after_the_design(node, models):

@@ -284,7 +284,7 @@ def test_pending_trajectory_waits_for_the_plant(launch, probe):
     """A trajectory received before the first state starts only once the commands have a
     subscriber: DDS may deliver a new plant's states before it receives any command."""
     names = list(load_model("arm7").coordinate_names)
-    ctl = launch("controller_node", robot="arm7", rate_hz=100.0, law="pd")
+    ctl = launch("controller_node", robot="arm7", rate_hz=100.0, law="computed_torque")
     pub_tr = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
     pub_js = probe.publisher(JointState, "/joint_states")
     probe.wait_for(lambda: pub_tr.get_subscription_count() > 0
@@ -337,3 +337,43 @@ def test_held_plant_off_the_wall_clock_keeps_wall_time(launch, probe):
     print(f"held: {held:.3f} s of simulated time in 1 s; after the first command {free:.2f} s "
           f"in {wall:.2f} s of wall time")
     assert free > 3.0 * wall
+
+
+def test_dynamics_node_closed_loop_holding_torque(launch, probe):
+    """four_bar (closed loop, crank actuated, coupler and rocker passive, gravity in its plane):
+    dynamics_node publishes the constrained inverse dynamics.  At rest the holding torque of the
+    crank must equal dV/dtheta along the loop (virtual work): g(q) . dq/dtheta, with g from
+    pinocchio's computeGeneralizedGravity and dq/dtheta a central difference of the assembled
+    configuration (h = 1e-6 rad: truncation ~1e-12, round-off ~1e-10 relative).  The passive
+    torques are zero and torque + constraint force = g(q) (eq. 32 at rest)."""
+    import pinocchio as pin
+
+    from multibody_control.controllers import ProjectedInverseDynamicsController
+
+    model = load_model("four_bar")
+    ctl = ProjectedInverseDynamicsController(model)
+    q = ctl.assemble(np.array([0.5, 0.3, 1.5]))
+    h = 1e-6
+    dq = (ctl.assemble(q + [h, 0.0, 0.0]) - ctl.assemble(q - [h, 0.0, 0.0])) / (2 * h)
+    g = pin.computeGeneralizedGravity(model.pin_model, model.pin_model.createData(), q)
+    holding = float(g @ dq)
+
+    dyn = launch("dynamics_node", robot="four_bar", acceleration="zero")
+    torques = probe.record(Float64MultiArray, "/dynamics_node/gravity_torques")
+    forces = probe.record(Float64MultiArray, "/dynamics_node/constraint_forces")
+    lams = probe.record(Float64MultiArray, "/dynamics_node/constraint_multipliers")
+    pub = probe.publisher(JointState, "/joint_states")
+    names = list(model.coordinate_names)
+    state = JointState(name=names, position=q.tolist(), velocity=[0.0] * 3)
+
+    def published():
+        pub.publish(state)
+        return bool(torques and forces and lams)
+
+    probe.wait_for(published, 60.0, "dynamics_node's closed-loop outputs", [dyn])
+    tau, f_c = np.array(torques[-1].data), np.array(forces[-1].data)
+    assert abs(tau[0] - holding) < 1e-6 * max(1.0, abs(holding)), (tau, holding)
+    np.testing.assert_allclose(tau[1:], 0.0, atol=1e-9)         # passive joints
+    np.testing.assert_allclose(tau + f_c, g, atol=1e-9)          # eq. 32 at rest
+    assert len(lams[-1].data) > 0 and np.all(np.isfinite(lams[-1].data))
+    assert "closed loop" in dyn.log()
