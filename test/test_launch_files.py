@@ -503,3 +503,17 @@ def test_bringup_gazebo_refuses_closed_loop(tmp_path):
     assert code not in (0, None), out[-2000:]
     assert "sim:=gazebo cannot simulate five_bar" in out, out[-2000:]
     assert "process started" not in out, out[-2000:]
+
+
+def test_bringup_defaults_up_to_date():
+    """config/bringup/<robot>.yaml exists for every launchable robot and is what
+    tools/make_bringup.py writes (gains from the mass matrix, assembled initial positions)."""
+    spec = importlib.util.spec_from_file_location("make_bringup",
+                                                  ROOT / "tools" / "make_bringup.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    for robot in ROBOTS:
+        path = ROOT / "config" / "bringup" / f"{robot}.yaml"
+        assert path.is_file(), f"{path} missing: run python tools/make_bringup.py"
+        assert path.read_text() == tool.robot_file(robot), \
+            f"{path} is stale: run python tools/make_bringup.py"
