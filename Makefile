@@ -7,6 +7,8 @@ STAMP  := $(VENV)/.installed-stamp
 # ROS 2 launch/launch_ros are not on PyPI: wheels beside the clone (docs/ros-launch.md); the
 # launch tests skip without them.  lark is left out: launch needs it only for XML/YAML launch
 # files, and it would overwrite the lark-parser that rosidl_parser pulls in (same module name).
+# launch_testing goes to $(VENV)/launch-testing, off sys.path: its pytest plugin does not load
+# under pytest 9 (hookimpl argument 'path'); `launch_test` runs from there in a subprocess.
 LAUNCH_WHEELS ?= ../shared/ros-launch-wheels
 OUT    ?= demo_output
 PYTEST_ARGS ?=
@@ -26,7 +28,9 @@ $(STAMP): setup.py package.xml
 	  $(PY) -m pip install -qq osrf-pycommon ros-lifecycle-msgs ros-ament-index-python && \
 	  $(PY) -m pip install -qq --no-deps $(LAUNCH_WHEELS)/launch-[0-9]*.whl \
 	    $(LAUNCH_WHEELS)/launch_xml-*.whl $(LAUNCH_WHEELS)/launch_yaml-*.whl \
-	    $(LAUNCH_WHEELS)/launch_ros-*.whl $(LAUNCH_WHEELS)/composition_interfaces-*.whl; \
+	    $(LAUNCH_WHEELS)/launch_ros-*.whl $(LAUNCH_WHEELS)/composition_interfaces-*.whl && \
+	  $(PY) -m pip install -qq --no-deps --target $(VENV)/launch-testing \
+	    $(LAUNCH_WHEELS)/launch_testing-*.whl $(LAUNCH_WHEELS)/launch_testing_ros-*.whl; \
 	fi
 	touch $(STAMP)
 

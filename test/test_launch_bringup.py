@@ -12,7 +12,7 @@ formula (``multibody_control.trajectories.rest_to_rest``), not taken from the co
 
 Timing on a shared 2-core machine: node start-up (imports, model) takes 3-15 s there, so
 ``STARTUP`` is generous; the move lasts ``demo.duration`` (2 s) and ``HOLD`` s of holding
-follow.  The reference starts when the controller receives it (header stamp zero), which the
+follow (1 s, 3 s for the joint PD).  The reference starts when the controller receives it (header stamp zero), which the
 test knows to within the DDS delivery latency; ``LAG`` s of slack in time absorb it (the
 error is taken as the smallest over reference times within +-LAG of the message stamp).
 
@@ -44,17 +44,21 @@ ROOT = Path(__file__).resolve().parents[1]
 BRINGUP = sorted((ROOT / "config" / "bringup").glob("*.yaml"))
 ROBOTS = [p.stem for p in BRINGUP]
 STARTUP = 90.0   # s until /joint_states and the controller's subscription (loaded 2-core box)
-HOLD = 1.0       # s recorded after the end of the move
+HOLD = {"pd": 3.0}  # s recorded after the end of the move (joint PD converges slowly); else 1
 LAG = 0.05       # s of slack between the test's clock for the start and the controller's
-#: Tracking-error bound [rad | m] on the moved joints during and after the move.  The move is
-#: 0.1-1 rad in 2 s; the model-based laws (computed torque, projected inverse dynamics, exact
-#: model, e'' + 20 e' + 100 e = 0) track it to well under 0.01 rad in simulation, the joint PD
-#: (20 rad/s bandwidth, no model) lags by up to about 2 zeta v / w; the bound is loose against
-#: both because DDS delays and a loaded machine (missed control periods) add error; what it
-#: catches is a loop that does not track at all (diverging, braked, or commanding nothing).
-#: pd: the passive arms track with their spring-loaded elbow swinging; a library simulation of
-#: the same loop with 1-5 control periods of delay gives 0.04-0.1 rad (tools/make_bringup.py).
-ERROR_BOUND = {"computed_torque": 0.05, "projected_inverse_dynamics": 0.05, "pd": 0.2}
+#: Bounds [rad | m] on the moved joints: (largest tracking error over the move and the hold,
+#: distance from the goal at the end of the hold).  The move is 0.1-1 rad in 2 s.  Measured
+#: on a 2-core machine shared with other test runs (load average 8): the model-based laws
+#: (computed torque, projected inverse dynamics: e'' + 20 e' + 100 e = 0 with an exact model)
+#: 1e-3 - 4e-2 over the move when /joint_states flows near its 1 kHz, up to 0.17 when the
+#: loaded simulator falls behind its wall-clock schedule (states at 200 Hz: the plant lags the
+#: wall-clock reference), and 1e-8 - 5e-3 at the end; the joint PD (no model, elastic passive
+#: joints swinging) 0.02-0.19 during and 0.02-0.13 at the end (a library simulation of the
+#: passive arms with 1-5 control periods of delay: 0.04-0.1 rad at 3 s, still converging).
+#: The bounds catch a loop that diverges or does not track (braked: the whole move stays as
+#: error at the end), with room for the load.  None: half the largest move.
+ERROR_BOUND = {"computed_torque": (0.25, 0.02), "projected_inverse_dynamics": (0.25, 0.02),
+               "pd": (0.3, None)}
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +111,7 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
     law = cfg["law"]
     move = cfg["demo"]["move"]
     duration = float(cfg["demo"]["duration"])
+    hold = HOLD.get(law, 1.0)
     names = list(model.coordinate_names)
     moved = list(move)
     states = probe.record(JointState, "/joint_states", depth=2000)
@@ -134,12 +139,12 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
         n_before = len(states)
         t_sent = time.time()
         pub.publish(_trajectory_msg(sent, q_start[idx], q_goal[idx], duration))
-        time.sleep(duration + HOLD)
+        time.sleep(duration + hold)
         log = run.log()
         assert "process has died" not in log, log[-4000:]
         assert run.alive(), log[-4000:]
         recorded = [m for m in list(states)[n_before:] if _stamp(m) >= t_sent]
-        rate = len(recorded) / (duration + HOLD)
+        rate = len(recorded) / (duration + hold)
         # the simulator publishes at 1000 Hz; under load fewer arrive, but a flow it must be
         assert rate > 50.0, f"/joint_states at {rate:.0f} Hz"
         imoved = [names.index(n) for n in moved]
@@ -154,8 +159,10 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
         print(f"{robot} ({law}): {len(recorded)} states ({rate:.0f} Hz), tracking error last "
               f"{errors[-1]:.2e} max (at t = {_stamp(recorded[int(np.argmax(errors))]) - t_sent:.3f} s) "
               f"{errors.max():.2e}, final {final:.2e} rad | m")
-        assert errors.max() < ERROR_BOUND[law], (errors.max(), log[-3000:])
-        assert final < ERROR_BOUND[law]
+        during, at_end = ERROR_BOUND[law]
+        at_end = at_end or 0.5 * max(abs(d) for d in move.values())
+        assert errors.max() < during, (errors.max(), log[-3000:])
+        assert final < at_end, (final, log[-3000:])
     finally:
         code = run.stop()
         print(f"----- launch (exit {code}):\n{run.log()[-6000:]}")

@@ -39,7 +39,11 @@ from multibody_control.ros.controller_node import (  # noqa: E402
 from multibody_control.trajectories import rest_to_rest  # noqa: E402
 from multibody_dynamics.errors import InputError  # noqa: E402
 from multibody_dynamics.rigid import RigidDynamics  # noqa: E402
-from multibody_dynamics.ros.conversions import JointCoordinates, sec_to_duration  # noqa: E402
+from multibody_dynamics.ros.conversions import (  # noqa: E402
+    JointCoordinates,
+    MessageError,
+    sec_to_duration,
+)
 from multibody_dynamics.ros.runtime import run_node  # noqa: E402
 
 DEFAULTS = {s.name: s.default for s in PARAMETERS}
@@ -222,3 +226,55 @@ def test_tv_lqr_switches_after_the_design(node, models):
     # a new trajectory drops the gains at once (back to the fallback until its design)
     n._on_trajectory(JointTrajectory(joint_names=msg.joint_names, points=msg.points[:5]))
     assert n._plan is None
+
+
+def _point(q, t):
+    return JointTrajectoryPoint(positions=list(map(float, q)), time_from_start=sec_to_duration(t))
+
+
+def test_trajectories_refused_as_joint_trajectory_controller_does(node, models):
+    """Refused, the current reference kept: a position outside the URDF limits (arm7 joint2:
+    +-2.09 rad in urdf/arm7.urdf), a finite but absurd 1e300, a trajectory that ended before it
+    arrived (stamp + last time_from_start in the past); accepted: the same points in range."""
+    from builtin_interfaces.msg import Time
+
+    model = models["arm7"]
+    names = list(model.coordinate_names)
+    n = node(robot="arm7", law="computed_torque")
+    n._on_state(_state(model, np.zeros(7)))
+    cases = [
+        ([0.0, 2.5, 0, 0, 0, 0, 0], None, r"joint2 at 2.5, outside its URDF limits \[-2.09, 2.09\]"),
+        ([0.0, 0, 0, 0, 0, 0, 1e300], None, "outside its URDF limits"),
+        ([0.0, 0.1, 0, 0, 0, 0, 0], 1.0, "ends in the past"),
+    ]
+    for q, stamp, reason in cases:
+        msg = JointTrajectory(joint_names=names, points=[_point(q, 0.5)])
+        if stamp is not None:  # 1 s after the epoch: long gone
+            msg.header.stamp = Time(sec=int(stamp))
+        before = n.rejected["trajectory"]
+        with pytest.raises(MessageError, match=reason):
+            n._accept(msg)
+        n._on_trajectory(msg)
+        assert n.rejected["trajectory"] == before + 1 and n._traj is None
+    ok = JointTrajectory(joint_names=names, points=[_point([0.0, 2.0, 0, 0, 0, 0, 3.0], 0.5)])
+    n._on_trajectory(ok)
+    assert n._traj is not None
+
+
+def test_closed_loop_reference_names_the_independent_joints_only(node, models):
+    """five_bar under projected_inverse_dynamics: a trajectory of the two motors is accepted
+    (the elbows, dependent, are filled in and ignored by the law); one that leaves out a motor
+    is refused naming it."""
+    model = models["five_bar"]
+    q0 = [2.260904311, -1.549961486, 0.880688343, 1.549961486]
+    n = node(robot="five_bar", law="projected_inverse_dynamics")
+    n._on_state(_state(model, q0))
+    msg = JointTrajectory(joint_names=["right_motor"], points=[_point([0.9], 0.5)])
+    with pytest.raises(MessageError, match="left_motor not named"):
+        n._accept(msg)
+    msg = JointTrajectory(joint_names=["left_motor", "right_motor"],
+                          points=[_point([2.2, 0.9], 0.5)])
+    n._on_trajectory(msg)
+    assert n._traj is not None
+    u = n._command(n._now())
+    assert u.shape == (2,) and np.all(np.isfinite(u))

@@ -377,3 +377,24 @@ def test_dynamics_node_closed_loop_holding_torque(launch, probe):
     np.testing.assert_allclose(tau + f_c, g, atol=1e-9)          # eq. 32 at rest
     assert len(lams[-1].data) > 0 and np.all(np.isfinite(lams[-1].data))
     assert "closed loop" in dyn.log()
+
+
+def test_simulator_saturates_commands_at_the_urdf_effort_limits(launch, probe):
+    """A finite but absurd command (1e300 N m on arm7's joint1) is applied as the URDF limit of
+    joint1 (320 N m in urdf/arm7.urdf), with a warning naming it; the state stays finite."""
+    sim = launch("simulator_node", robot="arm7", rate_hz=200.0)
+    states = probe.record(JointState, "/joint_states")
+    pub = probe.publisher(Float64MultiArray, "/effort_controller/commands")
+    cmd = Float64MultiArray(data=[1e300] + [0.0] * 6)
+
+    def saturated():
+        pub.publish(cmd)
+        return "command saturated at the URDF effort limits: T1" in sim.log() or \
+            "command saturated at the URDF effort limits: joint1" in sim.log()
+
+    probe.wait_for(saturated, 60.0, "the saturation warning", [sim])
+    probe.wait_for(lambda: any(m.effort and m.effort[0] != 0.0 for m in list(states)), 20.0,
+                   "the saturated effort on /joint_states", [sim])
+    applied = [m.effort[0] for m in list(states) if m.effort and m.effort[0] != 0.0]
+    assert max(applied) == pytest.approx(320.0, rel=1e-12)
+    assert all(math.isfinite(x) for m in list(states) for x in m.position)

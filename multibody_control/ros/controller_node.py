@@ -10,7 +10,9 @@ Subscribes
     Hermite; with velocities and accelerations: quintic Hermite.  A first point
     after t = 0 is reached from the current reference.  An empty trajectory stops
     (holds the measured position).  Invalid trajectories are rejected, the
-    current one continues.  The topic is read by two subscriptions: a volatile one
+    current one continues: among them, as joint_trajectory_controller, one that ends in
+    the past (stamp + last time_from_start before now), and one with a position outside
+    the joint's URDF limits.  The topic is read by two subscriptions: a volatile one
     (as joint_trajectory_controller, for ordinary publishers) and a transient-local one,
     so that a latched trajectory (inverter_node's ``~/joint_trajectory``) published
     before this node started still arrives; a message delivered to both (identical to
@@ -457,6 +459,21 @@ def _fully_actuated(model) -> bool:
     return B.shape[0] == B.shape[1] and np.linalg.matrix_rank(B) == B.shape[0]
 
 
+def _position_limits(model, coords: JointCoordinates):
+    """(lower (n,), upper (n,), names) of the message coordinates from the URDF, or None.
+
+    None for a model without a pinocchio model (a flexible joint view) or with a continuous
+    joint (cos/sin in q); an unlimited joint has +-inf."""
+    pm = getattr(model, "pin_model", None)
+    if pm is None or pm.nq != pm.nv:
+        return None
+    lo = np.asarray(pm.lowerPositionLimit, float).copy()
+    hi = np.asarray(pm.upperPositionLimit, float).copy()
+    unset = (lo >= hi)  # pinocchio's placeholder for a joint without limits
+    lo[unset], hi[unset] = -np.inf, np.inf
+    return lo, hi, coords.names
+
+
 class ControllerNode(Node):
     """Tracking controller publishing effort commands for forward_command_controller-style plants."""
 
@@ -481,6 +498,7 @@ class ControllerNode(Node):
             self.model = model = load_model(p["robot"])
             self.coords = JointCoordinates(model)
         self._actuated = _fully_actuated(model)
+        self._limits = _position_limits(model, self.coords)
         try:
             self.setup = law_setup(model, p.values, self.flexible)
         except LawError as exc:
@@ -751,6 +769,12 @@ class ControllerNode(Node):
         now = self._now()
         start = arr.start if arr.start is not None else now
         t, pos, vel, acc, eff = arr.t, arr.positions, arr.velocities, arr.accelerations, arr.effort
+        if arr.start is not None and arr.start + t[-1] < now:
+            # as joint_trajectory_controller: a trajectory that ends before it is received
+            raise MessageError(f"JointTrajectory: ends in the past (header.stamp + last "
+                               f"time_from_start = {arr.start + t[-1]:.6f} s < now {now:.6f} s); "
+                               "stamp it later or leave the stamp zero (start on receipt)")
+        self._check_limits(pos)
         if eff is not None:
             for k, e in enumerate(eff):
                 try:
@@ -771,6 +795,18 @@ class ControllerNode(Node):
             acc = None if acc is None else np.vstack([current.a, acc])
             eff = None if eff is None else np.vstack([eff[:1], eff])
         return TrajectoryInterpolator(t, pos, vel, acc, eff), start
+
+    def _check_limits(self, pos: np.ndarray):
+        """Positions (N, n) within the URDF limits of their joints (revolute/prismatic joints;
+        a continuous joint has none).  Finite but absurd values (1e300) fail here too."""
+        if self._limits is None:
+            return
+        lo, hi, names = self._limits
+        bad = np.argwhere((pos < lo) | (pos > hi))
+        if bad.size:
+            k, j = bad[0]
+            raise MessageError(f"JointTrajectory: point {k} puts {names[j]} at {pos[k, j]:.6g}, "
+                               f"outside its URDF limits [{lo[j]:g}, {hi[j]:g}]")
 
     def _complete(self, msg: JointTrajectory) -> JointTrajectory:
         """``msg`` with the joints it leaves out added (constrained laws only use the

@@ -5,7 +5,9 @@ Subscribes
     model input (``model.input_names``), mapped to generalized forces by
     ``tau = B u`` (the interface of forward_command_controller with the effort
     command interface).  Wrong lengths and NaN/inf are rejected with a throttled
-    warning; the last valid command stays applied until ``command_timeout``.
+    warning; the last valid command stays applied until ``command_timeout``.  A
+    command beyond the URDF ``effort`` limit of its joint is saturated there (as a
+    ros2_control effort interface bounds it), with a throttled warning.
 Publishes
     ``/joint_states`` (sensor_msgs/JointState): position, velocity and applied
     effort of every coordinate, passive joints included, once per step;
@@ -116,6 +118,18 @@ PARAMETERS = (
 )
 
 
+def _input_effort_limits(model, B) -> np.ndarray | None:
+    """|u| bound (nu,) [N m | N] of each input: the URDF ``effort`` limit of the coordinate it
+    drives (as a ros2_control effort interface bounds its command); None without a URDF."""
+    pm = getattr(model, "pin_model", None)
+    if pm is None or B.shape[0] != pm.nv:
+        return None
+    limit = np.asarray(pm.effortLimit, float)
+    out = np.array([limit[int(np.argmax(np.abs(B[:, j])))] for j in range(B.shape[1])])
+    out[~(out > 0)] = np.inf  # no limit given
+    return out
+
+
 class SimulatorNode(Node):
     """Fixed-step simulation of a model (open chain or constrained) exposed over ROS 2 topics.
 
@@ -170,6 +184,7 @@ class SimulatorNode(Node):
         self.u = np.zeros(model.nu)
         self.tau = np.zeros(model.nv)
         self._B = np.asarray(model.B, float)
+        self._u_limit = _input_effort_limits(model, self._B)
         self._t_cmd: float | None = None
         self._failed = False
         self.rejected = 0
@@ -296,6 +311,12 @@ class SimulatorNode(Node):
             self.throttle.warn("command", f"rejected command: {exc} (inputs: "
                                f"{', '.join(self.input_names)}); keeping the last valid one")
             return
+        if self._u_limit is not None and np.any(np.abs(u) > self._u_limit):
+            over = int(np.argmax(np.abs(u) - self._u_limit))
+            self.throttle.warn("saturated", f"command saturated at the URDF effort limits: "
+                               f"{self.input_names[over]} = {u[over]:.6g} beyond "
+                               f"+-{self._u_limit[over]:g} N m | N")
+            u = np.clip(u, -self._u_limit, self._u_limit)
         with self._lock:
             self.u = u
             self._t_cmd = self.sim.t
