@@ -42,10 +42,12 @@ PACKAGE = "multibody_suite"
 ROBOTS = [
     ("arm7", -0.6, None, {}, True),
     # left_motor, left_elbow, right_motor, right_elbow: closure residual below 1e-10 m.
-    # Computed torque needs a fully actuated open chain: joint PD on the two motors, gains
-    # sized for the five-bar's 0.8 kg of links (N m/rad, N m s/rad).
+    # Projected inverse dynamics with the passive elbows (Aghili 2005 Sect. 7.4), as
+    # config/bringup/five_bar.yaml: e'' + 20 e' + 100 e = 0 on the motors; a trajectory may
+    # name the two motors only.
     ("five_bar", 0.6, [2.260904311, -1.549961486, 0.880688343, 1.549961486],
-     {"law": "pd", "kp": [1.0], "kd": [0.05]}, False),  # closed loop: no inverter
+     {"law": "projected_inverse_dynamics", "kp": [100.0], "kd": [20.0]},
+     False),  # closed loop: no inverter
 ]
 REMAP = [
     ("/joint_states", "joint_states"),

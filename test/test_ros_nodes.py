@@ -398,3 +398,39 @@ def test_simulator_saturates_commands_at_the_urdf_effort_limits(launch, probe):
     applied = [m.effort[0] for m in list(states) if m.effort and m.effort[0] != 0.0]
     assert max(applied) == pytest.approx(320.0, rel=1e-12)
     assert all(math.isfinite(x) for m in list(states) for x in m.position)
+
+
+def test_simulator_reset_service(launch, probe):
+    """~/reset (std_srvs/Trigger): five_bar driven away from its assembled start by constant
+    motor torques, then reset: the next states are the start again (to 1e-9 rad: the start is
+    already assembled, its projection moves it by the Newton tolerance), at rest, and the
+    clock did not go back."""
+    std_srvs = pytest.importorskip("std_srvs.srv")
+    q0 = [2.260904311, -1.549961486, 0.880688343, 1.549961486]
+    sim = launch("simulator_node", robot="five_bar", rate_hz=200.0, initial_positions=q0)
+    states = probe.record(JointState, "/joint_states", depth=1000)
+    pub = probe.publisher(Float64MultiArray, "/effort_controller/commands")
+    names = list(load_model("five_bar").coordinate_names)
+
+    def q_of(msg):
+        index = {n: i for i, n in enumerate(msg.name)}
+        return np.array([msg.position[index[n]] for n in names])
+
+    def moved():
+        pub.publish(Float64MultiArray(data=[0.05, -0.05]))
+        return bool(states) and np.max(np.abs(q_of(states[-1]) - q0)) > 0.05
+
+    probe.wait_for(moved, 60.0, "five_bar moving under the torques", [sim])
+    time.sleep(0.5)  # no command in flight: a late one would release the brake after the reset
+    stamp_before = states[-1].header.stamp
+    client = probe.node.create_client(std_srvs.Trigger, "/simulator_node/reset")
+    result = probe.call(client, std_srvs.Trigger.Request(), 30.0)
+    assert result.success, result.message
+    n = len(states)
+    probe.wait_for(lambda: len(states) > n + 5, 20.0, "states after the reset", [sim])
+    last = states[-1]
+    np.testing.assert_allclose(q_of(last), q0, atol=1e-9)
+    np.testing.assert_allclose(last.velocity, 0.0, atol=1e-12)
+    t = lambda s: s.sec + 1e-9 * s.nanosec  # noqa: E731
+    assert t(last.header.stamp) >= t(stamp_before)
+    assert "reset to initial_positions" in sim.log()
