@@ -278,3 +278,23 @@ def test_closed_loop_reference_names_the_independent_joints_only(node, models):
     assert n._traj is not None
     u = n._command(n._now())
     assert u.shape == (2,) and np.all(np.isfinite(u))
+
+
+def test_urdf_effort_limits_saturate_the_law(models):
+    """effort_limit unset: the law saturates at the URDF effort limits of arm7's joints
+    (urdf/arm7.urdf: 320, 320, 176, 176, 110, 40, 40 N m); a 2 rad error on every joint asks
+    for far more under computed torque (kp 100 1/s^2 times inertias up to 3.3 kg m^2 plus
+    gravity)."""
+    from multibody_control.controllers import Reference
+
+    model = models["arm7"]
+    setup = law_setup(model, values(law="computed_torque"))
+    q = np.zeros(7)
+    u = setup.controller.step(0.0, q, np.zeros(7), Reference(q + 2.0, np.zeros(7), np.zeros(7)))
+    limits = np.array([320, 320, 176, 176, 110, 40, 40], float)
+    assert np.all(np.abs(u) <= limits + 1e-9)
+    assert np.any(np.isclose(np.abs(u), limits))  # it does saturate
+    explicit = law_setup(model, values(law="computed_torque", effort_limit=[1e6]))
+    u2 = explicit.controller.step(0.0, q, np.zeros(7),
+                                  Reference(q + 2.0, np.zeros(7), np.zeros(7)))
+    assert np.max(np.abs(u2)) > 320.0  # an explicit effort_limit replaces the URDF's

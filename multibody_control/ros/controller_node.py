@@ -106,6 +106,7 @@ from multibody_dynamics.ros.cdr import patched_or_none
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
     MessageError,
+    input_effort_limits,
     joint_state_to_arrays,
     trajectory_from_msg,
     vector_msg,
@@ -194,7 +195,8 @@ PARAMETERS = (
                   "one value or one per input; empty: none", unit="N m | N",
                   range=(0.0, 1e6)),
     ParameterSpec("effort_limit", [], "output saturation |u|, one value or one per input; "
-                  "empty: none", unit="N m | N", range=(0.0, 1e6)),
+                  "empty: the URDF effort limits of the driven joints (none for a flexible "
+                  "robot)", unit="N m | N", range=(0.0, 1e6)),
     ParameterSpec("state_timeout", 0.5, "stop publishing commands when /joint_states is older "
                   "than this (node-clock time); 0 disables", unit="s", range=(0.0, 3600.0)),
     ParameterSpec("lqr_r", [1.0], "tv_lqr: input weight R (diagonal), one value or one per "
@@ -293,6 +295,9 @@ def law_setup(model, values: dict, flexible: bool = False) -> LawSetup:
     """
     law = values["law"]
     limit = _gain(values["effort_limit"])
+    urdf = None if flexible or values["effort_limit"] else input_effort_limits(model)
+    if urdf is not None and np.any(np.isfinite(urdf)):
+        limit = tuple(float(x) for x in urdf)  # the URDF's, as the plant enforces them
     if flexible and law not in FLEXIBLE_LAWS:
         raise LawError(f"law {law}: {model.name} is a flexible model; only "
                        f"{' and '.join(FLEXIBLE_LAWS)} (collocated joint feedback) run on it, "

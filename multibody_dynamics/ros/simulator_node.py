@@ -7,7 +7,8 @@ Subscribes
     command interface).  Wrong lengths and NaN/inf are rejected with a throttled
     warning; the last valid command stays applied until ``command_timeout``.  A
     command beyond the URDF ``effort`` limit of its joint is saturated there (as a
-    ros2_control effort interface bounds it), with a throttled warning.
+    ros2_control effort interface bounds it), with a throttled warning
+    (``urdf_effort_limits: false`` applies it as sent).
 Services
     ``~/reset`` (std_srvs/Trigger, when std_srvs is installed): back to
     ``initial_positions`` at rest, braked until the next command, clock unchanged; it also
@@ -66,6 +67,7 @@ from .cdr import patched_or_none
 from .conversions import (
     JointCoordinates,
     MessageError,
+    input_effort_limits,
     joint_state_msg,
     sec_to_stamp,
     vector_from_msg,
@@ -96,6 +98,9 @@ PARAMETERS = (
                   "this long (simulated time); 0 disables", unit="s", range=(0.0, 3600.0)),
     ParameterSpec("initial_positions", [], "initial joint positions, one per coordinate in "
                   "model order (rad | m); empty: the spring rest configuration", read_only=True),
+    ParameterSpec("urdf_effort_limits", True, "saturate each command at the URDF effort limit of "
+                  "its joint (as a ros2_control effort interface); false: apply it as sent",
+                  read_only=True),
     ParameterSpec("hold_until_command", True, "keep the robot braked at initial_positions until "
                   "the first valid command arrives (time still advances, with realtime false "
                   "at the wall-clock rate until that command)", read_only=True),
@@ -120,18 +125,6 @@ PARAMETERS = (
                   "~/constraint_residual every this many steps (constrained models only)",
                   unit="steps", range=(1, 100000)),
 )
-
-
-def _input_effort_limits(model, B) -> np.ndarray | None:
-    """|u| bound (nu,) [N m | N] of each input: the URDF ``effort`` limit of the coordinate it
-    drives (as a ros2_control effort interface bounds its command); None without a URDF."""
-    pm = getattr(model, "pin_model", None)
-    if pm is None or B.shape[0] != pm.nv:
-        return None
-    limit = np.asarray(pm.effortLimit, float)
-    out = np.array([limit[int(np.argmax(np.abs(B[:, j])))] for j in range(B.shape[1])])
-    out[~(out > 0)] = np.inf  # no limit given
-    return out
 
 
 class SimulatorNode(Node):
@@ -189,7 +182,7 @@ class SimulatorNode(Node):
         self.u = np.zeros(model.nu)
         self.tau = np.zeros(model.nv)
         self._B = np.asarray(model.B, float)
-        self._u_limit = _input_effort_limits(model, self._B)
+        self._u_limit = input_effort_limits(model) if p["urdf_effort_limits"] else None
         self._t_cmd: float | None = None
         self._failed = False
         self.rejected = 0
