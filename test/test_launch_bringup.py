@@ -56,7 +56,8 @@ LAG = 0.05       # s of slack between the test's clock for the start and the con
 #: joints swinging) 0.02-0.19 during and 0.02-0.13 at the end (a library simulation of the
 #: passive arms with 1-5 control periods of delay: 0.04-0.1 rad at 3 s, still converging).
 #: The bounds catch a loop that diverges or does not track (braked: the whole move stays as
-#: error at the end), with room for the load.  None: half the largest move.
+#: error at the end), with room for the load.  None: 3/4 of the largest move (the passive arms
+#: under PD ended 0.02-0.11 rad from a 0.2 rad goal after a 3 s hold; braked: 0.2).
 ERROR_BOUND = {"computed_torque": (0.25, 0.02), "projected_inverse_dynamics": (0.25, 0.02),
                "pd": (0.3, None)}
 
@@ -160,7 +161,7 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
               f"{errors[-1]:.2e} max (at t = {_stamp(recorded[int(np.argmax(errors))]) - t_sent:.3f} s) "
               f"{errors.max():.2e}, final {final:.2e} rad | m")
         during, at_end = ERROR_BOUND[law]
-        at_end = at_end or 0.5 * max(abs(d) for d in move.values())
+        at_end = at_end or 0.75 * max(abs(d) for d in move.values())
         assert errors.max() < during, (errors.max(), log[-3000:])
         assert final < at_end, (final, log[-3000:])
     finally:
