@@ -4,6 +4,12 @@ VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# ROS 2 launch/launch_ros are not on PyPI: wheels beside the clone (docs/ros-launch.md); the
+# launch tests skip without them.  lark is left out: launch needs it only for XML/YAML launch
+# files, and it would overwrite the lark-parser that rosidl_parser pulls in (same module name).
+# launch_testing goes to $(VENV)/launch-testing, off sys.path: its pytest plugin does not load
+# under pytest 9 (hookimpl argument 'path'); `launch_test` runs from there in a subprocess.
+LAUNCH_WHEELS ?= ../shared/ros-launch-wheels
 OUT    ?= demo_output
 PYTEST_ARGS ?=
 # The suite's matrices are small: OpenBLAS threads only add synchronisation overhead on them
@@ -18,6 +24,14 @@ $(STAMP): setup.py package.xml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -qq --upgrade pip
 	$(PY) -m pip install -qq -e '.[test,ros,dev]'
+	if [ -d $(LAUNCH_WHEELS) ]; then \
+	  $(PY) -m pip install -qq osrf-pycommon ros-lifecycle-msgs ros-ament-index-python && \
+	  $(PY) -m pip install -qq --no-deps $(LAUNCH_WHEELS)/launch-[0-9]*.whl \
+	    $(LAUNCH_WHEELS)/launch_xml-*.whl $(LAUNCH_WHEELS)/launch_yaml-*.whl \
+	    $(LAUNCH_WHEELS)/launch_ros-*.whl $(LAUNCH_WHEELS)/composition_interfaces-*.whl && \
+	  $(PY) -m pip install -qq --no-deps --target $(VENV)/launch-testing \
+	    $(LAUNCH_WHEELS)/launch_testing-*.whl $(LAUNCH_WHEELS)/launch_testing_ros-*.whl; \
+	fi
 	touch $(STAMP)
 
 demo: venv

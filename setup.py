@@ -18,7 +18,7 @@ CORE = ["numpy>=1.24", "scipy>=1.10", "pyyaml>=6", "pin>=3.0", "matplotlib>=3.6"
 ROS = [  # real ROS 2 from PyPI (rclpy + messages + Fast DDS), used where no ROS install exists
     "ros-rclpy", "ros-std-msgs", "ros-sensor-msgs", "ros-trajectory-msgs", "ros-rosgraph-msgs",
     "ros-builtin-interfaces", "ros-action-msgs", "ros-geometry-msgs", "ros-diagnostic-msgs",
-    "ros-rmw-fastrtps-cpp",
+    "ros-rmw-fastrtps-cpp", "ros-std-srvs",
 ]
 under_ament = bool(os.environ.get("AMENT_PREFIX_PATH"))
 

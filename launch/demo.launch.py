@@ -12,6 +12,10 @@ also gets an ``inverter_node``: desired outputs sent to
 feedforward goes (latched) to that robot's controller.  five_bar starts in an assembled configuration (end
 effector at (0, 0.35) m), since its spring rest (all zero) violates the loop closure.
 
+The suite's nodes are required: if one ends while the launch runs, the launch shuts down.
+robot_state_publisher, static_transform_publisher and rviz2 are optional: a missing package
+is reported and left out before any process starts (docs/ros-launch.md).
+
 Parameters come from ``config/<node>.yaml``, read here and passed as dictionaries: the
 files key their parameters by the bare node name, which only matches a node in the root
 namespace.  Absolute topic names are remapped into the namespace so that the two plants
@@ -30,16 +34,20 @@ from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
+from multibody_dynamics.ros.launch_support import optional_node, shutdown_on_exit
+
 PACKAGE = "multibody_suite"
 # (robot = namespace, x offset of its world frame [m], initial_positions [rad] or None,
 #  controller_node parameter overrides, inverter_node with with_inverter:=true)
 ROBOTS = [
     ("arm7", -0.6, None, {}, True),
     # left_motor, left_elbow, right_motor, right_elbow: closure residual below 1e-10 m.
-    # Computed torque needs a fully actuated open chain: joint PD on the two motors, gains
-    # sized for the five-bar's 0.8 kg of links (N m/rad, N m s/rad).
+    # Projected inverse dynamics with the passive elbows (Aghili 2005 Sect. 7.4), as
+    # config/bringup/five_bar.yaml: e'' + 20 e' + 100 e = 0 on the motors; a trajectory may
+    # name the two motors only.
     ("five_bar", 0.6, [2.260904311, -1.549961486, 0.880688343, 1.549961486],
-     {"law": "pd", "kp": [1.0], "kd": [0.05]}, False),  # closed loop: no inverter
+     {"law": "projected_inverse_dynamics", "kp": [100.0], "kd": [20.0]},
+     False),  # closed loop: no inverter
 ]
 REMAP = [
     ("/joint_states", "joint_states"),
@@ -67,8 +75,8 @@ def _robot_actions(share, robot, x, q0, controller, inverter):
         simulator["initial_positions"] = q0
     nodes = [
         PushRosNamespace(robot),
-        Node(
-            package="robot_state_publisher",
+        *optional_node(
+            "robot_state_publisher", f"no TF frames of {robot}",
             executable="robot_state_publisher",
             output="screen",
             parameters=[{"robot_description": description, "frame_prefix": f"{robot}/"}],
@@ -80,6 +88,7 @@ def _robot_actions(share, robot, x, q0, controller, inverter):
             output="screen",
             parameters=[simulator],
             remappings=REMAP,
+            on_exit=shutdown_on_exit(),
         ),
         Node(
             package=PACKAGE,
@@ -88,6 +97,7 @@ def _robot_actions(share, robot, x, q0, controller, inverter):
             output="screen",
             parameters=[node_parameters(share, "controller_node", robot=robot, **controller)],
             remappings=REMAP,
+            on_exit=shutdown_on_exit(),
         ),
     ]
     if inverter:
@@ -100,11 +110,12 @@ def _robot_actions(share, robot, x, q0, controller, inverter):
             # its latched result is the controller's reference (both in the namespace)
             remappings=[("~/joint_trajectory", "controller_node/joint_trajectory")],
             condition=IfCondition(LaunchConfiguration("with_inverter")),
+            on_exit=shutdown_on_exit(),
         ))
     return [
         GroupAction(nodes),
-        Node(
-            package="tf2_ros",
+        *optional_node(
+            "tf2_ros", f"no world -> {robot}/world transform",
             executable="static_transform_publisher",
             name=f"{robot}_world",
             arguments=["--x", str(x), "--frame-id", "world", "--child-frame-id", f"{robot}/world"],
@@ -116,6 +127,19 @@ def _robot_actions(share, robot, x, q0, controller, inverter):
 def _setup(context):
     share = get_package_share_directory(PACKAGE)
     actions = []
+    if LaunchConfiguration("rviz").perform(context).strip().lower() == "true":
+        # decided here, before any process starts (a missing rviz2 used to be found after the
+        # suite's nodes had started, and the failed launch left them running)
+        actions += optional_node(
+            "rviz2", "no visualization; rviz:=false silences this",
+            executable="rviz2",
+            name="rviz2",
+            output="log",
+            arguments=[
+                "-d",
+                PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "rviz", "demo.rviz"]),
+            ],
+        )
     for robot, x, q0, controller, inverter in ROBOTS:
         actions += _robot_actions(share, robot, x, q0, controller, inverter)
     return actions
@@ -138,15 +162,4 @@ def generate_launch_description():
             "feedforward, to /arm7/controller_node/joint_trajectory (latched).",
         ),
         OpaqueFunction(function=_setup),
-        Node(
-            package="rviz2",
-            executable="rviz2",
-            name="rviz2",
-            output="log",
-            arguments=[
-                "-d",
-                PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "rviz", "demo.rviz"]),
-            ],
-            condition=IfCondition(LaunchConfiguration("rviz")),
-        ),
     ])

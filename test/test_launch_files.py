@@ -488,22 +488,32 @@ def test_generate_launch_description(path):
 
 
 @pytest.mark.skipif(not HAVE_LAUNCH, reason="launch / launch_ros not installed (no ROS 2)")
-def test_bringup_gazebo_refuses_closed_loop():
-    """robot:=five_bar sim:=gazebo stops with an error before starting anything."""
-    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-    from launch.actions import IncludeLaunchDescription
-    from launch.launch_description import LaunchDescription
-    from launch.launch_description_sources import PythonLaunchDescriptionSource
-    from launch.launch_service import LaunchService
+def test_bringup_gazebo_refuses_closed_loop(tmp_path):
+    """robot:=five_bar sim:=gazebo stops with an error before starting anything (a real
+    LaunchService, in a subprocess: launch configures its logging once per process)."""
+    from launch_helpers import LaunchProcess, make_prefix
 
-    try:
-        share = get_package_share_directory(PACKAGE)
-    except (PackageNotFoundError, LookupError, ValueError):
-        pytest.skip("multibody_suite is not in the ament index (run colcon build)")
-    bringup = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(share, "launch", "bringup.launch.py")),
-        launch_arguments=[("robot", "five_bar"), ("sim", "gazebo"), ("rviz", "false")],
-    )
-    service = LaunchService(argv=[])
-    service.include_launch_description(LaunchDescription([bringup]))
-    assert service.run() != 0
+    prefix = make_prefix(tmp_path / "prefix")  # this tree as an ament package
+    run = LaunchProcess(prefix, "bringup.launch.py",
+                        {"robot": "five_bar", "sim": "gazebo", "rviz": "false"},
+                        tmp_path / "launch.log")
+    code = run.wait(60.0)
+    run.stop()
+    out = run.log()
+    assert code not in (0, None), out[-2000:]
+    assert "sim:=gazebo cannot simulate five_bar" in out, out[-2000:]
+    assert "process started" not in out, out[-2000:]
+
+
+def test_bringup_defaults_up_to_date():
+    """config/bringup/<robot>.yaml exists for every launchable robot and is what
+    tools/make_bringup.py writes (gains from the mass matrix, assembled initial positions)."""
+    spec = importlib.util.spec_from_file_location("make_bringup",
+                                                  ROOT / "tools" / "make_bringup.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    for robot in ROBOTS:
+        path = ROOT / "config" / "bringup" / f"{robot}.yaml"
+        assert path.is_file(), f"{path} missing: run python tools/make_bringup.py"
+        assert path.read_text() == tool.robot_file(robot), \
+            f"{path} is stale: run python tools/make_bringup.py"

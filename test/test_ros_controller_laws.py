@@ -23,6 +23,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 from multibody_control.controllers import (  # noqa: E402
     ComputedTorqueController,
     PDController,
+    ProjectedInverseDynamicsController,
+    QuasiVelocityController,
     RMRCController,
     TrajectoryInterpolator,
     make_controller,
@@ -37,7 +39,11 @@ from multibody_control.ros.controller_node import (  # noqa: E402
 from multibody_control.trajectories import rest_to_rest  # noqa: E402
 from multibody_dynamics.errors import InputError  # noqa: E402
 from multibody_dynamics.rigid import RigidDynamics  # noqa: E402
-from multibody_dynamics.ros.conversions import JointCoordinates, sec_to_duration  # noqa: E402
+from multibody_dynamics.ros.conversions import (  # noqa: E402
+    JointCoordinates,
+    MessageError,
+    sec_to_duration,
+)
 from multibody_dynamics.ros.runtime import run_node  # noqa: E402
 
 DEFAULTS = {s.name: s.default for s in PARAMETERS}
@@ -48,8 +54,16 @@ def values(**changes):
 
 
 @pytest.mark.parametrize("robot, params, kind", [
-    ("arm7", {"law": "pd"}, PDController),
-    ("arm7", {"law": "pid", "ki": [1.0]}, PDController),
+    ("arm7", {"law": "pd", "kp": [1.0], "kd": [0.02]}, PDController),
+    ("arm7", {"law": "pid", "kp": [1.0], "kd": [0.02], "ki": [1.0]}, PDController),
+    ("five_bar", {"law": "projected_inverse_dynamics"}, ProjectedInverseDynamicsController),
+    ("slider_crank", {"law": "projected_inverse_dynamics", "rate_hz": 1000.0},
+     ProjectedInverseDynamicsController),
+    ("prr_surface", {"law": "projected_inverse_dynamics", "independent": ["q2", "q3"],
+                     "force_control": True, "lambda_d": [50.0]},
+     ProjectedInverseDynamicsController),
+    ("prr_surface", {"law": "quasi_velocity", "kp": [3.0], "kd": [5.0]},
+     QuasiVelocityController),
     ("arm7", {"law": "computed_torque"}, ComputedTorqueController),
     ("arm7", {"law": "rmrc"}, RMRCController),
     ("arm7", {"law": "rmrc", "rmrc_redundant_joint": "joint3", "rmrc_inner": "pd"}, RMRCController),
@@ -77,6 +91,14 @@ def test_law_setup_accepts(models, robot, params, kind):
     ("arm7", {"law": "rmrc", "rmrc_frame": "nope"}, "law rmrc: .*no frame named 'nope'"),
     ("arm7", {"law": "rmrc", "rmrc_redundant_joint": "nope"}, "law rmrc: .*nope"),
     ("arm7", {"law": "pd", "kd": [1.0, 2.0]}, "law pd: kd: expected a scalar or 7"),
+    # the node's default gains (kp 100 N m/rad, kd 20 N m s/rad) on arm7's wrist at 500 Hz:
+    # kd dt / M = 20 * 0.002 / 2.4e-4 = 167 (M from pinocchio's crba), the sampled loop diverges
+    ("arm7", {"law": "pd"}, r"law pd: gains unstable at rate_hz 500 .*joint7 .*kd\*dt/M = 167"),
+    ("arm7", {"law": "computed_torque", "kd": [2000.0]}, "law computed_torque: gains unstable"),
+    ("five_bar", {"law": "projected_inverse_dynamics", "force_control": True},
+     "force control needs every coordinate actuated"),
+    ("prr_surface", {"law": "projected_inverse_dynamics", "force_control": True,
+                     "lambda_d": [1.0, 2.0]}, "lambda_d: expected 1 values"),
 ])
 def test_law_setup_refuses(models, robot, params, message):
     with pytest.raises(LawError, match=message):
@@ -156,6 +178,10 @@ def test_runtime_law_changes_refused_with_reason(node):
     assert n.setup.law == "tv_lqr"
     assert n.set_parameters([Parameter("law", value="pd")])[0].successful
     assert n.setup.law == "pd"
+    # kd 2000 N m s/rad on alpha2 (M = 2.29 kg m^2) at 500 Hz: kd dt / M = 1.75
+    result = n.set_parameters([Parameter("kd", value=[2000.0])])[0]
+    assert not result.successful and "gains unstable" in result.reason, result.reason
+    assert n.params["kd"] == [10.0]
 
 
 def test_tv_lqr_switches_after_the_design(node, models):
@@ -200,3 +226,75 @@ def test_tv_lqr_switches_after_the_design(node, models):
     # a new trajectory drops the gains at once (back to the fallback until its design)
     n._on_trajectory(JointTrajectory(joint_names=msg.joint_names, points=msg.points[:5]))
     assert n._plan is None
+
+
+def _point(q, t):
+    return JointTrajectoryPoint(positions=list(map(float, q)), time_from_start=sec_to_duration(t))
+
+
+def test_trajectories_refused_as_joint_trajectory_controller_does(node, models):
+    """Refused, the current reference kept: a position outside the URDF limits (arm7 joint2:
+    +-2.09 rad in urdf/arm7.urdf), a finite but absurd 1e300, a trajectory that ended before it
+    arrived (stamp + last time_from_start in the past); accepted: the same points in range."""
+    from builtin_interfaces.msg import Time
+
+    model = models["arm7"]
+    names = list(model.coordinate_names)
+    n = node(robot="arm7", law="computed_torque")
+    n._on_state(_state(model, np.zeros(7)))
+    cases = [
+        ([0.0, 2.5, 0, 0, 0, 0, 0], None, r"joint2 at 2.5, outside its URDF limits \[-2.09, 2.09\]"),
+        ([0.0, 0, 0, 0, 0, 0, 1e300], None, "outside its URDF limits"),
+        ([0.0, 0.1, 0, 0, 0, 0, 0], 1.0, "ends in the past"),
+    ]
+    for q, stamp, reason in cases:
+        msg = JointTrajectory(joint_names=names, points=[_point(q, 0.5)])
+        if stamp is not None:  # 1 s after the epoch: long gone
+            msg.header.stamp = Time(sec=int(stamp))
+        before = n.rejected["trajectory"]
+        with pytest.raises(MessageError, match=reason):
+            n._accept(msg)
+        n._on_trajectory(msg)
+        assert n.rejected["trajectory"] == before + 1 and n._traj is None
+    ok = JointTrajectory(joint_names=names, points=[_point([0.0, 2.0, 0, 0, 0, 0, 3.0], 0.5)])
+    n._on_trajectory(ok)
+    assert n._traj is not None
+
+
+def test_closed_loop_reference_names_the_independent_joints_only(node, models):
+    """five_bar under projected_inverse_dynamics: a trajectory of the two motors is accepted
+    (the elbows, dependent, are filled in and ignored by the law); one that leaves out a motor
+    is refused naming it."""
+    model = models["five_bar"]
+    q0 = [2.260904311, -1.549961486, 0.880688343, 1.549961486]
+    n = node(robot="five_bar", law="projected_inverse_dynamics")
+    n._on_state(_state(model, q0))
+    msg = JointTrajectory(joint_names=["right_motor"], points=[_point([0.9], 0.5)])
+    with pytest.raises(MessageError, match="left_motor not named"):
+        n._accept(msg)
+    msg = JointTrajectory(joint_names=["left_motor", "right_motor"],
+                          points=[_point([2.2, 0.9], 0.5)])
+    n._on_trajectory(msg)
+    assert n._traj is not None
+    u = n._command(n._now())
+    assert u.shape == (2,) and np.all(np.isfinite(u))
+
+
+def test_urdf_effort_limits_saturate_the_law(models):
+    """effort_limit unset: the law saturates at the URDF effort limits of arm7's joints
+    (urdf/arm7.urdf: 320, 320, 176, 176, 110, 40, 40 N m); a 2 rad error on every joint asks
+    for far more under computed torque (kp 100 1/s^2 times inertias up to 3.3 kg m^2 plus
+    gravity)."""
+    from multibody_control.controllers import Reference
+
+    model = models["arm7"]
+    setup = law_setup(model, values(law="computed_torque"))
+    q = np.zeros(7)
+    u = setup.controller.step(0.0, q, np.zeros(7), Reference(q + 2.0, np.zeros(7), np.zeros(7)))
+    limits = np.array([320, 320, 176, 176, 110, 40, 40], float)
+    assert np.all(np.abs(u) <= limits + 1e-9)
+    assert np.any(np.isclose(np.abs(u), limits))  # it does saturate
+    explicit = law_setup(model, values(law="computed_torque", effort_limit=[1e6]))
+    u2 = explicit.controller.step(0.0, q, np.zeros(7),
+                                  Reference(q + 2.0, np.zeros(7), np.zeros(7)))
+    assert np.max(np.abs(u2)) > 320.0  # an explicit effort_limit replaces the URDF's

@@ -284,7 +284,7 @@ def test_pending_trajectory_waits_for_the_plant(launch, probe):
     """A trajectory received before the first state starts only once the commands have a
     subscriber: DDS may deliver a new plant's states before it receives any command."""
     names = list(load_model("arm7").coordinate_names)
-    ctl = launch("controller_node", robot="arm7", rate_hz=100.0, law="pd")
+    ctl = launch("controller_node", robot="arm7", rate_hz=100.0, law="computed_torque")
     pub_tr = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
     pub_js = probe.publisher(JointState, "/joint_states")
     probe.wait_for(lambda: pub_tr.get_subscription_count() > 0
@@ -337,3 +337,100 @@ def test_held_plant_off_the_wall_clock_keeps_wall_time(launch, probe):
     print(f"held: {held:.3f} s of simulated time in 1 s; after the first command {free:.2f} s "
           f"in {wall:.2f} s of wall time")
     assert free > 3.0 * wall
+
+
+def test_dynamics_node_closed_loop_holding_torque(launch, probe):
+    """four_bar (closed loop, crank actuated, coupler and rocker passive, gravity in its plane):
+    dynamics_node publishes the constrained inverse dynamics.  At rest the holding torque of the
+    crank must equal dV/dtheta along the loop (virtual work): g(q) . dq/dtheta, with g from
+    pinocchio's computeGeneralizedGravity and dq/dtheta a central difference of the assembled
+    configuration (h = 1e-6 rad: truncation ~1e-12, round-off ~1e-10 relative).  The passive
+    torques are zero and torque + constraint force = g(q) (eq. 32 at rest)."""
+    import pinocchio as pin
+
+    from multibody_control.controllers import ProjectedInverseDynamicsController
+
+    model = load_model("four_bar")
+    ctl = ProjectedInverseDynamicsController(model)
+    q = ctl.assemble(np.array([0.5, 0.3, 1.5]))
+    h = 1e-6
+    dq = (ctl.assemble(q + [h, 0.0, 0.0]) - ctl.assemble(q - [h, 0.0, 0.0])) / (2 * h)
+    g = pin.computeGeneralizedGravity(model.pin_model, model.pin_model.createData(), q)
+    holding = float(g @ dq)
+
+    dyn = launch("dynamics_node", robot="four_bar", acceleration="zero")
+    torques = probe.record(Float64MultiArray, "/dynamics_node/gravity_torques")
+    forces = probe.record(Float64MultiArray, "/dynamics_node/constraint_forces")
+    lams = probe.record(Float64MultiArray, "/dynamics_node/constraint_multipliers")
+    pub = probe.publisher(JointState, "/joint_states")
+    names = list(model.coordinate_names)
+    state = JointState(name=names, position=q.tolist(), velocity=[0.0] * 3)
+
+    def published():
+        pub.publish(state)
+        return bool(torques and forces and lams)
+
+    probe.wait_for(published, 60.0, "dynamics_node's closed-loop outputs", [dyn])
+    tau, f_c = np.array(torques[-1].data), np.array(forces[-1].data)
+    assert abs(tau[0] - holding) < 1e-6 * max(1.0, abs(holding)), (tau, holding)
+    np.testing.assert_allclose(tau[1:], 0.0, atol=1e-9)         # passive joints
+    np.testing.assert_allclose(tau + f_c, g, atol=1e-9)          # eq. 32 at rest
+    assert len(lams[-1].data) > 0 and np.all(np.isfinite(lams[-1].data))
+    assert "closed loop" in dyn.log()
+
+
+def test_simulator_saturates_commands_at_the_urdf_effort_limits(launch, probe):
+    """A finite but absurd command (1e300 N m on arm7's joint1) is applied as the URDF limit of
+    joint1 (320 N m in urdf/arm7.urdf), with a warning naming it; the state stays finite."""
+    sim = launch("simulator_node", robot="arm7", rate_hz=200.0)
+    states = probe.record(JointState, "/joint_states")
+    pub = probe.publisher(Float64MultiArray, "/effort_controller/commands")
+    cmd = Float64MultiArray(data=[1e300] + [0.0] * 6)
+
+    def saturated():
+        pub.publish(cmd)
+        return "command saturated at the URDF effort limits: T1" in sim.log() or \
+            "command saturated at the URDF effort limits: joint1" in sim.log()
+
+    probe.wait_for(saturated, 60.0, "the saturation warning", [sim])
+    probe.wait_for(lambda: any(m.effort and m.effort[0] != 0.0 for m in list(states)), 20.0,
+                   "the saturated effort on /joint_states", [sim])
+    applied = [m.effort[0] for m in list(states) if m.effort and m.effort[0] != 0.0]
+    assert max(applied) == pytest.approx(320.0, rel=1e-12)
+    assert all(math.isfinite(x) for m in list(states) for x in m.position)
+
+
+def test_simulator_reset_service(launch, probe):
+    """~/reset (std_srvs/Trigger): five_bar driven away from its assembled start by constant
+    motor torques, then reset: the next states are the start again (to 1e-9 rad: the start is
+    already assembled, its projection moves it by the Newton tolerance), at rest, and the
+    clock did not go back."""
+    std_srvs = pytest.importorskip("std_srvs.srv")
+    q0 = [2.260904311, -1.549961486, 0.880688343, 1.549961486]
+    sim = launch("simulator_node", robot="five_bar", rate_hz=200.0, initial_positions=q0)
+    states = probe.record(JointState, "/joint_states", depth=1000)
+    pub = probe.publisher(Float64MultiArray, "/effort_controller/commands")
+    names = list(load_model("five_bar").coordinate_names)
+
+    def q_of(msg):
+        index = {n: i for i, n in enumerate(msg.name)}
+        return np.array([msg.position[index[n]] for n in names])
+
+    def moved():
+        pub.publish(Float64MultiArray(data=[0.05, -0.05]))
+        return bool(states) and np.max(np.abs(q_of(states[-1]) - q0)) > 0.05
+
+    probe.wait_for(moved, 60.0, "five_bar moving under the torques", [sim])
+    time.sleep(0.5)  # no command in flight: a late one would release the brake after the reset
+    stamp_before = states[-1].header.stamp
+    client = probe.node.create_client(std_srvs.Trigger, "/simulator_node/reset")
+    result = probe.call(client, std_srvs.Trigger.Request(), 30.0)
+    assert result.success, result.message
+    n = len(states)
+    probe.wait_for(lambda: len(states) > n + 5, 20.0, "states after the reset", [sim])
+    last = states[-1]
+    np.testing.assert_allclose(q_of(last), q0, atol=1e-9)
+    np.testing.assert_allclose(last.velocity, 0.0, atol=1e-12)
+    t = lambda s: s.sec + 1e-9 * s.nanosec  # noqa: E731
+    assert t(last.header.stamp) >= t(stamp_before)
+    assert "reset to initial_positions" in sim.log()

@@ -10,7 +10,9 @@ Subscribes
     Hermite; with velocities and accelerations: quintic Hermite.  A first point
     after t = 0 is reached from the current reference.  An empty trajectory stops
     (holds the measured position).  Invalid trajectories are rejected, the
-    current one continues.  The topic is read by two subscriptions: a volatile one
+    current one continues: among them, as joint_trajectory_controller, one that ends in
+    the past (stamp + last time_from_start before now), and one with a position outside
+    the joint's URDF limits.  The topic is read by two subscriptions: a volatile one
     (as joint_trajectory_controller, for ordinary publishers) and a transient-local one,
     so that a latched trajectory (inverter_node's ``~/joint_trajectory``) published
     before this node started still arrives; a message delivered to both (identical to
@@ -88,6 +90,7 @@ import numpy as np
 import pinocchio as pin
 import rclpy
 from geometry_msgs.msg import TwistStamped
+from rcl_interfaces.msg import ParameterType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -103,6 +106,7 @@ from multibody_dynamics.ros.cdr import patched_or_none
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
     MessageError,
+    input_effort_limits,
     joint_state_to_arrays,
     trajectory_from_msg,
     vector_msg,
@@ -131,17 +135,26 @@ from ..controllers import (
 )
 from ..controllers.lqr import INTERPOLATIONS
 from ..controllers.rmrc import INNER_LOOPS
+from ..controllers.sampled import input_inertias, unstable_gains
 
 DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a double delivery
-#: Laws the node runs.  projected_inverse_dynamics and quasi_velocity need constraint-force
-#: references and closures the node does not carry yet: library-only for now.
-NODE_LAWS = tuple(law for law in LAWS if law in ("pd", "pid", "computed_torque", "tv_lqr", "rmrc"))
+#: Laws of constrained systems (closures, passive joints): their reference is the independent
+#: coordinates only (a trajectory may name just those), the desired constraint force
+#: ``lambda_d`` comes from the parameter of that name.
+CONSTRAINED_LAWS = ("projected_inverse_dynamics", "quasi_velocity")
+#: Laws the node runs (all of the library's).
+NODE_LAWS = tuple(LAWS)
+#: Laws checked for the stability of the sampled loop (multibody_control.controllers.sampled):
+#: pd and pid per input with its joint inertia, the error-dynamics laws with unit inertia.
+SAMPLED_CHECK = {"pd": "inertia", "pid": "inertia", "computed_torque": "unit",
+                 "projected_inverse_dynamics": "unit"}
 #: Laws run on a flexible robot: joint feedback only (its joint view has no dynamics).
 FLEXIBLE_LAWS = ("pd", "pid")
 #: Laws tv_lqr can fall back on while its gains are computed; "zero": zero effort.
 FALLBACK_LAWS = ("pd", "pid", "computed_torque", "zero")
 #: Parameters whose change rebuilds the law (and re-solves tv_lqr).
-LAW_PARAMETERS = ("law", "kp", "kd", "ki", "integral_limit", "effort_limit", "lqr_r", "lqr_dt",
+LAW_PARAMETERS = ("law", "kp", "kd", "ki", "integral_limit", "effort_limit", "force_control",
+                  "force_kp", "force_ki", "lambda_d", "lqr_r", "lqr_dt",
                   "lqr_interpolation", "fallback_law", "fallback_kp", "fallback_kd", "rmrc_frame",
                   "rmrc_redundant_joint", "rmrc_inner", "rmrc_damping",
                   "rmrc_singular_threshold", "rmrc_pose_gain")
@@ -182,7 +195,8 @@ PARAMETERS = (
                   "one value or one per input; empty: none", unit="N m | N",
                   range=(0.0, 1e6)),
     ParameterSpec("effort_limit", [], "output saturation |u|, one value or one per input; "
-                  "empty: none", unit="N m | N", range=(0.0, 1e6)),
+                  "empty: the URDF effort limits of the driven joints (none for a flexible "
+                  "robot)", unit="N m | N", range=(0.0, 1e6)),
     ParameterSpec("state_timeout", 0.5, "stop publishing commands when /joint_states is older "
                   "than this (node-clock time); 0 disables", unit="s", range=(0.0, 3600.0)),
     ParameterSpec("lqr_r", [1.0], "tv_lqr: input weight R (diagonal), one value or one per "
@@ -198,6 +212,21 @@ PARAMETERS = (
                   range=(0.0, 1e7), min_length=1),
     ParameterSpec("fallback_kd", [20.0], "tv_lqr: kd of fallback_law (units as kd of that law)",
                   range=(0.0, 1e6), min_length=1),
+    ParameterSpec("independent", [], "projected_inverse_dynamics, quasi_velocity: joint names of "
+                  "the independent coordinates theta that kp, kd act on and that a trajectory "
+                  "must name; empty: the law's default (the actuated joints of a robot with "
+                  "passive joints, else a pivoted QR of the constraint Jacobian)",
+                  type=ParameterType.PARAMETER_STRING_ARRAY, read_only=True),
+    ParameterSpec("force_control", False, "projected_inverse_dynamics, quasi_velocity: command "
+                  "the constraint force lambda_d (Aghili 2005 Sect. 7.3; needs every coordinate "
+                  "actuated)"),
+    ParameterSpec("lambda_d", [], "desired constraint multipliers with force_control, one per "
+                  "constraint row; empty: zero", unit="N | N m", range=(-1e6, 1e6),
+                  type=ParameterType.PARAMETER_DOUBLE_ARRAY),
+    ParameterSpec("force_kp", [0.0], "projected_inverse_dynamics: gain on the multiplier error, "
+                  "one value or one per constraint row", range=(0.0, 1e4), min_length=1),
+    ParameterSpec("force_ki", [0.0], "projected_inverse_dynamics: integral gain on the "
+                  "multiplier error", unit="1/s", range=(0.0, 1e4), min_length=1),
     ParameterSpec("rmrc_frame", "", "rmrc: the commanded frame; empty: the model's end "
                   "effector"),
     ParameterSpec("rmrc_redundant_joint", "", "rmrc: joint held (rate 0) instead of resolved; "
@@ -254,7 +283,9 @@ def law_setup(model, values: dict, flexible: bool = False) -> LawSetup:
 
     Checks that the law fits ``model``: every gain vector has the right length, computed
     torque and rmrc need a fully actuated model, rmrc a frame, tv_lqr an open chain (its
-    weights are checked by a design along a two-sample rest trajectory). ``flexible``:
+    weights are checked by a design along a two-sample rest trajectory), pd, pid,
+    computed_torque and projected_inverse_dynamics gains a loop that is stable when sampled at
+    ``rate_hz`` (:mod:`multibody_control.controllers.sampled`). ``flexible``:
     ``model`` is the joint view of a flexible robot; only :data:`FLEXIBLE_LAWS` run on it.
 
     Raises
@@ -264,6 +295,9 @@ def law_setup(model, values: dict, flexible: bool = False) -> LawSetup:
     """
     law = values["law"]
     limit = _gain(values["effort_limit"])
+    urdf = None if flexible or values["effort_limit"] else input_effort_limits(model)
+    if urdf is not None and np.any(np.isfinite(urdf)):
+        limit = tuple(float(x) for x in urdf)  # the URDF's, as the plant enforces them
     if flexible and law not in FLEXIBLE_LAWS:
         raise LawError(f"law {law}: {model.name} is a flexible model; only "
                        f"{' and '.join(FLEXIBLE_LAWS)} (collocated joint feedback) run on it, "
@@ -304,13 +338,64 @@ def law_setup(model, values: dict, flexible: bool = False) -> LawSetup:
                 singular_threshold=values["rmrc_singular_threshold"],
                 pose_gain=values["rmrc_pose_gain"])
             return LawSetup(law, ctl)
-        ctl = make_controller(law, model, _gain(values["kp"]), _gain(values["kd"]),
-                              _gain(values["ki"], 0.0), _gain(values["integral_limit"]), limit)
+        if law in CONSTRAINED_LAWS:
+            opts = {"independent": tuple(values["independent"]) or None,
+                    "force_control": bool(values["force_control"])}
+            if law == "projected_inverse_dynamics":
+                opts.update(force_kp=_gain(values["force_kp"], 0.0),
+                            force_ki=_gain(values["force_ki"], 0.0))
+            ctl = make_controller(law, model, _gain(values["kp"]), _gain(values["kd"]),
+                                  effort_limit=limit, **opts)
+            _check_lambda_d(model, values)
+        else:
+            ctl = make_controller(law, model, _gain(values["kp"]), _gain(values["kd"]),
+                                  _gain(values["ki"], 0.0), _gain(values["integral_limit"]),
+                                  limit)
+        if not flexible:  # the joint view of a flexible robot has no mass matrix
+            _check_sampled(model, law, values)
         return LawSetup(law, ctl)
     except (MultibodyError, ValueError) as exc:
         text = " ".join(str(exc).split())
         raise LawError(text if text.startswith(f"law {law}:") else f"law {law}: {text}") \
             from None
+
+
+def _check_lambda_d(model, values):
+    """lambda_d needs force_control and one value per constraint row."""
+    lam = list(values["lambda_d"])
+    if lam and not values["force_control"]:
+        raise InputError("lambda_d is set but force_control is false; set force_control: true "
+                         "to command the constraint force")
+    if values["force_control"]:
+        from multibody_dynamics.constraints import Constraints
+
+        m = Constraints(model).n_rows
+        if lam and len(lam) != m:
+            raise InputError(f"lambda_d: expected {m} values (one per constraint row of "
+                             f"{model.name}), got {len(lam)}")
+
+
+def _check_sampled(model, law: str, values: dict):
+    """Refuse gains whose loop sampled at ``rate_hz`` is unstable
+    (:mod:`multibody_control.controllers.sampled`)."""
+    kind = SAMPLED_CHECK.get(law)
+    if kind is None or "rate_hz" not in values:
+        return
+    dt = 1.0 / float(values["rate_hz"])
+    kp, kd = np.asarray(values["kp"], float), np.asarray(values["kd"], float)
+    if kind == "inertia":
+        names, inertia = list(model.input_names), input_inertias(model)
+    else:
+        n = max(kp.size, kd.size)
+        names, inertia = [f"gain {i}" for i in range(n)] if n > 1 else ["all"], 1.0
+        if law == "computed_torque":
+            names = list(model.coordinate_names) if n > 1 else ["all coordinates"]
+    bad = unstable_gains(kp, kd, inertia, dt, names)
+    if bad:
+        unit = "" if kind == "inertia" else " (error-dynamics gains: M = 1)"
+        raise InputError(f"gains unstable at rate_hz {values['rate_hz']:g} (control period "
+                         f"{dt:g} s, one period of delay){unit}: {'; '.join(bad)}; lower kd "
+                         "(kd*dt/M well below 1) or raise rate_hz")
 
 
 def design_controller(model, lqr: dict, trajectory: dict, dt: float) -> Controller:
@@ -379,6 +464,21 @@ def _fully_actuated(model) -> bool:
     return B.shape[0] == B.shape[1] and np.linalg.matrix_rank(B) == B.shape[0]
 
 
+def _position_limits(model, coords: JointCoordinates):
+    """(lower (n,), upper (n,), names) of the message coordinates from the URDF, or None.
+
+    None for a model without a pinocchio model (a flexible joint view) or with a continuous
+    joint (cos/sin in q); an unlimited joint has +-inf."""
+    pm = getattr(model, "pin_model", None)
+    if pm is None or pm.nq != pm.nv:
+        return None
+    lo = np.asarray(pm.lowerPositionLimit, float).copy()
+    hi = np.asarray(pm.upperPositionLimit, float).copy()
+    unset = (lo >= hi)  # pinocchio's placeholder for a joint without limits
+    lo[unset], hi[unset] = -np.inf, np.inf
+    return lo, hi, coords.names
+
+
 class ControllerNode(Node):
     """Tracking controller publishing effort commands for forward_command_controller-style plants."""
 
@@ -403,6 +503,7 @@ class ControllerNode(Node):
             self.model = model = load_model(p["robot"])
             self.coords = JointCoordinates(model)
         self._actuated = _fully_actuated(model)
+        self._limits = _position_limits(model, self.coords)
         try:
             self.setup = law_setup(model, p.values, self.flexible)
         except LawError as exc:
@@ -489,6 +590,11 @@ class ControllerNode(Node):
     def _on_change(self, changes):
         values = {**self.params.values, **changes}
         redesign = "rate_hz" in changes and values["law"] == "tv_lqr" and not values["lqr_dt"]
+        if "rate_hz" in changes and not any(k in changes for k in LAW_PARAMETERS):
+            try:
+                _check_sampled(self.model, values["law"], values)
+            except InputError as exc:
+                raise LawError(f"rate_hz: {exc}") from None
         if any(k in changes for k in LAW_PARAMETERS) or redesign:
             old = self.setup
             self.setup = law_setup(self.model, values, self.flexible)  # ValueError: refused
@@ -660,12 +766,20 @@ class ControllerNode(Node):
         if self.setup.law == "rmrc":
             raise MessageError("law rmrc follows twist commands on ~/twist_command; joint "
                                "trajectories are not used")
+        if self.setup.law in CONSTRAINED_LAWS and msg.points:
+            msg = self._complete(msg)
         arr = trajectory_from_msg(msg, self.coords)
         if arr is None:
             return None
         now = self._now()
         start = arr.start if arr.start is not None else now
         t, pos, vel, acc, eff = arr.t, arr.positions, arr.velocities, arr.accelerations, arr.effort
+        if arr.start is not None and arr.start + t[-1] < now:
+            # as joint_trajectory_controller: a trajectory that ends before it is received
+            raise MessageError(f"JointTrajectory: ends in the past (header.stamp + last "
+                               f"time_from_start = {arr.start + t[-1]:.6f} s < now {now:.6f} s); "
+                               "stamp it later or leave the stamp zero (start on receipt)")
+        self._check_limits(pos)
         if eff is not None:
             for k, e in enumerate(eff):
                 try:
@@ -686,6 +800,56 @@ class ControllerNode(Node):
             acc = None if acc is None else np.vstack([current.a, acc])
             eff = None if eff is None else np.vstack([eff[:1], eff])
         return TrajectoryInterpolator(t, pos, vel, acc, eff), start
+
+    def _check_limits(self, pos: np.ndarray):
+        """Positions (N, n) within the URDF limits of their joints (revolute/prismatic joints;
+        a continuous joint has none).  Finite but absurd values (1e300) fail here too."""
+        if self._limits is None:
+            return
+        lo, hi, names = self._limits
+        bad = np.argwhere((pos < lo) | (pos > hi))
+        if bad.size:
+            k, j = bad[0]
+            raise MessageError(f"JointTrajectory: point {k} puts {names[j]} at {pos[k, j]:.6g}, "
+                               f"outside its URDF limits [{lo[j]:g}, {hi[j]:g}]")
+
+    def _complete(self, msg: JointTrajectory) -> JointTrajectory:
+        """``msg`` with the joints it leaves out added (constrained laws only use the
+        independent coordinates theta; the others get the current reference's positions and
+        zero velocity, acceleration and effort, which the law ignores)."""
+        names = list(msg.joint_names)
+        missing = [n for n in self.coords.names if n not in names]
+        if not missing:
+            return msg
+        ind = getattr(self.setup.controller, "independent", None)
+        if ind is None:
+            raise MessageError(f"JointTrajectory: leaves out {', '.join(missing)}; law "
+                               f"{self.setup.law} picks its independent coordinates at the first "
+                               "step, so name every joint (or set the parameter independent)")
+        needed = [self.coords.names[i] for i in ind]
+        absent = [n for n in needed if n not in names]
+        if absent:
+            raise MessageError(f"JointTrajectory: law {self.setup.law} tracks the independent "
+                               f"joints {', '.join(needed)}; {', '.join(absent)} not named "
+                               f"(got {', '.join(names) or 'none'})")
+        current = self._current_reference(self._now())
+        q = current.q if current is not None else (
+            self.state.q if self.state is not None else self.model.q_rest)
+        pos = self.coords.positions(q)
+        fill = [float(pos[self.coords.names.index(n)]) for n in missing]
+        zeros = [0.0] * len(missing)
+        out = JointTrajectory()
+        out.header = msg.header
+        out.joint_names = names + missing
+        for p in msg.points:
+            pt = type(p)()
+            pt.time_from_start = p.time_from_start
+            pt.positions = list(p.positions) + fill
+            for field in ("velocities", "accelerations", "effort"):
+                given = list(getattr(p, field))
+                setattr(pt, field, given + zeros if given else [])
+            out.points.append(pt)
+        return out
 
     def _on_trajectory(self, msg: JointTrajectory):
         wall = time.monotonic()
@@ -765,6 +929,11 @@ class ControllerNode(Node):
             if ref.u_ff is None:
                 ref = Reference(ref.q, ref.v, ref.a, plan.feedforward(t))
             return plan.controller.step(t, q, v, ref)
+        if setup.law in CONSTRAINED_LAWS and self.params["force_control"]:
+            lam = self.params["lambda_d"]
+            m = setup.controller.constraints.n_rows
+            ref = Reference(ref.q, ref.v, ref.a, ref.u_ff,
+                            np.asarray(lam, float) if lam else np.zeros(m))
         if setup.controller is None:  # tv_lqr with fallback_law zero
             self.throttle.warn("zero", "tv_lqr: no gains for the current reference yet; "
                                "publishing zero effort (fallback_law zero)")
@@ -839,6 +1008,9 @@ class ControllerNode(Node):
         values["state age [s]"] = age
         if ref is not None and self.setup.law != "rmrc":
             error = pin.difference(self.model.pin_model, state.q, ref.q)
+            ind = getattr(self.setup.controller, "independent", None)
+            if self.setup.law in CONSTRAINED_LAWS and ind is not None:
+                error = error[ind]  # the law tracks theta only
             values["tracking error max [rad | m]"] = float(np.max(np.abs(error), initial=0.0))
         timeout = self.params["state_timeout"]
         if timeout > 0 and age > timeout:

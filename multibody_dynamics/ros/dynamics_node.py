@@ -9,8 +9,18 @@ Publishes (std_msgs/Float64MultiArray, labelled: see :mod:`.conversions`)
     ``~/reaction_wrenches``: (njoints, 6) force [N] and torque [N m] that each
     joint transmits, in the joint frame (:meth:`RigidDynamics.reaction_wrenches`).
 
-Open chains only (the spanning-tree inverse dynamics of a closed loop ignores
-the constraint forces): a model with closures is refused at start-up.
+Closed loops (a model with closures) use the constrained inverse dynamics of
+:class:`~multibody_dynamics.projection.ProjectedDynamics` (Aghili 2005 eqs. 45, 59-62): the
+acceleration estimate is first made consistent (``a - A^+ (A a + gamma)``), the torques are
+the minimum-norm actuation of that motion with zero torque on the passive joints, and
+``~/gravity_torques`` is the same at rest (v = a = 0).  They also publish
+
+    ``~/constraint_forces``: f_c = (I - P)(M a + h - tau_s - tau) (nv,) [N m | N], the
+    generalized constraint force of that actuation (eq. 32);
+    ``~/constraint_multipliers``: its minimum-norm multipliers lambda (m,) [N | N m].
+
+``~/reaction_wrenches`` of a closed loop are not published: the spanning tree's joint loads
+(:meth:`RigidDynamics.reaction_wrenches`) leave out the closure forces.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..model import load_model
+from ..projection import ProjectedDynamics
 from ..rigid import RigidDynamics
 from .conversions import (
     WRENCH_LABELS,
@@ -34,7 +45,7 @@ from .conversions import (
     vector_msg,
 )
 from .parameters import ParameterSet, ParameterSpec
-from .runtime import StartupError, Throttle, main_for
+from .runtime import Throttle, main_for
 
 ACCELERATION_SOURCES = ("differentiate", "zero")
 
@@ -60,10 +71,8 @@ class DynamicsNode(Node):
         self.params = ParameterSet(self, PARAMETERS)
         self.throttle = Throttle(self.get_logger())
         self.model = model = load_model(self.params["robot"])
-        if model.closures:
-            raise StartupError(f"robot {model.name!r} has loop closures; dynamics_node handles "
-                               "open chains only until the constrained inverse dynamics exists")
         self.coords = JointCoordinates(model)
+        self.projected = ProjectedDynamics(model) if model.closures else None
         self.dynamics = RigidDynamics(model)
         self._labels = model.coordinate_names
         self._joints = model.joint_names
@@ -75,6 +84,20 @@ class DynamicsNode(Node):
         self._pub_id = self.create_publisher(Float64MultiArray, "~/inverse_dynamics_torques", qos)
         self._pub_w = self.create_publisher(Float64MultiArray, "~/reaction_wrenches", qos)
         self.create_subscription(JointState, "/joint_states", self._on_state, qos)
+        if self.projected is not None:
+            self._pub_fc = self.create_publisher(Float64MultiArray, "~/constraint_forces", qos)
+            self._pub_lam = self.create_publisher(Float64MultiArray, "~/constraint_multipliers",
+                                                  qos)
+            m = self.projected.constraints.n_rows
+            self._lam_labels = [f"lambda{k}" for k in range(m)]
+            self.get_logger().info(
+                f"dynamics of {model.name} (closed loop: "
+                f"{', '.join(c.name for c in model.closures)}, {m} constraint rows): "
+                "/joint_states -> ~/gravity_torques, ~/inverse_dynamics_torques (constrained, "
+                "minimum norm, zero on passive joints), ~/constraint_forces, "
+                "~/constraint_multipliers; no ~/reaction_wrenches (the tree's joint loads "
+                "leave out the closure forces)")
+            return
         self.get_logger().info(
             f"dynamics of {model.name}: /joint_states -> ~/gravity_torques, "
             f"~/inverse_dynamics_torques, ~/reaction_wrenches ({len(self._joints)} x 6)")
@@ -102,6 +125,9 @@ class DynamicsNode(Node):
             self.throttle.warn("state", f"rejected /joint_states: {exc}")
             return
         a = self._acceleration(s.stamp, s.v)
+        if self.projected is not None:
+            self._publish_constrained(s.q, s.v, a)
+            return
         g = self.dynamics.gravity_forces(s.q)
         wrenches, tau = self.dynamics.reaction_wrenches(s.q, s.v, a)
         if not (np.all(np.isfinite(g)) and np.all(np.isfinite(tau))
@@ -112,6 +138,24 @@ class DynamicsNode(Node):
         self._pub_id.publish(vector_msg(tau, self._labels))
         if self.params["publish_reactions"]:
             self._pub_w.publish(matrix_msg(wrenches, self._joints, WRENCH_LABELS))
+
+    def _publish_constrained(self, q, v, a):
+        pd = self.projected
+        A, gamma = pd.constraints.jacobian_and_bias(q, v)
+        a = a - np.linalg.lstsq(A, A @ a + gamma, rcond=None)[0]  # consistent: A a + gamma = 0
+        zero = np.zeros(self.model.nv)
+        rest = pd.inverse_dynamics(q, zero, zero)
+        res = pd.inverse_dynamics(q, v, a)
+        out = (rest.tau, res.tau, res.f_c, res.lam)
+        if not all(np.all(np.isfinite(x)) for x in out):
+            self.throttle.error("nan", "dynamics produced NaN/inf; nothing published")
+            return
+        if not res.success:
+            self.throttle.warn("id", f"constrained inverse dynamics: {res.message}")
+        self._pub_g.publish(vector_msg(rest.tau, self._labels))
+        self._pub_id.publish(vector_msg(res.tau, self._labels))
+        self._pub_fc.publish(vector_msg(res.f_c, self._labels))
+        self._pub_lam.publish(vector_msg(res.lam, self._lam_labels))
 
 
 main = main_for(DynamicsNode)

@@ -5,7 +5,14 @@ Subscribes
     model input (``model.input_names``), mapped to generalized forces by
     ``tau = B u`` (the interface of forward_command_controller with the effort
     command interface).  Wrong lengths and NaN/inf are rejected with a throttled
-    warning; the last valid command stays applied until ``command_timeout``.
+    warning; the last valid command stays applied until ``command_timeout``.  A
+    command beyond the URDF ``effort`` limit of its joint is saturated there (as a
+    ros2_control effort interface bounds it), with a throttled warning
+    (``urdf_effort_limits: false`` applies it as sent).
+Services
+    ``~/reset`` (std_srvs/Trigger, when std_srvs is installed): back to
+    ``initial_positions`` at rest, braked until the next command, clock unchanged; it also
+    clears a failed simulation.
 Publishes
     ``/joint_states`` (sensor_msgs/JointState): position, velocity and applied
     effort of every coordinate, passive joints included, once per step;
@@ -60,6 +67,7 @@ from .cdr import patched_or_none
 from .conversions import (
     JointCoordinates,
     MessageError,
+    input_effort_limits,
     joint_state_msg,
     sec_to_stamp,
     vector_from_msg,
@@ -90,6 +98,9 @@ PARAMETERS = (
                   "this long (simulated time); 0 disables", unit="s", range=(0.0, 3600.0)),
     ParameterSpec("initial_positions", [], "initial joint positions, one per coordinate in "
                   "model order (rad | m); empty: the spring rest configuration", read_only=True),
+    ParameterSpec("urdf_effort_limits", True, "saturate each command at the URDF effort limit of "
+                  "its joint (as a ros2_control effort interface); false: apply it as sent",
+                  read_only=True),
     ParameterSpec("hold_until_command", True, "keep the robot braked at initial_positions until "
                   "the first valid command arrives (time still advances, with realtime false "
                   "at the wall-clock rate until that command)", read_only=True),
@@ -161,6 +172,7 @@ class SimulatorNode(Node):
                     f"parameter initial_positions: expected {model.nv} values (one per joint: "
                     f"{', '.join(model.coordinate_names)}), got {len(p['initial_positions'])}")
             q0 = self.coords.configuration(p["initial_positions"])
+        self._q0 = q0
         try:
             self.sim.reset(q0)
         except MultibodyError as exc:
@@ -170,6 +182,7 @@ class SimulatorNode(Node):
         self.u = np.zeros(model.nu)
         self.tau = np.zeros(model.nv)
         self._B = np.asarray(model.B, float)
+        self._u_limit = input_effort_limits(model) if p["urdf_effort_limits"] else None
         self._t_cmd: float | None = None
         self._failed = False
         self.rejected = 0
@@ -185,6 +198,7 @@ class SimulatorNode(Node):
                                                 self._on_command, qos, serialized=True)
         else:
             self.create_subscription(Float64MultiArray, self.topic, self._on_command, qos)
+        self._reset_service = self._make_reset_service()
         self._pub_lam = self._pub_res = None
         self._steps = 0
         if self.sim.constrained:
@@ -288,6 +302,36 @@ class SimulatorNode(Node):
         return super().destroy_node()
 
     # -- commands ----------------------------------------------------------------------------
+    def _make_reset_service(self):
+        """``~/reset`` (std_srvs/Trigger) when std_srvs can be imported, else None."""
+        try:
+            from std_srvs.srv import Trigger
+        except ImportError:
+            return None
+        return self.create_service(Trigger, "~/reset", self._on_reset)
+
+    def _on_reset(self, request, response):
+        """Back to ``initial_positions`` at rest, braked until the next command; the clock goes
+        on (a controller sees the state jump, not time going back).  Also clears a failed
+        simulation."""
+        with self._lock:
+            sim, t = self.sim, self.sim.t
+            try:
+                sim.reset(self._q0)
+            except MultibodyError as exc:  # cannot happen for a start that was assembled once
+                response.success, response.message = False, f"reset failed: {exc}"
+                return response
+            sim.t = t
+            self._failed = False
+            self._t_cmd = None
+            self.u = np.zeros(self.model.nu)
+            self.tau = np.zeros(self.model.nv)
+        response.success = True
+        response.message = (f"reset to initial_positions at t = {t:.6f} s; braked until the "
+                            "next command")
+        self.get_logger().info(response.message)
+        return response
+
     def _on_command(self, msg: Float64MultiArray):
         try:
             u = vector_from_msg(msg, self.model.nu, self.topic)
@@ -296,6 +340,12 @@ class SimulatorNode(Node):
             self.throttle.warn("command", f"rejected command: {exc} (inputs: "
                                f"{', '.join(self.input_names)}); keeping the last valid one")
             return
+        if self._u_limit is not None and np.any(np.abs(u) > self._u_limit):
+            over = int(np.argmax(np.abs(u) - self._u_limit))
+            self.throttle.warn("saturated", f"command saturated at the URDF effort limits: "
+                               f"{self.input_names[over]} = {u[over]:.6g} beyond "
+                               f"+-{self._u_limit[over]:g} N m | N")
+            u = np.clip(u, -self._u_limit, self._u_limit)
         with self._lock:
             self.u = u
             self._t_cmd = self.sim.t
@@ -344,7 +394,8 @@ class SimulatorNode(Node):
                 sim.q, sim.v, sim.t = q, np.zeros_like(v), t + sim.config.dt
                 self._failed = True
                 self.get_logger().error(f"simulation failed at t = {t:.6g} s ({reason}); the "
-                                        "state is frozen at the last finite value; restart the node")
+                                        "state is frozen at the last finite value; call ~/reset or "
+                                        "restart the node")
 
     def _publish(self):
         sim, js = self.sim, self._js
@@ -420,7 +471,8 @@ class SimulatorNode(Node):
                 values["step start after the deadline p99 [ms]"] = st["late_p99_ms"]
                 values["step duration p99 [ms]"] = st["step_p99_ms"]
         if failed:
-            level, message = "error", "simulation failed; the state is frozen (restart the node)"
+            level, message = "error", ("simulation failed; the state is frozen (call ~/reset or "
+                                        "restart the node)")
         return level, message, values
 
 

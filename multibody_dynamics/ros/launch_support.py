@@ -1,0 +1,72 @@
+"""Launch-file helpers: no orphaned nodes, optional tools skipped before anything starts.
+
+Used by ``launch/bringup.launch.py`` and ``launch/demo.launch.py`` (imported when a launch file
+is loaded, so ``launch`` and ``launch_ros`` are imported inside the functions only).
+
+Two rules (docs/ros-launch.md):
+
+* a node of the suite that ends while the launch is running shuts the whole launch down
+  (:func:`shutdown_on_exit`): the others would otherwise keep running without it, e.g. a
+  controller commanding a plant that is gone, or a plant braking with no controller;
+* an optional tool (robot_state_publisher, rviz2, static_transform_publisher) whose package
+  is not installed is left out with a warning at the time the launch description is built,
+  before any process starts (:func:`optional_node`); before this, the missing package was
+  found only when its action ran, after the suite's nodes had started, and the launch
+  failed leaving them running.
+"""
+
+from __future__ import annotations
+
+#: Tools of other packages the launch files can do without (visualization and frames only).
+OPTIONAL_PACKAGES = ("robot_state_publisher", "rviz2", "tf2_ros")
+
+
+def package_available(name: str) -> bool:
+    """Whether ``name`` is in the ament index (False also without AMENT_PREFIX_PATH)."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+    try:
+        get_package_prefix(name)
+    except (PackageNotFoundError, LookupError, ValueError, OSError):
+        return False
+    return True
+
+
+def missing_packages(names) -> list[str]:
+    """The packages of ``names`` not in the ament index."""
+    return [n for n in names if not package_available(n)]
+
+
+def _shutdown_if_running(context):
+    from launch.actions import LogInfo, Shutdown
+
+    if context.is_shutdown:
+        return None
+    event = context.locals.event
+    name = getattr(event, "process_name", None) or getattr(event, "action", "a process")
+    code = event.returncode
+    reason = (f"{name} exited with code {code} while the launch was running; every process of "
+              "this launch depends on it, so the launch shuts down (see its log above)")
+    return [LogInfo(msg=f"[multibody_suite] {reason}"), Shutdown(reason=reason)]
+
+
+def shutdown_on_exit() -> list:
+    """``on_exit`` actions of a required node: the launch shuts down when it ends."""
+    from launch.actions import OpaqueFunction
+
+    return [OpaqueFunction(function=_shutdown_if_running)]
+
+
+def optional_node(package: str, what: str, **node_kwargs) -> list:
+    """``[Node(package=package, ...)]``, or a warning and nothing when the package is missing.
+
+    ``what`` says what is lost without it (e.g. ``"TF frames"``).  Decided when called, i.e.
+    while the launch description is built, before any process of the launch starts.
+    """
+    from launch.actions import LogInfo
+    from launch_ros.actions import Node
+
+    if package_available(package):
+        return [Node(package=package, **node_kwargs)]
+    return [LogInfo(msg=f"[multibody_suite] WARNING: package {package} is not installed; "
+                        f"{node_kwargs.get('executable', package)} is skipped ({what})")]
