@@ -491,44 +491,52 @@ def _joint_list(w: YamlChecker, raw, key: str, joints: tuple[str, ...]) -> tuple
     return out
 
 
-def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleChain:  # noqa: C901
+def _closure_far_end(w: YamlChecker, chain: FlexibleChain, rc: dict, key: str):
+    """``(body_b, node_b, point_b)`` of a closure: a point on ``body_b`` or the world point
+    ``point_b`` [m] (body and node None then)."""
+    if "body_b" in rc:
+        if "point_b" in rc:
+            raise w.error(f"{key}.point_b", "give either body_b or point_b (a world point)")
+        body_b, node_b = _closure_end(w, chain, rc, "b", key)
+        return body_b, node_b, (0.0, 0.0)
+    for k in ("node_b", "position_b"):
+        if k in rc:
+            raise w.error(f"{key}.{k}", "needs body_b")
+    if "point_b" not in rc:
+        raise w.error(f"{key}.body_b", "missing (or point_b: a world point [m])")
+    return None, None, w.vector(rc["point_b"], f"{key}.point_b", 2)
+
+
+def _closure(w: YamlChecker, chain: FlexibleChain, rc, i: int, seen: set) -> PlanarClosure:
+    """The checked closure ``closures[i]`` (its name is added to ``seen``, the names so far)."""
+    key = f"closures[{i}]"
+    rc = w.mapping(rc, key, _CLOSURE)
+    for req in ("type", "body_a"):
+        if req not in rc:
+            raise w.error(f"{key}.{req}", "missing")
+    ctype = w.string(rc["type"], f"{key}.type")
+    if ctype not in CLOSURE_TYPES:
+        raise w.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one of "
+                                     f"{', '.join(CLOSURE_TYPES)} (planar cut joints)")
+    cname = w.string(rc.get("name", f"closure{i}"), f"{key}.name")
+    if cname in seen:
+        raise w.error(f"{key}.name", f"duplicate closure name {cname!r}")
+    seen.add(cname)
+    body_a, node_a = _closure_end(w, chain, rc, "a", key)
+    body_b, node_b, point_b = _closure_far_end(w, chain, rc, key)
+    if "angle_offset" in rc and ctype != "planar_weld":
+        raise w.error(f"{key}.angle_offset", "only for type planar_weld")
+    offset = w.number(rc.get("angle_offset", 0.0), f"{key}.angle_offset")
+    return PlanarClosure(cname, body_a, node_a, body_b, node_b, point_b,
+                         angle=ctype == "planar_weld", angle_offset=offset)
+
+
+def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleChain:
     """The :class:`ClosedFlexibleChain` of a file with ``closures:`` on the tree ``chain``."""
     if not isinstance(raw["closures"], list) or not raw["closures"]:
         raise w.error("closures", "expected a non-empty list of cut joints")
-    closures, seen = [], set()
-    for i, rc in enumerate(raw["closures"]):
-        key = f"closures[{i}]"
-        rc = w.mapping(rc, key, _CLOSURE)
-        for req in ("type", "body_a"):
-            if req not in rc:
-                raise w.error(f"{key}.{req}", "missing")
-        ctype = w.string(rc["type"], f"{key}.type")
-        if ctype not in CLOSURE_TYPES:
-            raise w.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one of "
-                                         f"{', '.join(CLOSURE_TYPES)} (planar cut joints)")
-        cname = w.string(rc.get("name", f"closure{i}"), f"{key}.name")
-        if cname in seen:
-            raise w.error(f"{key}.name", f"duplicate closure name {cname!r}")
-        seen.add(cname)
-        body_a, node_a = _closure_end(w, chain, rc, "a", key)
-        if "body_b" in rc:
-            if "point_b" in rc:
-                raise w.error(f"{key}.point_b", "give either body_b or point_b (a world point)")
-            body_b, node_b = _closure_end(w, chain, rc, "b", key)
-            point_b = (0.0, 0.0)
-        else:
-            for k in ("node_b", "position_b"):
-                if k in rc:
-                    raise w.error(f"{key}.{k}", "needs body_b")
-            if "point_b" not in rc:
-                raise w.error(f"{key}.body_b", "missing (or point_b: a world point [m])")
-            body_b, node_b = None, None
-            point_b = w.vector(rc["point_b"], f"{key}.point_b", 2)
-        if "angle_offset" in rc and ctype != "planar_weld":
-            raise w.error(f"{key}.angle_offset", "only for type planar_weld")
-        offset = w.number(rc.get("angle_offset", 0.0), f"{key}.angle_offset")
-        closures.append(PlanarClosure(cname, body_a, node_a, body_b, node_b, point_b,
-                                      angle=ctype == "planar_weld", angle_offset=offset))
+    seen = set()
+    closures = [_closure(w, chain, rc, i, seen) for i, rc in enumerate(raw["closures"])]
     joints = chain.joint_names
     actuated = _joint_list(w, raw, "actuated", joints) if "actuated" in raw else None
     independent = None
