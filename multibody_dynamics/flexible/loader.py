@@ -243,13 +243,20 @@ def _node_at(w: YamlChecker, nodes: np.ndarray, raw: dict, node_key: str, pos_ke
     return None
 
 
-def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa: C901
-    """Modal data of a beam given by ``segments`` (or a uniform beam with a ``frame`` or
-    ``masses``): :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`."""
-    for k in ("proximal", "distal"):
-        if k in raw:
-            raise w.error(f"{key}.{k}", "not with segments, frame or masses: give rigid parts "
-                                        "as segments with a stiff section (inside the FE model)")
+def _segment(w: YamlChecker, rs: dict, sk: str) -> ArmSegment:
+    """The checked beam segment ``rs`` (``sk``: where): length, elements, section, material."""
+    for req in ("length", "elements"):
+        if req not in rs:
+            raise w.error(f"{sk}.{req}", "missing")
+    if "name" in rs:
+        w.string(rs["name"], f"{sk}.name")
+    return ArmSegment(w.number(rs["length"], f"{sk}.length", positive=True),
+                      w.integer(rs["elements"], f"{sk}.elements", minimum=1),
+                      _section(w, rs, sk))
+
+
+def _beam_segments(w: YamlChecker, raw, key) -> list[ArmSegment]:
+    """The segments of the beam ``raw``: its ``segments`` list, or the uniform beam as one."""
     if "segments" in raw:
         given = [k for k in _UNIFORM if k in raw]
         if given:
@@ -261,23 +268,23 @@ def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa:
                 for i, r in enumerate(raw["segments"])]
     else:
         raws = [(raw, key)]
-    segments = []
-    for rs, sk in raws:
-        for req in ("length", "elements"):
-            if req not in rs:
-                raise w.error(f"{sk}.{req}", "missing")
-        if "name" in rs:
-            w.string(rs["name"], f"{sk}.name")
-        segments.append(ArmSegment(w.number(rs["length"], f"{sk}.length", positive=True),
-                                   w.integer(rs["elements"], f"{sk}.elements", minimum=1),
-                                   _section(w, rs, sk)))
-    x, nodes = 0.0, [0.0]  # node positions as segmented_arm_modal_data meshes them
+    return [_segment(w, rs, sk) for rs, sk in raws]
+
+
+def _segment_nodes(segments: list[ArmSegment]) -> np.ndarray:
+    """Node positions x [m], shape (nn,), as segmented_arm_modal_data meshes ``segments``."""
+    x, nodes = 0.0, [0.0]
     for s in segments:
         h = s.length / s.elements
         for _ in range(s.elements):
             x += h
             nodes.append(x)
-    nodes = np.array(nodes)
+    return np.array(nodes)
+
+
+def _beam_frame(w: YamlChecker, raw, nodes: np.ndarray, key) -> tuple[str, int | None]:
+    """``(frame, chord node)`` of ``raw['frame']``: tangent (node None) or chord (x axis
+    through that node, not node 0)."""
     frame, chord = raw.get("frame", "tangent"), None
     if isinstance(frame, dict):
         rf = w.mapping(frame, f"{key}.frame", _FRAME)
@@ -297,6 +304,11 @@ def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa:
     if frame == "chord" and chord is None:
         raise w.error(f"{key}.frame", "a chord frame needs node or position: write "
                                       "{type: chord, position: x}")
+    return frame, chord
+
+
+def _lumped_masses(w: YamlChecker, raw, nodes: np.ndarray, key) -> list[LumpedMass]:
+    """The lumped masses of ``raw['masses']``, each at a node of ``nodes`` (x [m])."""
     masses = raw.get("masses") or []
     if not isinstance(masses, list):
         raise w.error(f"{key}.masses", "expected a list of {position, mass, inertia}")
@@ -312,6 +324,20 @@ def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa:
         lumped.append(LumpedMass(float(nodes[k]),
                                  w.number(rm["mass"], f"{mk}.mass", minimum=0.0),
                                  w.number(rm.get("inertia", 0.0), f"{mk}.inertia", minimum=0.0)))
+    return lumped
+
+
+def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:
+    """Modal data of a beam given by ``segments`` (or a uniform beam with a ``frame`` or
+    ``masses``): :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`."""
+    for k in ("proximal", "distal"):
+        if k in raw:
+            raise w.error(f"{key}.{k}", "not with segments, frame or masses: give rigid parts "
+                                        "as segments with a stiff section (inside the FE model)")
+    segments = _beam_segments(w, raw, key)
+    nodes = _segment_nodes(segments)
+    frame, chord = _beam_frame(w, raw, nodes, key)
+    lumped = _lumped_masses(w, raw, nodes, key)
     damp = w.mapping(raw.get("damping") or {}, f"{key}.damping", {"alpha", "beta"})
     try:
         data, _ = segmented_arm_modal_data(
