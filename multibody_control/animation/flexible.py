@@ -88,7 +88,96 @@ def _task_path(res) -> np.ndarray | None:
                             np.zeros(res.t.size)])
 
 
-def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | None = None  # noqa: C901
+def _chain_reach(chain) -> float:
+    """Size of the drawing [m]: the summed extents of the bodies (1 for a chain of points)."""
+    reach = 0.0
+    for b in chain.bodies:
+        if b.flexible:
+            reach += float(np.max(np.linalg.norm(b.modal_data.node_positions, axis=1)))
+        else:
+            reach += float(np.linalg.norm(b.distal))
+    return reach or 1.0
+
+
+def _body_shapes(i: int, b, r: float, reach: float) -> tuple[list, list]:
+    """Shapes of body ``i`` (``b``) and their builders ``(what, i, node a, node c)``: a beam
+    through a subset of its nodes, a bar, or a block (a cart); then its joint."""
+    color = LINK_COLORS[i % len(LINK_COLORS)]
+    shapes, builders = [], []
+    if b.flexible:
+        d = b.modal_data
+        idx = _node_subset(d.node_positions.shape[0], b.distal_node)
+        for a, c in zip(idx[:-1], idx[1:]):
+            L = float(np.linalg.norm(d.node_positions[c] - d.node_positions[a]))
+            shapes.append(Shape("cylinder", (r, L), color, "link", b.name))
+            builders.append(("seg", i, a, c))
+        shapes.append(Shape("sphere", (r,), color, "link", b.name))
+        builders.append(("node", i, int(idx[-1]), None))
+    elif np.linalg.norm(b.distal) > 1e-9:
+        shapes.append(Shape("cylinder", (r, float(np.linalg.norm(b.distal))), color, "link",
+                            b.name))
+        builders.append(("bar", i, None, None))
+    else:  # a cart: a block on the frame
+        shapes.append(Shape("box", (0.06 * reach, 0.03 * reach, 0.02 * reach), color,
+                            "link", b.name))
+        builders.append(("block", i, None, None))
+    shapes.append(Shape("sphere", (1.8 * r,), JOINT_COLOR, "joint", b.joint))
+    builders.append(("joint", i, None, None))
+    return shapes, builders
+
+
+def _shape_pose(chain, qk: np.ndarray, fr, builder) -> pin.SE3:
+    """Placement of the shape of ``builder`` at the (scaled) configuration ``qk`` whose body
+    frames are ``fr``."""
+    what, i, a, c = builder
+    p0, th = fr[i]
+    R, p = _rz(th), np.r_[p0, 0.0]
+    if what in ("seg", "node"):
+        d, qe = chain.bodies[i].modal_data, qk[chain.elastic_slices[i]]
+
+        def node(n):
+            return p + R @ np.r_[d.node_positions[n] + d.node_shapes[n, :2] @ qe, 0.0]
+
+        return _segment_pose(node(a), node(c)) if what == "seg" else pin.SE3(np.eye(3), node(a))
+    if what == "bar":
+        return _segment_pose(p, p + R @ np.r_[chain.bodies[i].distal, 0.0])
+    if what == "block":
+        return pin.SE3(R, p)
+    return pin.SE3(np.eye(3), p)
+
+
+def _closure_points(chain, closures, scaled: np.ndarray, frames: np.ndarray, poses: np.ndarray,
+                    n_body: int) -> np.ndarray:
+    """Segments (F, K, 2, 3) joining each closure's two points [m]; their spheres' poses are
+    written into ``poses`` after the ``n_body`` body shapes."""
+    segments = np.zeros((frames.size, len(closures), 2, 3))
+    for f, k in enumerate(frames):
+        for m, c in enumerate(closures):
+            a = np.r_[chain.point_position(scaled[k], c.body_a, c.node_a), 0.0]
+            b = (np.r_[chain.point_position(scaled[k], c.body_b, c.node_b), 0.0]
+                 if c.body_b is not None else np.r_[c.point_b, 0.0])
+            segments[f, m] = a, b
+            poses[f, n_body + 2 * m] = np.r_[a, 0, 0, 0, 1]
+            poses[f, n_body + 2 * m + 1] = np.r_[b, 0, 0, 0, 1]
+    return segments
+
+
+def _flexible_paths(chain, q: np.ndarray, res) -> list[dict]:
+    """The end effector's true path along ``q`` and the scenario's desired path, if any."""
+    paths = []
+    ee = chain.config.end_effector
+    if ee is not None:
+        pts = np.array([np.r_[chain.point_position(qk, ee), 0.0] for qk in q])
+        paths.append({"name": f"{ee} tip path (true, unscaled)", "color": PATH_COLOR,
+                      "dashed": False, "points": pts[:: max(1, len(pts) // 600)]})
+    desired = _task_path(res)
+    if desired is not None:
+        paths.append({"name": "desired path", "color": DESIRED_COLOR, "dashed": True,
+                      "points": desired[:: max(1, len(desired) // 600)]})
+    return paths
+
+
+def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | None = None
                    ) -> Scene:
     """Scene of a :class:`~multibody_dynamics.flexible.system.FlexibleChain` result, or of a
     :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` one (its spanning chain,
@@ -107,89 +196,29 @@ def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | No
     scaled[:, chain.nq_r:] *= s
 
     # size of the drawing: extent of all nodes over the shown frames
-    reach = 0.0
-    for b in chain.bodies:
-        if b.flexible:
-            reach += float(np.max(np.linalg.norm(b.modal_data.node_positions, axis=1)))
-        else:
-            reach += float(np.linalg.norm(b.distal))
-    reach = reach or 1.0
+    reach = _chain_reach(chain)
     r = 0.012 * reach
 
     shapes, builders = [], []  # builders: frame poses -> list of SE3 for each shape
     for i, b in enumerate(chain.bodies):
-        color = LINK_COLORS[i % len(LINK_COLORS)]
-        if b.flexible:
-            d = b.modal_data
-            idx = _node_subset(d.node_positions.shape[0], b.distal_node)
-            for a, c in zip(idx[:-1], idx[1:]):
-                L = float(np.linalg.norm(d.node_positions[c] - d.node_positions[a]))
-                shapes.append(Shape("cylinder", (r, L), color, "link", b.name))
-                builders.append(("seg", i, a, c))
-            shapes.append(Shape("sphere", (r,), color, "link", b.name))
-            builders.append(("node", i, int(idx[-1]), None))
-        elif np.linalg.norm(b.distal) > 1e-9:
-            shapes.append(Shape("cylinder", (r, float(np.linalg.norm(b.distal))), color, "link",
-                                b.name))
-            builders.append(("bar", i, None, None))
-        else:  # a cart: a block on the frame
-            shapes.append(Shape("box", (0.06 * reach, 0.03 * reach, 0.02 * reach), color,
-                                "link", b.name))
-            builders.append(("block", i, None, None))
-        shapes.append(Shape("sphere", (1.8 * r,), JOINT_COLOR, "joint", b.joint))
-        builders.append(("joint", i, None, None))
+        body_shapes, body_builders = _body_shapes(i, b, r, reach)
+        shapes += body_shapes
+        builders += body_builders
 
     poses = np.zeros((frames.size, len(shapes) + 2 * len(closures), 7))
     for f, k in enumerate(frames):
         fr = chain.frames(scaled[k])
-        for j, (what, i, a, c) in enumerate(builders):
-            p0, th = fr[i]
-            R, p = _rz(th), np.r_[p0, 0.0]
-            if what in ("seg", "node"):
-                b = chain.bodies[i]
-                d, qe = b.modal_data, scaled[k, chain.elastic_slices[i]]
-
-                def node(n, d=d, qe=qe, R=R, p=p):
-                    return p + R @ np.r_[d.node_positions[n] + d.node_shapes[n, :2] @ qe, 0.0]
-
-                M = _segment_pose(node(a), node(c)) if what == "seg" else pin.SE3(
-                    np.eye(3), node(a))
-            elif what == "bar":
-                tip = p + R @ np.r_[chain.bodies[i].distal, 0.0]
-                M = _segment_pose(p, tip)
-            elif what == "block":
-                M = pin.SE3(R, p)
-            else:
-                M = pin.SE3(np.eye(3), p)
-            poses[f, j] = _pose7(M)
+        for j, builder in enumerate(builders):
+            poses[f, j] = _pose7(_shape_pose(chain, scaled[k], fr, builder))
 
     for c in closures:
         for _ in range(2):
             shapes.append(Shape("sphere", (2.5 * r,), CLOSURE_COLOR, "closure", c.name))
-    segments = np.zeros((frames.size, len(closures), 2, 3))
-    n_body = len(builders)
-    for f, k in enumerate(frames):
-        for m, c in enumerate(closures):
-            a = np.r_[chain.point_position(scaled[k], c.body_a, c.node_a), 0.0]
-            b = (np.r_[chain.point_position(scaled[k], c.body_b, c.node_b), 0.0]
-                 if c.body_b is not None else np.r_[c.point_b, 0.0])
-            segments[f, m] = a, b
-            poses[f, n_body + 2 * m] = np.r_[a, 0, 0, 0, 1]
-            poses[f, n_body + 2 * m + 1] = np.r_[b, 0, 0, 0, 1]
+    segments = _closure_points(chain, closures, scaled, frames, poses, len(builders))
 
-    paths = []
-    ee = chain.config.end_effector
-    if ee is not None:
-        pts = np.array([np.r_[chain.point_position(qk, ee), 0.0] for qk in q])
-        paths.append({"name": f"{ee} tip path (true, unscaled)", "color": PATH_COLOR,
-                      "dashed": False, "points": pts[:: max(1, len(pts) // 600)]})
-    desired = _task_path(res)
-    if desired is not None:
-        paths.append({"name": "desired path", "color": DESIRED_COLOR, "dashed": True,
-                      "points": desired[:: max(1, len(desired) // 600)]})
     kind = res.meta.get("kind", "result")
     scene = Scene(t=res.t[frames], shapes=shapes, poses=poses,
-                  segments=segments, paths=paths,
+                  segments=segments, paths=_flexible_paths(chain, q, res),
                   title=f"{name}: {kind} ({res.path.name}), deformation x{s:g}",
                   scale=reach, deformation_scale=s)
     scene.info = (f"{frames.size} frames, t = {res.t[0]:.3g} to {res.t[-1]:.3g} s; elastic "

@@ -237,7 +237,103 @@ def frame_times(t: np.ndarray, fps: float, max_frames: int | None = None) -> np.
     return np.clip(idx, 0, t.size - 1)
 
 
-def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None = None,  # noqa: C901
+def _link_frames(pm, visuals: dict) -> tuple[dict, dict]:
+    """Link name -> BODY frame id (the links of the URDF), and link name -> placements (SE3)
+    in the link frame of its child joints and fixed child frames (ends of the stick figure)."""
+    body = {}
+    for fid, f in enumerate(pm.frames):
+        if f.type == pin.FrameType.BODY and f.name in visuals:
+            body[f.name] = fid
+    children = {name: [] for name in body}
+    for jid in range(1, pm.njoints):
+        parent = pm.parents[jid]
+        for name, fid in body.items():
+            fr = pm.frames[fid]
+            if fr.parentJoint == parent:
+                children[name].append(fr.placement.inverse() * pm.jointPlacements[jid])
+    for f in pm.frames:  # fixed child frames (e.g. a tool tip) end sticks too
+        if f.type in (pin.FrameType.BODY, pin.FrameType.FIXED_JOINT) and f.name not in body:
+            for name, bid in body.items():
+                if pm.frames[bid].parentJoint == f.parentJoint and f.placement.translation.any():
+                    children[name].append(pm.frames[bid].placement.inverse() * f.placement)
+    return body, children
+
+
+def _robot_scale(pm, data, q: np.ndarray, frames: np.ndarray) -> float:
+    """Scale of the robot [m]: extent of the joint origins over (about 20 of) the shown
+    frames; 1 when they do not move apart."""
+    origins = []
+    for k in frames[:: max(1, frames.size // 20)]:
+        pin.forwardKinematics(pm, data, q[k])
+        origins += [data.oMi[j].translation.copy() for j in range(pm.njoints)]
+    origins = np.array(origins)
+    return float(np.max(np.ptp(origins, axis=0))) or 1.0
+
+
+def _stick_shapes(name: str, fid: int, sticks: list, color: str, r: float
+                  ) -> tuple[list, list]:
+    """Capsules of radius ``r`` [m] from link frame ``fid`` to each of ``sticks`` (SE3): the
+    shapes and their placements ``(fid, SE3 in the frame)``."""
+    shapes, placements = [], []
+    for C in sticks:
+        a, b = np.zeros(3), C.translation
+        shapes.append(Shape("cylinder", (r, float(np.linalg.norm(b))), color, "link", name))
+        placements.append((fid, _segment_pose(a, b)))
+        for end in (a, b):
+            shapes.append(Shape("sphere", (r,), color, "link", name))
+            placements.append((fid, pin.SE3(np.eye(3), end)))
+    return shapes, placements
+
+
+def _link_shapes(body: dict, children: dict, visuals: dict, masses: dict, scale: float
+                 ) -> tuple[list, list]:
+    """Shapes of the links and their placements ``(fid, SE3 in the frame)``: the URDF's
+    primitive visuals, or capsules for links with meshes or massive links without visuals."""
+    shapes, placements = [], []
+    color_of = {}
+    for name, fid in body.items():
+        items = visuals[name]
+        sticks = [C for C in children[name] if np.linalg.norm(C.translation) > 1e-9]
+        if not items and not (items is None or (masses.get(name, 0.0) > 0 and sticks)):
+            continue  # nothing to draw (world, massless marker links such as a tool point)
+        color = color_of.setdefault(name, LINK_COLORS[len(color_of) % len(LINK_COLORS)])
+        if items:
+            for kind, dims, M in items:
+                shapes.append(Shape(kind, dims, color, "link", name))
+                placements.append((fid, M))
+        else:
+            stick_shapes, stick_placements = _stick_shapes(name, fid, sticks, color,
+                                                           0.02 * scale)
+            shapes += stick_shapes
+            placements += stick_placements
+    return shapes, placements
+
+
+def _place(pm, data, qk: np.ndarray) -> None:
+    """Joint and frame placements of ``data`` at the configuration ``qk``."""
+    pin.forwardKinematics(pm, data, qk)
+    pin.updateFramePlacements(pm, data)
+
+
+def _closure_segments(closures: list, gaps: list, scale: float, n_frames: int) -> np.ndarray:
+    """Segments (F, K, 2, 3) [m]: each closure's gap between its frames, and for closures with
+    an axis the line the frame slides on (``gaps``: per frame, per closure, the two frame
+    origins and the rotation of frame b)."""
+    segments = []
+    for ci, (c, _, _) in enumerate(closures):
+        seg = [[g[ci][0], g[ci][1]] for g in gaps]
+        segments.append(seg)
+        if c.axis is not None and c.type in ("point_on_line", "prismatic", "line", "slider"):
+            axis = np.asarray(c.axis, float) / np.linalg.norm(c.axis)
+            s = np.array([axis @ (g[ci][2].T @ (g[ci][0] - g[ci][1])) for g in gaps])
+            lo, hi = s.min() - 0.15 * scale, s.max() + 0.15 * scale
+            segments.append([[g[ci][1] + g[ci][2] @ axis * lo, g[ci][1] + g[ci][2] @ axis * hi]
+                             for g in gaps])
+    return np.array(segments, float).transpose(1, 0, 2, 3) if segments else np.zeros(
+        (n_frames, 0, 2, 3))
+
+
+def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None = None,
                 desired: np.ndarray | None = None, ee_frame: str | None = None,
                 title: str = "") -> Scene:
     """Scene of a rigid ``MultibodyModel`` moving through configurations ``q``.
@@ -259,53 +355,10 @@ def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None =
     masses = urdf_link_masses(model.urdf_path)
 
     # link frame ids, and the child joint placements of every link (for the stick figure)
-    body = {}
-    for fid, f in enumerate(pm.frames):
-        if f.type == pin.FrameType.BODY and f.name in visuals:
-            body[f.name] = fid
-    children = {name: [] for name in body}
-    for jid in range(1, pm.njoints):
-        parent = pm.parents[jid]
-        for name, fid in body.items():
-            fr = pm.frames[fid]
-            if fr.parentJoint == parent:
-                children[name].append(fr.placement.inverse() * pm.jointPlacements[jid])
-    for f in pm.frames:  # fixed child frames (e.g. a tool tip) end sticks too
-        if f.type in (pin.FrameType.BODY, pin.FrameType.FIXED_JOINT) and f.name not in body:
-            for name, bid in body.items():
-                if pm.frames[bid].parentJoint == f.parentJoint and f.placement.translation.any():
-                    children[name].append(pm.frames[bid].placement.inverse() * f.placement)
+    body, children = _link_frames(pm, visuals)
+    scale = _robot_scale(pm, data, q, frames)
 
-    # scale of the robot: extent of the joint origins over the shown frames
-    origins = []
-    for k in frames[:: max(1, frames.size // 20)]:
-        pin.forwardKinematics(pm, data, q[k])
-        origins += [data.oMi[j].translation.copy() for j in range(pm.njoints)]
-    origins = np.array(origins)
-    scale = float(np.max(np.ptp(origins, axis=0))) or 1.0
-
-    shapes, placements = [], []  # placements: fid, SE3 offset in the frame
-    color_of = {}
-    for name, fid in body.items():
-        items = visuals[name]
-        sticks = [C for C in children[name] if np.linalg.norm(C.translation) > 1e-9]
-        if not items and not (items is None or (masses.get(name, 0.0) > 0 and sticks)):
-            continue  # nothing to draw (world, massless marker links such as a tool point)
-        color = color_of.setdefault(name, LINK_COLORS[len(color_of) % len(LINK_COLORS)])
-        if items:
-            for kind, dims, M in items:
-                shapes.append(Shape(kind, dims, color, "link", name))
-                placements.append((fid, M))
-        else:
-            r = 0.02 * scale
-            for C in sticks:
-                a, b = np.zeros(3), C.translation
-                shapes.append(Shape("cylinder", (r, float(np.linalg.norm(b))), color, "link",
-                                    name))
-                placements.append((fid, _segment_pose(a, b)))
-                for end in (a, b):
-                    shapes.append(Shape("sphere", (r,), color, "link", name))
-                    placements.append((fid, pin.SE3(np.eye(3), end)))
+    shapes, placements = _link_shapes(body, children, visuals, masses, scale)
     jr = 0.03 * scale
     for jid in range(1, pm.njoints):
         shapes.append(Shape("sphere", (jr,), JOINT_COLOR, "joint", pm.names[jid]))
@@ -322,38 +375,22 @@ def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None =
     ee = ee_frame or model.end_effector
     ee_id = model.frame_id(ee) if ee else None
 
-    def place(k):
-        pin.forwardKinematics(pm, data, q[k])
-        pin.updateFramePlacements(pm, data)
-
     poses = np.zeros((frames.size, len(shapes), 7))
     gaps = []
     for i, k in enumerate(frames):
-        place(k)
+        _place(pm, data, q[k])
         for s, (fid, M) in enumerate(placements):
             base = data.oMi[-fid] if fid < 0 else data.oMf[fid]
             poses[i, s] = _pose7(base * M)
         gaps.append([(data.oMf[fa].translation.copy(), data.oMf[fb].translation.copy(),
                       data.oMf[fb].rotation.copy()) for _, fa, fb in closures])
-
-    segments = []
-    for ci, (c, _, _) in enumerate(closures):
-        seg = [[g[ci][0], g[ci][1]] for g in gaps]
-        segments.append(seg)
-        if c.axis is not None and c.type in ("point_on_line", "prismatic", "line", "slider"):
-            axis = np.asarray(c.axis, float) / np.linalg.norm(c.axis)
-            s = np.array([axis @ (g[ci][2].T @ (g[ci][0] - g[ci][1])) for g in gaps])
-            lo, hi = s.min() - 0.15 * scale, s.max() + 0.15 * scale
-            segments.append([[g[ci][1] + g[ci][2] @ axis * lo, g[ci][1] + g[ci][2] @ axis * hi]
-                             for g in gaps])
-    seg_arr = np.array(segments, float).transpose(1, 0, 2, 3) if segments else np.zeros(
-        (frames.size, 0, 2, 3))
+    seg_arr = _closure_segments(closures, gaps, scale, frames.size)
 
     paths = []
     if ee_id is not None:
         pts = np.zeros((t.size, 3))
         for k in range(t.size):
-            place(k)
+            _place(pm, data, q[k])
             pts[k] = data.oMf[ee_id].translation
         paths.append({"name": f"{ee} path", "color": PATH_COLOR, "dashed": False,
                       "points": _thin(pts)})

@@ -259,128 +259,208 @@ def solve_stable_inversion(problem: Problem, options) -> InversionResult:
     return _invert_internal(problem, options)
 
 
-def _invert_internal(problem: Problem, options) -> InversionResult:  # noqa: C901
+def _invert_internal(problem: Problem, options) -> InversionResult:
     """The five servo-constraint methods: common set-up, then the method's integration."""
-    model, output, task, method = problem.model, problem.output, problem.task, problem.method
-    servo, desired = problem.servo, problem.desired
-    dt, t_start, t_end = options.dt, options.t_start, options.t_end
-    t0, tf = task.law.t0, task.law.tf
-    n = servo.nu_int
+    run = _InternalInversion(problem, options)
+    failure = run.linearize()
+    if failure is None:
+        failure = run.interval()
+    if failure is not None:
+        return failure
     try:
-        y0, yf = desired(t0)[0], desired(tf)[0]
-        eta0, etaf = servo.equilibrium(y0), servo.equilibrium(yf)
-        if n:
-            Q0, _ = servo.zero_dynamics_jacobian(y0, eta0)
-            Qf, _ = servo.zero_dynamics_jacobian(yf, etaf)
+        trajectory = run.integrate()
     except MultibodyError as exc:
-        return problem.failure(str(exc))
-    if n:
-        lam0, lamf = np.linalg.eigvals(Q0), np.linalg.eigvals(Qf)
-    else:
-        Q0 = Qf = np.zeros((0, 0))
-        lam0 = lamf = np.zeros(0)
-    if np.any(np.abs(np.real(np.concatenate([lam0, lamf]))) < 1e-9):
-        return problem.failure("zero dynamics not hyperbolic (eigenvalue on the imaginary "
-                               f"axis): {np.round(lam0, 4).tolist()}; stable inversion is not "
-                               "defined", eigenvalues=lam0)
-    unstable = lam0[np.real(lam0) > 0]
-    stable = method == "stable"
-    t_pre = decay_time(unstable, options.decay_tol) if stable else 0.0
-    t_post = decay_time(lamf[np.real(lamf) < 0], options.decay_tol) if stable else 0.5
-    if stable:
-        t_post = min(t_post, 5.0)  # lightly damped stable modes: cap, they are not amplified
-        ta = t0 - t_pre if t_start is None else t_start
-        if ta > t0 - t_pre + 1e-6 * max(t_pre, 1.0):  # slack: t_pre comes from an FD Jacobian
-            return problem.failure(
-                f"pre-actuation needs {t_pre:.3g} s before t0 = {t0:g} s (slowest unstable "
-                f"zero-dynamics mode {np.min(unstable.real):.3g} 1/s decays by "
-                f"{options.decay_tol:g}), but the interval starts at {ta:g} s; start at "
-                f"{t0 - t_pre:.4g} s or earlier", t_pre=t_pre, t_post=t_post, eigenvalues=lam0)
-    else:
-        ta = min(0.0, t0) if t_start is None else t_start
-    tb = (tf + t_post) if t_end is None else t_end
-    if not tb > ta:
-        raise InputError(f"t_end = {tb} s must be after t_start = {ta} s")
-    t_out = time_grid(ta, tb, dt, (t0, tf))
-    # exact samples of y_d on a grid holding t0 and tf, interpolated (quintic Hermite) in between
-    grid = np.unique(np.concatenate([np.arange(ta, tb + dt, min(dt, 1e-3)), [t0, tf]]))
-    ytraj = desired.tabulate(grid[(grid >= ta - 1e-12)])
-    recorder = Recorder(servo, ytraj)
+        return problem.failure(str(exc), t_pre=run.t_pre, t_post=run.t_post,
+                               eigenvalues=run.lam0, nfev=run.servo.counters["dynamics"])
+    return run.result(*trajectory)
 
-    try:
-        if stable:
-            eta, status, msg = solve_stable(servo, ytraj, t_out, eta0, etaf, Q0, Qf,
-                                            options.max_nodes, options.bvp_tol, options.guess,
-                                            options.verbose)
-            q, v, a, u = recorder.sample(t_out, eta)
-        elif method == "classical":
-            # nonlinear outputs solve the servo-constraints by Newton in every evaluation,
-            # warm-started from the previous one: keep steps at most dt so that it stays close
-            step = options.max_step if options.max_step is not None else (
-                10 * dt if output.linear else dt)
-            eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
-                                                 eta0, t_out, options.rtol, options.atol, step,
-                                                 options.eta_limit, np.arange(n))
-            t_out = t_out[: len(eta)]
-            q, v, a, u = recorder.sample(t_out, eta)
-        elif method == "ode":
-            x0 = np.concatenate(servo.reconstruct(ta, eta0, ytraj)[:2])
-            nq = model.nq
 
-            def rhs(t, x):
-                return np.concatenate([x[nq:], servo.accelerations(x[:nq], x[nq:], ytraj(t)[2])])
+class _InternalInversion:
+    """The state :func:`_invert_internal` builds step by step for ``problem`` and ``options``.
 
-            x, status, msg = integrate_forward(
-                rhs, x0, t_out, options.rtol, options.atol,
-                10 * dt if options.max_step is None else options.max_step, options.eta_limit,
-                servo.iu)
-            t_out = t_out[: len(x)]
-            q, v = x[:, :nq], x[:, nq:]
-            a = np.array([servo.accelerations(qk, vk, ytraj(tk)[2])
-                          for tk, qk, vk in zip(t_out, q, v)])
-            u = np.array([servo.inputs(qk, vk, ak) for qk, vk, ak in zip(q, v, a)])
-            eta = np.column_stack([q[:, servo.iu], v[:, servo.iu]])
-        elif method == "index1":
-            q0 = servo.reconstruct(ta, eta0, ytraj)[0]
-            nq = model.nq
+    :meth:`linearize` sets the equilibria ``eta0, etaf`` (2 n,) at t0 and tf, the zero-dynamics
+    Jacobians ``Q0, Qf`` (2 n, 2 n) and their eigenvalues ``lam0, lamf``; :meth:`interval` sets
+    ``t_pre, t_post`` [s], the interval ``ta, tb`` [s], the sample times ``t_out`` (N,) and
+    the tabulated desired output ``ytraj``; :meth:`integrate` runs the method and
+    :meth:`result` assembles the :class:`InversionResult`.
+    """
 
-            def full_v(t, x):
-                return servo.solve_velocities(x[:nq], ytraj(t)[1], x[nq:])
+    def __init__(self, problem: Problem, options):
+        self.problem, self.options = problem, options
+        self.servo = problem.servo
+        self.n = self.servo.nu_int
+        self.t0, self.tf = problem.task.law.t0, problem.task.law.tf
+        self.stable = problem.method == "stable"
 
-            def rhs(t, x):
-                v = full_v(t, x)
-                acc = servo.accelerations(x[:nq], v, ytraj(t)[2])
-                return np.concatenate([v, acc[servo.iu]])
-
-            x, status, msg = integrate_forward(
-                rhs, np.concatenate([q0, eta0[n:]]), t_out, options.rtol, options.atol,
-                10 * dt if options.max_step is None else options.max_step, options.eta_limit,
-                servo.iu)
-            t_out = t_out[: len(x)]
-            q = x[:, :nq]
-            v = np.array([full_v(tk, xk) for tk, xk in zip(t_out, x)])
-            a = np.array([servo.accelerations(qk, vk, ytraj(tk)[2])
-                          for tk, qk, vk in zip(t_out, q, v)])
-            u = np.array([servo.inputs(qk, vk, ak) for qk, vk, ak in zip(q, v, a)])
-            eta = np.column_stack([q[:, servo.iu], v[:, servo.iu]])
+    def linearize(self) -> InversionResult | None:
+        """Equilibria and linearized zero dynamics at t0 and tf; a failure if not hyperbolic."""
+        servo, desired = self.servo, self.problem.desired
+        try:
+            y0, yf = desired(self.t0)[0], desired(self.tf)[0]
+            self.eta0, self.etaf = servo.equilibrium(y0), servo.equilibrium(yf)
+            if self.n:
+                self.Q0, _ = servo.zero_dynamics_jacobian(y0, self.eta0)
+                self.Qf, _ = servo.zero_dynamics_jacobian(yf, self.etaf)
+        except MultibodyError as exc:
+            return self.problem.failure(str(exc))
+        if self.n:
+            self.lam0, self.lamf = np.linalg.eigvals(self.Q0), np.linalg.eigvals(self.Qf)
         else:
-            t_out, q, v, a, u, status, msg = index2_euler(servo, ytraj, ta, tb,
-                                                          options.euler_dt or dt, eta0,
-                                                          options.eta_limit)
-            eta = np.column_stack([q[:, servo.iu], v[:, servo.iu]])
-    except MultibodyError as exc:
-        return problem.failure(str(exc), t_pre=t_pre, t_post=t_post, eigenvalues=lam0,
-                               nfev=servo.counters["dynamics"])
+            self.Q0 = self.Qf = np.zeros((0, 0))
+            self.lam0 = self.lamf = np.zeros(0)
+        lam0 = self.lam0
+        if np.any(np.abs(np.real(np.concatenate([lam0, self.lamf]))) < 1e-9):
+            return self.problem.failure("zero dynamics not hyperbolic (eigenvalue on the "
+                                        f"imaginary axis): {np.round(lam0, 4).tolist()}; stable "
+                                        "inversion is not defined", eigenvalues=lam0)
+        return None
 
-    if not status and not stable and np.any(np.real(lam0) > 0):
-        msg += (f"; the zero dynamics are unstable (eigenvalues "
-                f"{np.round(lam0[np.real(lam0) > 0], 3).tolist()} 1/s): the system is non-minimum "
-                "phase for this output, use method 'stable' (stable inversion) or 'causal'")
-    y_des = np.array([ytraj(tk)[0] for tk in t_out])
-    y = np.array([output.value(qk) for qk in q])
-    err = float(np.max(np.abs(y - y_des))) if len(y) else np.inf
-    if status and not np.all(np.isfinite(u)):
-        status, msg = False, "the feedforward contains NaN/inf"
-    return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, t0, tf, t_pre, t_post, lam0,
-                           bool(status), msg, method, servo.counters["dynamics"],
-                           time.perf_counter() - problem.start, model.input_names, output.names)
+    def interval(self) -> InversionResult | None:
+        """Pre-/post-actuation, the interval, its samples and the tabulated desired output; a
+        failure if ``t_start`` leaves too little pre-actuation (stable inversion)."""
+        options, t0, tf, lam0 = self.options, self.t0, self.tf, self.lam0
+        dt, t_start, t_end = options.dt, options.t_start, options.t_end
+        unstable = lam0[np.real(lam0) > 0]
+        stable = self.stable
+        t_pre = decay_time(unstable, options.decay_tol) if stable else 0.0
+        lamf = self.lamf
+        t_post = decay_time(lamf[np.real(lamf) < 0], options.decay_tol) if stable else 0.5
+        if stable:
+            t_post = min(t_post, 5.0)  # lightly damped stable modes: cap, they are not amplified
+            ta = t0 - t_pre if t_start is None else t_start
+            if ta > t0 - t_pre + 1e-6 * max(t_pre, 1.0):  # slack: t_pre comes from an FD Jacobian
+                return self.problem.failure(
+                    f"pre-actuation needs {t_pre:.3g} s before t0 = {t0:g} s (slowest unstable "
+                    f"zero-dynamics mode {np.min(unstable.real):.3g} 1/s decays by "
+                    f"{options.decay_tol:g}), but the interval starts at {ta:g} s; start at "
+                    f"{t0 - t_pre:.4g} s or earlier", t_pre=t_pre, t_post=t_post,
+                    eigenvalues=lam0)
+        else:
+            ta = min(0.0, t0) if t_start is None else t_start
+        tb = (tf + t_post) if t_end is None else t_end
+        if not tb > ta:
+            raise InputError(f"t_end = {tb} s must be after t_start = {ta} s")
+        self.t_pre, self.t_post, self.ta, self.tb = t_pre, t_post, ta, tb
+        self.t_out = time_grid(ta, tb, dt, (t0, tf))
+        # exact samples of y_d on a grid holding t0 and tf, interpolated (quintic Hermite) in
+        # between
+        grid = np.unique(np.concatenate([np.arange(ta, tb + dt, min(dt, 1e-3)), [t0, tf]]))
+        self.ytraj = self.problem.desired.tabulate(grid[(grid >= ta - 1e-12)])
+        return None
+
+    def integrate(self):
+        """The method's integration: ``(t_out, q, v, a, u, eta, status, message)``, cut
+        where it stopped."""
+        method = self.problem.method
+        if self.stable:
+            return self._stable()
+        if method == "classical":
+            return self._classical()
+        if method == "ode":
+            return self._ode()
+        if method == "index1":
+            return self._index1()
+        return self._index2_euler()
+
+    def _max_step(self, default: float) -> float:
+        """``options.max_step`` [s], or ``default`` when it is None."""
+        return self.options.max_step if self.options.max_step is not None else default
+
+    def _eta(self, q, v) -> np.ndarray:
+        """Internal states (N, 2 n) of the samples ``q`` (N, nq), ``v`` (N, nv)."""
+        return np.column_stack([q[:, self.servo.iu], v[:, self.servo.iu]])
+
+    def _along(self, t_out, q, v):
+        """``(a, u, eta)`` at the samples ``t_out, q, v`` of an integration in (q, v)."""
+        servo, ytraj = self.servo, self.ytraj
+        a = np.array([servo.accelerations(qk, vk, ytraj(tk)[2])
+                      for tk, qk, vk in zip(t_out, q, v)])
+        u = np.array([servo.inputs(qk, vk, ak) for qk, vk, ak in zip(q, v, a)])
+        return a, u, self._eta(q, v)
+
+    def _stable(self):
+        """Method ``"stable"``: :func:`solve_stable` on the extended interval."""
+        o = self.options
+        eta, status, msg = solve_stable(self.servo, self.ytraj, self.t_out, self.eta0, self.etaf,
+                                        self.Q0, self.Qf, o.max_nodes, o.bvp_tol, o.guess,
+                                        o.verbose)
+        q, v, a, u = Recorder(self.servo, self.ytraj).sample(self.t_out, eta)
+        return self.t_out, q, v, a, u, eta, status, msg
+
+    def _classical(self):
+        """Method ``"classical"``: eta integrated forward."""
+        o, servo, ytraj, dt = self.options, self.servo, self.ytraj, self.options.dt
+        # nonlinear outputs solve the servo-constraints by Newton in every evaluation,
+        # warm-started from the previous one: keep steps at most dt so that it stays close
+        step = self._max_step(10 * dt if self.problem.output.linear else dt)
+        eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
+                                             self.eta0, self.t_out, o.rtol, o.atol, step,
+                                             o.eta_limit, np.arange(self.n))
+        t_out = self.t_out[: len(eta)]
+        q, v, a, u = Recorder(servo, ytraj).sample(t_out, eta)
+        return t_out, q, v, a, u, eta, status, msg
+
+    def _ode(self):
+        """Method ``"ode"``: (q, v) integrated forward (5.21)-(5.22)."""
+        o, servo, ytraj = self.options, self.servo, self.ytraj
+        x0 = np.concatenate(servo.reconstruct(self.ta, self.eta0, ytraj)[:2])
+        nq = self.problem.model.nq
+
+        def rhs(t, x):
+            return np.concatenate([x[nq:], servo.accelerations(x[:nq], x[nq:], ytraj(t)[2])])
+
+        x, status, msg = integrate_forward(rhs, x0, self.t_out, o.rtol, o.atol,
+                                           self._max_step(10 * o.dt), o.eta_limit, servo.iu)
+        t_out = self.t_out[: len(x)]
+        q, v = x[:, :nq], x[:, nq:]
+        return (t_out, q, v, *self._along(t_out, q, v), status, msg)
+
+    def _index1(self):
+        """Method ``"index1"``: (q, v_u) integrated forward (5.20)."""
+        o, servo, ytraj = self.options, self.servo, self.ytraj
+        q0 = servo.reconstruct(self.ta, self.eta0, ytraj)[0]
+        nq = self.problem.model.nq
+
+        def full_v(t, x):
+            return servo.solve_velocities(x[:nq], ytraj(t)[1], x[nq:])
+
+        def rhs(t, x):
+            v = full_v(t, x)
+            acc = servo.accelerations(x[:nq], v, ytraj(t)[2])
+            return np.concatenate([v, acc[servo.iu]])
+
+        x, status, msg = integrate_forward(
+            rhs, np.concatenate([q0, self.eta0[self.n:]]), self.t_out, o.rtol, o.atol,
+            self._max_step(10 * o.dt), o.eta_limit, servo.iu)
+        t_out = self.t_out[: len(x)]
+        q = x[:, :nq]
+        v = np.array([full_v(tk, xk) for tk, xk in zip(t_out, x)])
+        return (t_out, q, v, *self._along(t_out, q, v), status, msg)
+
+    def _index2_euler(self):
+        """Method ``"index2_euler"``: :func:`index2_euler` (backward Euler)."""
+        o = self.options
+        t_out, q, v, a, u, status, msg = index2_euler(self.servo, self.ytraj, self.ta, self.tb,
+                                                      o.euler_dt or o.dt, self.eta0,
+                                                      o.eta_limit)
+        return t_out, q, v, a, u, self._eta(q, v), status, msg
+
+    def result(self, t_out, q, v, a, u, eta, status, msg) -> InversionResult:
+        """The :class:`InversionResult` of the integration's samples (N,), (N, .)."""
+        problem, servo, lam0 = self.problem, self.servo, self.lam0
+        model, output = problem.model, problem.output
+        if not status and not self.stable and np.any(np.real(lam0) > 0):
+            msg += (f"; the zero dynamics are unstable (eigenvalues "
+                    f"{np.round(lam0[np.real(lam0) > 0], 3).tolist()} 1/s): the system is "
+                    "non-minimum phase for this output, use method 'stable' (stable inversion) "
+                    "or 'causal'")
+        y_des = np.array([self.ytraj(tk)[0] for tk in t_out])
+        y = np.array([output.value(qk) for qk in q])
+        err = float(np.max(np.abs(y - y_des))) if len(y) else np.inf
+        if status and not np.all(np.isfinite(u)):
+            status, msg = False, "the feedforward contains NaN/inf"
+        return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, self.t0, self.tf,
+                               self.t_pre, self.t_post, lam0, bool(status), msg,
+                               problem.method, servo.counters["dynamics"],
+                               time.perf_counter() - problem.start, model.input_names,
+                               output.names)

@@ -243,13 +243,20 @@ def _node_at(w: YamlChecker, nodes: np.ndarray, raw: dict, node_key: str, pos_ke
     return None
 
 
-def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa: C901
-    """Modal data of a beam given by ``segments`` (or a uniform beam with a ``frame`` or
-    ``masses``): :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`."""
-    for k in ("proximal", "distal"):
-        if k in raw:
-            raise w.error(f"{key}.{k}", "not with segments, frame or masses: give rigid parts "
-                                        "as segments with a stiff section (inside the FE model)")
+def _segment(w: YamlChecker, rs: dict, sk: str) -> ArmSegment:
+    """The checked beam segment ``rs`` (``sk``: where): length, elements, section, material."""
+    for req in ("length", "elements"):
+        if req not in rs:
+            raise w.error(f"{sk}.{req}", "missing")
+    if "name" in rs:
+        w.string(rs["name"], f"{sk}.name")
+    return ArmSegment(w.number(rs["length"], f"{sk}.length", positive=True),
+                      w.integer(rs["elements"], f"{sk}.elements", minimum=1),
+                      _section(w, rs, sk))
+
+
+def _beam_segments(w: YamlChecker, raw, key) -> list[ArmSegment]:
+    """The segments of the beam ``raw``: its ``segments`` list, or the uniform beam as one."""
     if "segments" in raw:
         given = [k for k in _UNIFORM if k in raw]
         if given:
@@ -261,23 +268,23 @@ def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa:
                 for i, r in enumerate(raw["segments"])]
     else:
         raws = [(raw, key)]
-    segments = []
-    for rs, sk in raws:
-        for req in ("length", "elements"):
-            if req not in rs:
-                raise w.error(f"{sk}.{req}", "missing")
-        if "name" in rs:
-            w.string(rs["name"], f"{sk}.name")
-        segments.append(ArmSegment(w.number(rs["length"], f"{sk}.length", positive=True),
-                                   w.integer(rs["elements"], f"{sk}.elements", minimum=1),
-                                   _section(w, rs, sk)))
-    x, nodes = 0.0, [0.0]  # node positions as segmented_arm_modal_data meshes them
+    return [_segment(w, rs, sk) for rs, sk in raws]
+
+
+def _segment_nodes(segments: list[ArmSegment]) -> np.ndarray:
+    """Node positions x [m], shape (nn,), as segmented_arm_modal_data meshes ``segments``."""
+    x, nodes = 0.0, [0.0]
     for s in segments:
         h = s.length / s.elements
         for _ in range(s.elements):
             x += h
             nodes.append(x)
-    nodes = np.array(nodes)
+    return np.array(nodes)
+
+
+def _beam_frame(w: YamlChecker, raw, nodes: np.ndarray, key) -> tuple[str, int | None]:
+    """``(frame, chord node)`` of ``raw['frame']``: tangent (node None) or chord (x axis
+    through that node, not node 0)."""
     frame, chord = raw.get("frame", "tangent"), None
     if isinstance(frame, dict):
         rf = w.mapping(frame, f"{key}.frame", _FRAME)
@@ -297,6 +304,11 @@ def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa:
     if frame == "chord" and chord is None:
         raise w.error(f"{key}.frame", "a chord frame needs node or position: write "
                                       "{type: chord, position: x}")
+    return frame, chord
+
+
+def _lumped_masses(w: YamlChecker, raw, nodes: np.ndarray, key) -> list[LumpedMass]:
+    """The lumped masses of ``raw['masses']``, each at a node of ``nodes`` (x [m])."""
     masses = raw.get("masses") or []
     if not isinstance(masses, list):
         raise w.error(f"{key}.masses", "expected a list of {position, mass, inertia}")
@@ -312,6 +324,20 @@ def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:  # noqa:
         lumped.append(LumpedMass(float(nodes[k]),
                                  w.number(rm["mass"], f"{mk}.mass", minimum=0.0),
                                  w.number(rm.get("inertia", 0.0), f"{mk}.inertia", minimum=0.0)))
+    return lumped
+
+
+def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:
+    """Modal data of a beam given by ``segments`` (or a uniform beam with a ``frame`` or
+    ``masses``): :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`."""
+    for k in ("proximal", "distal"):
+        if k in raw:
+            raise w.error(f"{key}.{k}", "not with segments, frame or masses: give rigid parts "
+                                        "as segments with a stiff section (inside the FE model)")
+    segments = _beam_segments(w, raw, key)
+    nodes = _segment_nodes(segments)
+    frame, chord = _beam_frame(w, raw, nodes, key)
+    lumped = _lumped_masses(w, raw, nodes, key)
     damp = w.mapping(raw.get("damping") or {}, f"{key}.damping", {"alpha", "beta"})
     try:
         data, _ = segmented_arm_modal_data(
@@ -491,44 +517,52 @@ def _joint_list(w: YamlChecker, raw, key: str, joints: tuple[str, ...]) -> tuple
     return out
 
 
-def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleChain:  # noqa: C901
+def _closure_far_end(w: YamlChecker, chain: FlexibleChain, rc: dict, key: str):
+    """``(body_b, node_b, point_b)`` of a closure: a point on ``body_b`` or the world point
+    ``point_b`` [m] (body and node None then)."""
+    if "body_b" in rc:
+        if "point_b" in rc:
+            raise w.error(f"{key}.point_b", "give either body_b or point_b (a world point)")
+        body_b, node_b = _closure_end(w, chain, rc, "b", key)
+        return body_b, node_b, (0.0, 0.0)
+    for k in ("node_b", "position_b"):
+        if k in rc:
+            raise w.error(f"{key}.{k}", "needs body_b")
+    if "point_b" not in rc:
+        raise w.error(f"{key}.body_b", "missing (or point_b: a world point [m])")
+    return None, None, w.vector(rc["point_b"], f"{key}.point_b", 2)
+
+
+def _closure(w: YamlChecker, chain: FlexibleChain, rc, i: int, seen: set) -> PlanarClosure:
+    """The checked closure ``closures[i]`` (its name is added to ``seen``, the names so far)."""
+    key = f"closures[{i}]"
+    rc = w.mapping(rc, key, _CLOSURE)
+    for req in ("type", "body_a"):
+        if req not in rc:
+            raise w.error(f"{key}.{req}", "missing")
+    ctype = w.string(rc["type"], f"{key}.type")
+    if ctype not in CLOSURE_TYPES:
+        raise w.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one of "
+                                     f"{', '.join(CLOSURE_TYPES)} (planar cut joints)")
+    cname = w.string(rc.get("name", f"closure{i}"), f"{key}.name")
+    if cname in seen:
+        raise w.error(f"{key}.name", f"duplicate closure name {cname!r}")
+    seen.add(cname)
+    body_a, node_a = _closure_end(w, chain, rc, "a", key)
+    body_b, node_b, point_b = _closure_far_end(w, chain, rc, key)
+    if "angle_offset" in rc and ctype != "planar_weld":
+        raise w.error(f"{key}.angle_offset", "only for type planar_weld")
+    offset = w.number(rc.get("angle_offset", 0.0), f"{key}.angle_offset")
+    return PlanarClosure(cname, body_a, node_a, body_b, node_b, point_b,
+                         angle=ctype == "planar_weld", angle_offset=offset)
+
+
+def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleChain:
     """The :class:`ClosedFlexibleChain` of a file with ``closures:`` on the tree ``chain``."""
     if not isinstance(raw["closures"], list) or not raw["closures"]:
         raise w.error("closures", "expected a non-empty list of cut joints")
-    closures, seen = [], set()
-    for i, rc in enumerate(raw["closures"]):
-        key = f"closures[{i}]"
-        rc = w.mapping(rc, key, _CLOSURE)
-        for req in ("type", "body_a"):
-            if req not in rc:
-                raise w.error(f"{key}.{req}", "missing")
-        ctype = w.string(rc["type"], f"{key}.type")
-        if ctype not in CLOSURE_TYPES:
-            raise w.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one of "
-                                         f"{', '.join(CLOSURE_TYPES)} (planar cut joints)")
-        cname = w.string(rc.get("name", f"closure{i}"), f"{key}.name")
-        if cname in seen:
-            raise w.error(f"{key}.name", f"duplicate closure name {cname!r}")
-        seen.add(cname)
-        body_a, node_a = _closure_end(w, chain, rc, "a", key)
-        if "body_b" in rc:
-            if "point_b" in rc:
-                raise w.error(f"{key}.point_b", "give either body_b or point_b (a world point)")
-            body_b, node_b = _closure_end(w, chain, rc, "b", key)
-            point_b = (0.0, 0.0)
-        else:
-            for k in ("node_b", "position_b"):
-                if k in rc:
-                    raise w.error(f"{key}.{k}", "needs body_b")
-            if "point_b" not in rc:
-                raise w.error(f"{key}.body_b", "missing (or point_b: a world point [m])")
-            body_b, node_b = None, None
-            point_b = w.vector(rc["point_b"], f"{key}.point_b", 2)
-        if "angle_offset" in rc and ctype != "planar_weld":
-            raise w.error(f"{key}.angle_offset", "only for type planar_weld")
-        offset = w.number(rc.get("angle_offset", 0.0), f"{key}.angle_offset")
-        closures.append(PlanarClosure(cname, body_a, node_a, body_b, node_b, point_b,
-                                      angle=ctype == "planar_weld", angle_offset=offset))
+    seen = set()
+    closures = [_closure(w, chain, rc, i, seen) for i, rc in enumerate(raw["closures"])]
     joints = chain.joint_names
     actuated = _joint_list(w, raw, "actuated", joints) if "actuated" in raw else None
     independent = None
