@@ -51,6 +51,10 @@ def assembled(model, rng, guess):
     return res.q, v, rng.normal(size=model.nv)
 
 
+# test/launch/*_launch_test.py are launch_testing files, run by `launch_test` (as ROS users run
+# them) from test_launch_testing_runs.py; pytest's own collection would match *_test.py.
+collect_ignore = ["launch"]
+
 # Test files that need rclpy and start ROS 2 nodes or DDS (or parse the launch files through
 # ROS) are marked `ros` by file name, so `pytest -m "not ros"` runs the library tests alone
 # (docs/contributing.md).
