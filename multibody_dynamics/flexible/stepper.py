@@ -57,6 +57,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import InputError, ModelError, SolverError
+from ..robot import has_closures
 from ..simulate import SimulatorConfig
 from ..validation import as_vector, require_finite
 from .system import FlexibleChain
@@ -114,7 +115,7 @@ class FlexibleStepper:
                  h_omega: float = H_OMEGA):
         if not isinstance(chain, FlexibleChain):
             name = getattr(chain, "name", type(chain).__name__)
-            if hasattr(chain, "closures"):
+            if len(getattr(chain, "closures", ())):
                 raise ModelError(f"{name} is a closed flexible loop ({len(chain.closures)} cut "
                                  "joint(s)): step it with ClosedFlexibleStepper")
             raise InputError(f"chain: expected a FlexibleChain, got {type(chain).__name__}")
@@ -297,6 +298,6 @@ class ClosedFlexibleStepper(FlexibleStepper):
 def make_stepper(system, config: SimulatorConfig | None = None,
                  h_omega: float = H_OMEGA) -> FlexibleStepper:
     """:class:`ClosedFlexibleStepper` for a closed loop, :class:`FlexibleStepper` otherwise."""
-    if hasattr(system, "closures"):
+    if has_closures(system):
         return ClosedFlexibleStepper(system, config, h_omega)
     return FlexibleStepper(system, config, h_omega)
