@@ -58,9 +58,9 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
     universe, then ``H`` is left as set at construction); ``ff`` (nf, 12) frame placement in its
     joint [rotation (9), translation (3)].  Fills ``M`` (when ``need_m``), ``nle``, ``J``, ``dJ``
     (6, n), ``H`` (nf, 4, 4); ``X`` (n, 12) world rotation (9) and position (3) of each joint;
-    ``W`` (n, 31) work space: body velocity (6), force (6), inertia at the world origin
+    ``W`` (n, 34) work space: body velocity (6), force (6), inertia at the world origin
     (composite after the backward pass) as mass, first moment ``m c`` (3) and rotational
-    inertia about the origin (9), scratch (6).  No allocation.  Returns the gravity potential
+    inertia about the origin (9), bias acceleration (6), scratch (3).  No allocation.  Returns the gravity potential
     energy [J] (pinocchio's convention, zero at the world origin).
     """
     n = ji.shape[0]
@@ -160,14 +160,13 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
         cc = c0 * c0 + c1 * c1 + c2 * c2
         W[i, 12] = m
         W[i, 13], W[i, 14], W[i, 15] = m * c0, m * c1, m * c2
-        for a in range(3):
+        for a in range(3):  # R I (into the scratch slots), then (R I) R^T
             for b in range(3):
-                sm = 0.0
-                for e in range(3):
-                    xe = X[i, 3 * a + e]
-                    for f2 in range(3):
-                        sm += xe * jf[i, 19 + 3 * e + f2] * X[i, 3 * b + f2]
-                W[i, 16 + 3 * a + b] = sm
+                W[i, 31 + b] = (X[i, 3 * a] * jf[i, 19 + b] + X[i, 3 * a + 1] * jf[i, 22 + b]
+                                + X[i, 3 * a + 2] * jf[i, 25 + b])
+            for b in range(3):
+                W[i, 16 + 3 * a + b] = (W[i, 31] * X[i, 3 * b] + W[i, 32] * X[i, 3 * b + 1]
+                                        + W[i, 33] * X[i, 3 * b + 2])
         W[i, 16] += m * (cc - c0 * c0)
         W[i, 17] -= m * c0 * c1
         W[i, 18] -= m * c0 * c2
@@ -526,7 +525,8 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
 
 def _sample(q, v, tau, mdl, wk, par, closed):  # pragma: no cover - numba
     """Energy T + V [J] at (q, v), and for a closed loop the multipliers (into wk[24]),
-    ``max |phi|`` and ``max |A v|``."""
+    ``max |phi|`` and ``max |A v|``; the accelerations at (q, v) into wk[26] (the first RK4
+    stage of the next step when the input is held)."""
     ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
     M, nle, J, dJ, H, X, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[7]
     A, phi, a = wk[8], wk[23], wk[26]
@@ -544,6 +544,17 @@ def _sample(q, v, tau, mdl, wk, par, closed):  # pragma: no cover - numba
                 vres = abs(sm)
     else:
         pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, True, W)
+        L, tmp, f = wk[6], wk[22], wk[21]
+        _applied(q, v, tau, spring, f)
+        if _chol(M, L, n):
+            for i in range(n):
+                tmp[0, i] = f[i] - nle[i]
+            _chol_solve(L, tmp, 0, tmp, 1, n)
+            for i in range(n):
+                a[i] = tmp[1, i]
+        else:
+            for i in range(n):
+                a[i] = np.nan
     e = pot
     for i in range(n):
         dq = q[i] - spring[2, i]
@@ -579,8 +590,14 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     err = 0.0
     hh = 0.5 * h
     hs = h / 6.0
+    have_a1 = False  # a1 already evaluated at (q, v) by the output sample
     for k in range(nsteps):
-        _accel(q, v, tau, mdl, wk, par, closed, a1)
+        if have_a1:
+            for i in range(n):
+                a1[i] = wk[26][i]
+        else:
+            _accel(q, v, tau, mdl, wk, par, closed, a1)
+        have_a1 = False
         if euler:
             for i in range(n):
                 vn[i] = v[i] + h * a1[i]
@@ -620,6 +637,7 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
         kk = k0 + k + 1
         if every > 0 and (kk % every == 0 or kk == n_total):
             e, res, vres = _sample(q, v, tau, mdl, wk, par, closed)
+            have_a1 = True
             out_t[k_out] = t
             out_e[k_out] = e
             out_res[k_out] = res
@@ -636,7 +654,7 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
 def _workspace(n, m, H0):  # pragma: no cover - numba
     """The work arrays of the kernels (indices as used there)."""
     return (np.empty((n, n)), np.empty(n), np.empty((6, n)), np.empty((6, n)), H0.copy(),
-            np.empty((n, 12)), np.zeros((n, n)), np.empty((n, 31)), np.empty((m, n)),
+            np.empty((n, 12)), np.zeros((n, n)), np.empty((n, 34)), np.empty((m, n)),
             np.empty(m), np.empty((n, m)), np.empty((m, m)), np.empty(m),
             np.zeros(m, np.int64), np.empty((m, n)), np.empty((m, n)), np.empty((m, m)),
             np.zeros((m, m)), np.empty((1, m)), np.empty((1, m)), np.empty(72), np.empty(n),

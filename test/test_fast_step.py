@@ -47,7 +47,7 @@ def test_rigid_body_terms_match_pinocchio(name):
     for _ in range(3):
         q, v = rng.uniform(-2, 2, n), rng.normal(size=n)
         M, nle, J, dJ = np.zeros((n, n)), np.zeros(n), np.zeros((6, n)), np.zeros((6, n))
-        H, X, W = np.zeros((len(frames), 4, 4)), np.zeros((n, 12)), np.zeros((n, 31))
+        H, X, W = np.zeros((len(frames), 4, 4)), np.zeros((n, 12)), np.zeros((n, 34))
         pot = fast_step._terms(q, v, ji, jf, np.array(pm.gravity.linear), fi, ff, M, nle, J, dJ,
                                H, X, True, W)
         pin.computeAllTerms(pm, data, q, v)
