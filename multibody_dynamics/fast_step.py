@@ -651,33 +651,101 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     return nsteps, OK, t, k_out, its, err
 
 
-def _workspace(n, m, H0):  # pragma: no cover - numba
-    """The work arrays of the kernels (indices as used there)."""
-    return (np.empty((n, n)), np.empty(n), np.empty((6, n)), np.empty((6, n)), H0.copy(),
-            np.empty((n, 12)), np.zeros((n, n)), np.empty((n, 34)), np.empty((m, n)),
-            np.empty(m), np.empty((n, m)), np.empty((m, m)), np.empty(m),
-            np.zeros(m, np.int64), np.empty((m, n)), np.empty((m, n)), np.empty((m, m)),
-            np.zeros((m, m)), np.empty((1, m)), np.empty((1, m)), np.empty(72), np.empty(n),
-            np.empty((2, n)), np.empty(m), np.zeros(m), np.zeros(n), np.empty(n))
+def _buffer_size(n, m, nf):
+    """Length of the float work buffer of :func:`_workspace`."""
+    return (2 * n * n + 65 * n + 16 * nf + 5 * m * n + 3 * m * m + 6 * m + 72)
+
+
+def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
+    """The work arrays of the kernels (indices as used there) as views of one float buffer
+    ``buf`` (zeroed once; the frames on the universe placed in ``H`` once) and one integer
+    buffer ``ibuf`` (m,): a call from Python then checks two arrays instead of 27."""
+    o = 0
+    M = buf[o:o + n * n].reshape((n, n))
+    o += n * n
+    nle = buf[o:o + n]
+    o += n
+    J = buf[o:o + 6 * n].reshape((6, n))
+    o += 6 * n
+    dJ = buf[o:o + 6 * n].reshape((6, n))
+    o += 6 * n
+    H = buf[o:o + 16 * nf].reshape((nf, 4, 4))
+    o += 16 * nf
+    X = buf[o:o + 12 * n].reshape((n, 12))
+    o += 12 * n
+    L = buf[o:o + n * n].reshape((n, n))
+    o += n * n
+    W = buf[o:o + 34 * n].reshape((n, 34))
+    o += 34 * n
+    A = buf[o:o + m * n].reshape((m, n))
+    o += m * n
+    gam = buf[o:o + m]
+    o += m
+    Bw = buf[o:o + n * m].reshape((n, m))
+    o += n * m
+    Qw = buf[o:o + m * m].reshape((m, m))
+    o += m * m
+    sv = buf[o:o + m]
+    o += m
+    Vt = buf[o:o + m * n].reshape((m, n))
+    o += m * n
+    Yt = buf[o:o + m * n].reshape((m, n))
+    o += m * n
+    K = buf[o:o + m * m].reshape((m, m))
+    o += m * m
+    Lk = buf[o:o + m * m].reshape((m, m))
+    o += m * m
+    cvec = buf[o:o + m].reshape((1, m))
+    o += m
+    mu = buf[o:o + m].reshape((1, m))
+    o += m
+    ws = buf[o:o + 72]
+    o += 72
+    f = buf[o:o + n]
+    o += n
+    tmp = buf[o:o + 2 * n].reshape((2, n))
+    o += 2 * n
+    phi = buf[o:o + m]
+    o += m
+    lam = buf[o:o + m]
+    o += m
+    zero = buf[o:o + n]
+    o += n
+    acc = buf[o:o + n]
+    return (M, nle, J, dJ, H, X, L, W, A, gam, Bw, Qw, sv, ibuf[:m], Vt, Yt, K, Lk, cvec, mu,
+            ws, f, tmp, phi, lam, zero, acc)
 
 
 def _run_entry(q, v, tau, t0, nsteps, every, k0, n_total, ji, jf, g, fi, ff, cl, cf, lphi,
-               spring, H0, par, sp, closed, out_t, out_q, out_v, out_e, out_lam, out_res,
+               spring, buf, ibuf, par, sp, closed, out_t, out_q, out_v, out_e, out_lam, out_res,
                out_vres, out_k):  # pragma: no cover - numba
     """:func:`_run` from separate arrays (a call from Python with tuples of arrays costs
     microseconds of argument checks; separate arrays about 60 ns each)."""
     m = cl[0, 5] if closed else 0
-    wk = _workspace(q.shape[0], m, H0)
+    wk = _workspace(buf, ibuf, q.shape[0], m, fi.shape[0])
     return _run(q, v, tau, t0, nsteps, every, k0, n_total,
                 (ji, jf, g, fi, ff, cl, cf, lphi, spring), wk, par, sp, closed, out_t, out_q,
                 out_v, out_e, out_lam, out_res, out_vres, out_k)
 
 
-def _sample_entry(q, v, tau, ji, jf, g, fi, ff, cl, cf, lphi, spring, H0, par, closed,
+def _step_entry(q, v, tau, t0, ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, ibuf, par, sp,
+                closed):  # pragma: no cover - numba
+    """One step of :func:`_run`, nothing recorded: ``(status, Newton iterations, residual)``."""
+    m = cl[0, 5] if closed else 0
+    n = q.shape[0]
+    wk = _workspace(buf, ibuf, n, m, fi.shape[0])
+    none1 = np.empty(0)
+    none2 = np.empty((0, n))
+    out = _run(q, v, tau, t0, 1, 0, 0, 1, (ji, jf, g, fi, ff, cl, cf, lphi, spring), wk, par,
+               sp, closed, none1, none2, none2, none1, np.empty((0, m)), none1, none1, 0)
+    return out[1], out[4], out[5]
+
+
+def _sample_entry(q, v, tau, ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, ibuf, par, closed,
                   lam):  # pragma: no cover - numba
     """:func:`_sample` from separate arrays; the multipliers into ``lam``."""
     m = cl[0, 5] if closed else 0
-    wk = _workspace(q.shape[0], m, H0)
+    wk = _workspace(buf, ibuf, q.shape[0], m, fi.shape[0])
     e, res, vres = _sample(q, v, tau, (ji, jf, g, fi, ff, cl, cf, lphi, spring), wk, par,
                            closed)
     for i in range(m):
@@ -685,14 +753,14 @@ def _sample_entry(q, v, tau, ji, jf, g, fi, ff, cl, cf, lphi, spring, H0, par, c
     return e, res, vres
 
 
-_COMPILED = []  # [(run, sample)] once compiled; [None] without numba
+_COMPILED = []  # [(run, step, sample)] once compiled; [None] without numba
 
 
 def _compiled():
-    """The compiled kernels ``(run, sample)``, or None when numba is not installed."""
+    """The compiled kernels ``(run, step, sample)``, or None when numba is not installed."""
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
-    global _workspace, _run_entry, _sample_entry
+    global _workspace, _run_entry, _step_entry, _sample_entry
     if not _COMPILED:
         jit = _proj._numba_jit()
         if jit is None:
@@ -714,8 +782,9 @@ def _compiled():
         _run = jit(_run)
         _workspace = jit(_workspace)
         _run_entry = jit(_run_entry)
+        _step_entry = jit(_step_entry)
         _sample_entry = jit(_sample_entry)
-        _COMPILED.append((_run_entry, _sample_entry))
+        _COMPILED.append((_run_entry, _step_entry, _sample_entry))
     return _COMPILED[0]
 
 
@@ -761,10 +830,10 @@ class FastStepper:
     Built by :meth:`build`, which returns None where the kernel does not apply (module notes).
     """
 
-    def __init__(self, model, projected, config, tree, run, sample):
+    def __init__(self, model, projected, config, tree, run, step, sample):
         pm = model.pin_model
         self.nv = model.nv
-        self._run, self._sample = run, sample
+        self._run, self._step, self._sample = run, step, sample
         ji, jf = tree
         K = np.asarray(model.stiffness, float) if model.has_springs else np.zeros(self.nv)
         D = np.asarray(model.damping, float) if model.has_springs else np.zeros(self.nv)
@@ -796,13 +865,14 @@ class FastStepper:
             H0 = np.zeros((0, 4, 4))
             self.par = np.zeros(4)
             self.m = 0
-        self.mdl = (ji, jf, g, fi, ff, cl, cf, lphi, spring, H0)
+        # work buffers: views are cut in the kernel (_workspace); frames on the universe placed once
+        buf = np.zeros(_buffer_size(self.nv, self.m, len(fi)))
+        o = self.nv * self.nv + 13 * self.nv  # M, nle, J, dJ precede H in the buffer
+        buf[o:o + H0.size] = H0.ravel()
+        self.mdl = (ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, np.zeros(self.m, np.int64))
         self.sp = np.array([config.dt, config.position_tol, config.max_newton_iter,
                             config.max_speed, 0.0, float(config.project_velocity),
                             0.0 if config.method == "rk4" else 1.0])
-        self._none2 = np.zeros((0, self.nv))
-        self._none1 = np.zeros(0)
-        self._nonelam = np.zeros((0, self.m))
 
     @classmethod
     def build(cls, sim) -> FastStepper | None:
@@ -830,10 +900,8 @@ class FastStepper:
             sp = sp.copy()
             sp[0] = h
         q, v = q.copy(), v.copy()
-        out = self._run(q, v, tau, t, 1, 0, 0, 1, *self.mdl, self.par, sp, self.closed,
-                        self._none1, self._none2, self._none2, self._none1, self._nonelam,
-                        self._none1, self._none1, 0)
-        return out[1] == OK, q, v, out[4], out[5]
+        status, its, err = self._step(q, v, tau, t, *self.mdl, self.par, sp, self.closed)
+        return status == OK, q, v, its, err
 
     def run(self, q, v, tau, t, nsteps, every, k0, n_total, rec):
         """``nsteps`` steps recorded into ``rec`` (the simulate Recorder) at its index; returns
