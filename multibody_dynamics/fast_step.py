@@ -327,22 +327,43 @@ def _svd(wk, par):  # pragma: no cover - numba
     vectors of the retained directions, decreasing sigma), ``Q`` (left vectors, columns),
     ``sv``, ``order``.  Rank decision of Aghili (2005) eq. 70 as :func:`null_space_projector`:
     ``sigma > max(rank_atol, rank_rtol sigma_max)``.  Returns the rank."""
-    A, Bw, Qw, sv, order, Vt = wk[8], wk[10], wk[11], wk[12], wk[13], wk[14]
+    A, bbuf, Qw, sv, order, Vt, qbuf, rows = wk[8], wk[10], wk[11], wk[12], wk[13], wk[14], \
+        wk[27], wk[28]
     m, n = A.shape
     if m == 0:
         return 0
+    # rows that are exactly zero (directions a closure type fixes in 3-D but a planar mechanism
+    # never moves, e.g. 3 of a revolute closure's 5 rows) have zero singular values: the Jacobi
+    # sweeps run on the others only
+    mz = 0
     for i in range(m):
         for k in range(n):
-            Bw[k, i] = A[i, k]
-        for j in range(m):
-            Qw[i, j] = 1.0 if i == j else 0.0
-    _jacobi_columns(Bw, Qw)
-    for j in range(m):
-        sq = 0.0
+            if A[i, k] != 0.0:
+                rows[mz] = i
+                mz += 1
+                break
+    Bw = bbuf[:n * mz].reshape((n, mz))
+    Qc = qbuf[:mz * mz].reshape((mz, mz))
+    for c in range(mz):
         for k in range(n):
-            sq += Bw[k, j] * Bw[k, j]
-        sv[j] = np.sqrt(sq)
+            Bw[k, c] = A[rows[c], k]
+        for j in range(mz):
+            Qc[c, j] = 1.0 if c == j else 0.0
+    _jacobi_columns(Bw, Qc)
+    for i in range(m):
+        for j in range(m):
+            Qw[i, j] = 0.0
+    for j in range(m):
         order[j] = j
+        if j < mz:
+            sq = 0.0
+            for k in range(n):
+                sq += Bw[k, j] * Bw[k, j]
+            sv[j] = np.sqrt(sq)
+            for c in range(mz):
+                Qw[rows[c], j] = Qc[c, j]
+        else:
+            sv[j] = 0.0
     for i in range(m):  # selection sort, decreasing
         best = i
         for j in range(i + 1, m):
@@ -653,7 +674,7 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
 
 def _buffer_size(n, m, nf):
     """Length of the float work buffer of :func:`_workspace`."""
-    return (2 * n * n + 65 * n + 16 * nf + 5 * m * n + 3 * m * m + 6 * m + 72)
+    return (2 * n * n + 66 * n + 16 * nf + 5 * m * n + 4 * m * m + 6 * m + 72)
 
 
 def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
@@ -681,7 +702,7 @@ def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
     o += m * n
     gam = buf[o:o + m]
     o += m
-    Bw = buf[o:o + n * m].reshape((n, m))
+    Bw = buf[o:o + n * m]
     o += n * m
     Qw = buf[o:o + m * m].reshape((m, m))
     o += m * m
@@ -712,8 +733,10 @@ def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
     zero = buf[o:o + n]
     o += n
     acc = buf[o:o + n]
+    o += n
+    qbuf = buf[o:o + m * m]
     return (M, nle, J, dJ, H, X, L, W, A, gam, Bw, Qw, sv, ibuf[:m], Vt, Yt, K, Lk, cvec, mu,
-            ws, f, tmp, phi, lam, zero, acc)
+            ws, f, tmp, phi, lam, zero, acc, qbuf, ibuf[m:2 * m])
 
 
 def _run_entry(q, v, tau, t0, nsteps, every, k0, n_total, ji, jf, g, fi, ff, cl, cf, lphi,
@@ -824,16 +847,13 @@ def pack_tree(pm: pin.Model):
     return ji, jf
 
 
-class FastStepper:
-    """The compiled fixed step of one :class:`~multibody_dynamics.simulate.Simulator`.
+class _Packed:
+    """The arrays of the kernels for one model and closure set: ``mdl`` (tree, frames, closure
+    rows, springs, work buffers), ``par`` (rank thresholds, variant), ``m`` rows."""
 
-    Built by :meth:`build`, which returns None where the kernel does not apply (module notes).
-    """
-
-    def __init__(self, model, projected, config, tree, run, step, sample):
+    def __init__(self, model, projected, tree):
         pm = model.pin_model
         self.nv = model.nv
-        self._run, self._step, self._sample = run, step, sample
         ji, jf = tree
         K = np.asarray(model.stiffness, float) if model.has_springs else np.zeros(self.nv)
         D = np.asarray(model.damping, float) if model.has_springs else np.zeros(self.nv)
@@ -869,7 +889,21 @@ class FastStepper:
         buf = np.zeros(_buffer_size(self.nv, self.m, len(fi)))
         o = self.nv * self.nv + 13 * self.nv  # M, nle, J, dJ precede H in the buffer
         buf[o:o + H0.size] = H0.ravel()
-        self.mdl = (ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, np.zeros(self.m, np.int64))
+        self.mdl = (ji, jf, g, fi, ff, cl, cf, lphi, spring, buf,
+                    np.zeros(2 * self.m, np.int64))
+
+
+class FastStepper:
+    """The compiled fixed step of one :class:`~multibody_dynamics.simulate.Simulator`.
+
+    Built by :meth:`build`, which returns None where the kernel does not apply (module notes).
+    """
+
+    def __init__(self, model, projected, config, tree, run, step, sample):
+        self._run, self._step, self._sample = run, step, sample
+        packed = _Packed(model, projected, tree)
+        self.nv, self.m, self.closed = packed.nv, packed.m, packed.closed
+        self.mdl, self.par = packed.mdl, packed.par
         self.sp = np.array([config.dt, config.position_tol, config.max_newton_iter,
                             config.max_speed, 0.0, float(config.project_velocity),
                             0.0 if config.method == "rk4" else 1.0])
@@ -920,3 +954,4 @@ class FastStepper:
         lam = np.zeros(self.m)
         e, res, vres = self._sample(q, v, tau, *self.mdl, self.par, self.closed, lam)
         return e, lam, res, vres
+
