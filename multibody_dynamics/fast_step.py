@@ -56,7 +56,8 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
     (9, row-major), placement translation (3), mass, lever (3), inertia about the centre of
     mass (9)]; ``g`` (3,) gravity; ``fi`` (nf,) parent joint of each closure frame (-1:
     universe, then ``H`` is left as set at construction); ``ff`` (nf, 12) frame placement in its
-    joint [rotation (9), translation (3)].  Fills ``M`` (when ``need_m``), ``nle``, ``J``, ``dJ``
+    joint [rotation (9), translation (3)].  ``need_m``: 0 ``nle`` only, 1 ``M`` and ``nle``, 2
+    ``M`` only (``nle`` left as it was).  Fills ``M``, ``nle``, ``J``, ``dJ``
     (6, n), ``H`` (nf, 4, 4); ``X`` (n, 12) world rotation (9) and position (3) of each joint;
     ``W`` (n, 34) work space: body velocity (6), force (6), inertia at the world origin
     (composite after the backward pass) as mass, first moment ``m c`` (3) and rotational
@@ -65,6 +66,7 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
     """
     n = ji.shape[0]
     pot = 0.0
+    rnea = need_m != 2
     for i in range(n):
         par = ji[i, 0]
         # parent placement
@@ -176,26 +178,27 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
         W[i, 22] -= m * c2 * c0
         W[i, 23] -= m * c2 * c1
         W[i, 24] += m * (cc - c2 * c2)
-        # force f = I b + V x* (I V); I [l; w] = [m l - h x w; h x l + Io w]
-        h0, h1, h2 = W[i, 13], W[i, 14], W[i, 15]
-        ia0 = m * b0 - (h1 * b5 - h2 * b4)
-        ia1 = m * b1 - (h2 * b3 - h0 * b5)
-        ia2 = m * b2 - (h0 * b4 - h1 * b3)
-        ia3 = h1 * b2 - h2 * b1 + W[i, 16] * b3 + W[i, 17] * b4 + W[i, 18] * b5
-        ia4 = h2 * b0 - h0 * b2 + W[i, 19] * b3 + W[i, 20] * b4 + W[i, 21] * b5
-        ia5 = h0 * b1 - h1 * b0 + W[i, 22] * b3 + W[i, 23] * b4 + W[i, 24] * b5
-        iv0 = m * lv0 - (h1 * av2 - h2 * av1)
-        iv1 = m * lv1 - (h2 * av0 - h0 * av2)
-        iv2 = m * lv2 - (h0 * av1 - h1 * av0)
-        iv3 = h1 * lv2 - h2 * lv1 + W[i, 16] * av0 + W[i, 17] * av1 + W[i, 18] * av2
-        iv4 = h2 * lv0 - h0 * lv2 + W[i, 19] * av0 + W[i, 20] * av1 + W[i, 21] * av2
-        iv5 = h0 * lv1 - h1 * lv0 + W[i, 22] * av0 + W[i, 23] * av1 + W[i, 24] * av2
-        W[i, 6] = ia0 + av1 * iv2 - av2 * iv1
-        W[i, 7] = ia1 + av2 * iv0 - av0 * iv2
-        W[i, 8] = ia2 + av0 * iv1 - av1 * iv0
-        W[i, 9] = ia3 + av1 * iv5 - av2 * iv4 + lv1 * iv2 - lv2 * iv1
-        W[i, 10] = ia4 + av2 * iv3 - av0 * iv5 + lv2 * iv0 - lv0 * iv2
-        W[i, 11] = ia5 + av0 * iv4 - av1 * iv3 + lv0 * iv1 - lv1 * iv0
+        if rnea:
+            # force f = I b + V x* (I V); I [l; w] = [m l - h x w; h x l + Io w]
+            h0, h1, h2 = W[i, 13], W[i, 14], W[i, 15]
+            ia0 = m * b0 - (h1 * b5 - h2 * b4)
+            ia1 = m * b1 - (h2 * b3 - h0 * b5)
+            ia2 = m * b2 - (h0 * b4 - h1 * b3)
+            ia3 = h1 * b2 - h2 * b1 + W[i, 16] * b3 + W[i, 17] * b4 + W[i, 18] * b5
+            ia4 = h2 * b0 - h0 * b2 + W[i, 19] * b3 + W[i, 20] * b4 + W[i, 21] * b5
+            ia5 = h0 * b1 - h1 * b0 + W[i, 22] * b3 + W[i, 23] * b4 + W[i, 24] * b5
+            iv0 = m * lv0 - (h1 * av2 - h2 * av1)
+            iv1 = m * lv1 - (h2 * av0 - h0 * av2)
+            iv2 = m * lv2 - (h0 * av1 - h1 * av0)
+            iv3 = h1 * lv2 - h2 * lv1 + W[i, 16] * av0 + W[i, 17] * av1 + W[i, 18] * av2
+            iv4 = h2 * lv0 - h0 * lv2 + W[i, 19] * av0 + W[i, 20] * av1 + W[i, 21] * av2
+            iv5 = h0 * lv1 - h1 * lv0 + W[i, 22] * av0 + W[i, 23] * av1 + W[i, 24] * av2
+            W[i, 6] = ia0 + av1 * iv2 - av2 * iv1
+            W[i, 7] = ia1 + av2 * iv0 - av0 * iv2
+            W[i, 8] = ia2 + av0 * iv1 - av1 * iv0
+            W[i, 9] = ia3 + av1 * iv5 - av2 * iv4 + lv1 * iv2 - lv2 * iv1
+            W[i, 10] = ia4 + av2 * iv3 - av0 * iv5 + lv2 * iv0 - lv0 * iv2
+            W[i, 11] = ia5 + av0 * iv4 - av1 * iv3 + lv0 * iv1 - lv1 * iv0
     if need_m:
         for i in range(n):
             for j in range(n):
@@ -203,12 +206,13 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
     # backward pass: joint forces (rnea) and composite inertias (crba)
     for i in range(n - 1, -1, -1):
         s0, s1, s2, s3, s4, s5 = J[0, i], J[1, i], J[2, i], J[3, i], J[4, i], J[5, i]
-        nle[i] = (s0 * W[i, 6] + s1 * W[i, 7] + s2 * W[i, 8] + s3 * W[i, 9] + s4 * W[i, 10]
-                  + s5 * W[i, 11])
         par = ji[i, 0]
-        if par >= 0:
-            for a in range(6, 12):
-                W[par, a] += W[i, a]
+        if rnea:
+            nle[i] = (s0 * W[i, 6] + s1 * W[i, 7] + s2 * W[i, 8] + s3 * W[i, 9]
+                      + s4 * W[i, 10] + s5 * W[i, 11])
+            if par >= 0:
+                for a in range(6, 12):
+                    W[par, a] += W[i, a]
         if need_m:
             m = W[i, 12]
             h0, h1, h2 = W[i, 13], W[i, 14], W[i, 15]
@@ -411,7 +415,7 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam):  # pragma: no cover - numb
     n = q.shape[0]
     m = gam.shape[0]
     _applied(q, v, tau, spring, f)
-    pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, True, W)
+    pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
     for i in range(n):
         f[i] -= nle[i]
     r = 0
@@ -474,7 +478,7 @@ def _accel(q, v, tau, mdl, wk, par, closed, a):  # pragma: no cover - numba
     M, nle, J, dJ, H, X, L, W, f = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], wk[21]
     n = q.shape[0]
     _applied(q, v, tau, spring, f)
-    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, True, W)
+    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
     if not _chol(M, L, n):
         for i in range(n):
             a[i] = np.nan
@@ -502,7 +506,7 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     tol, max_iter, project_v = sp[1], int(sp[2]), sp[5] != 0.0
     it = 0
     while True:
-        _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, True, W)
+        _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 2, W)
         err = _closure_residual(H, cl, cf, lphi, phi)
         _closure_rows(zero, J, dJ, H, cl, cf, A, gam, ws)
         r = _svd(wk, par)
@@ -564,7 +568,7 @@ def _sample(q, v, tau, mdl, wk, par, closed):  # pragma: no cover - numba
             if abs(sm) > vres:
                 vres = abs(sm)
     else:
-        pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, True, W)
+        pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
         L, tmp, f = wk[6], wk[22], wk[21]
         _applied(q, v, tau, spring, f)
         if _chol(M, L, n):
@@ -796,12 +800,18 @@ def _compiled():
         _chol = jit(_chol)
         _chol_solve = jit(_chol_solve)
         _small_solve = jit(_small_solve)
-        _svd = jit(_svd)
+        # the functions that take the tuples of work arrays are inlined into _run: a call
+        # passes every array of the tuples (about 1.7 us per call measured on four_bar, more
+        # than the dynamics themselves)
+        import numba
+
+        inline = numba.njit(cache=True, nogil=True, inline="always")
         _applied = jit(_applied)
-        _fd_closed = jit(_fd_closed)
-        _accel = jit(_accel)
-        _project = jit(_project)
-        _sample = jit(_sample)
+        _svd = inline(_svd)
+        _fd_closed = inline(_fd_closed)
+        _accel = inline(_accel)
+        _project = inline(_project)
+        _sample = inline(_sample)
         _run = jit(_run)
         _workspace = jit(_workspace)
         _run_entry = jit(_run_entry)

@@ -49,7 +49,7 @@ def test_rigid_body_terms_match_pinocchio(name):
         M, nle, J, dJ = np.zeros((n, n)), np.zeros(n), np.zeros((6, n)), np.zeros((6, n))
         H, X, W = np.zeros((len(frames), 4, 4)), np.zeros((n, 12)), np.zeros((n, 34))
         pot = fast_step._terms(q, v, ji, jf, np.array(pm.gravity.linear), fi, ff, M, nle, J, dJ,
-                               H, X, True, W)
+                               H, X, 1, W)
         pin.computeAllTerms(pm, data, q, v)
         pin.updateFramePlacements(pm, data)
         Mp = np.triu(data.M) + np.triu(data.M, 1).T
