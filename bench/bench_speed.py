@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -123,6 +124,9 @@ def run() -> list[dict]:
             out.append(_simulate_entry(name, model, q0, v0, 10.0, 0.01))
     for name, model, q0, v0 in cases:
         out.append(_step_entry(name, model, q0, v0))
+    load = round(os.getloadavg()[0], 2)  # the shared machine's load during the run
+    for e in out:
+        e["load_average_1min"] = load
     return out
 
 
@@ -139,8 +143,11 @@ def table(path: Path = RESULTS) -> str:
             f"| {e['max_residual']:.2g} | {e['energy_error_J']:.2g} |" if "max_residual" in e else
             f"| {e['name']} | {e['baseline_sim_s_per_wall_s']:.3g} | {e['sim_s_per_wall_s']:.3g} "
             f"| {e['speedup']:.1f}x | | | |")
+    entries = data["suites"].get("speed", [])
+    load = entries[0].get("load_average_1min", "?") if entries else "?"
     rows.append("")
-    rows.append(f"Generated {data['generated']}, {data['machine']}.")
+    rows.append(f"Generated {data['generated']}, load average {load} on 2 cores, "
+                f"{data['machine']}.")
     return "\n".join(rows)
 
 

@@ -596,7 +596,8 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     ``sp`` = [dt, position_tol, max_newton_iter, max_speed, (unused), project_velocity, method
     (0 RK4, 1 semi-implicit Euler)].  Step ``k0 + k`` (global count
     ``n_total``) is recorded into ``out_*[out_k]`` when ``(k0 + k + 1) % every == 0`` or it is
-    the last one (``every`` 0: nothing recorded).  Stops before a step that fails (non-finite
+    the last one (``every`` 0: nothing recorded); ``nsteps`` 0 with ``every`` > 0 records the
+    state as it is (one sample).  Stops before a step that fails (non-finite
     state, failed projection, speed above max_speed).  Returns (steps done, status, t, samples
     written, Newton iterations, residual after the last projection).
     """
@@ -609,40 +610,59 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     t = t0
     its = 0
     k_out = out_k
-    st = np.empty((10, n))
-    qs, vs, a1, a2, a3, a4, qn, vn = st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7]
-    v2, v3 = st[8], st[9]
+    # stage velocities Vs[s] and accelerations As[s] (Vs[0] = v); one call site of _accel,
+    # which is inlined (four copies cost four times the compile time)
+    Vs = np.empty((4, n))
+    As = np.empty((4, n))
+    qs = np.empty(n)
+    qn = np.empty(n)
+    vn = np.empty(n)
     err = 0.0
     hh = 0.5 * h
     hs = h / 6.0
+    nstage = 1 if euler else 4
     have_a1 = False  # a1 already evaluated at (q, v) by the output sample
-    for k in range(nsteps):
-        if have_a1:
+    sample_now = nsteps == 0 and every > 0  # a call for one sample of the state as it is
+    k = 0
+    while True:  # one call site of _sample (inlined) for both uses
+        if sample_now:
+            e, res, vres = _sample(q, v, tau, mdl, wk, par, closed)
+            have_a1 = True
+            out_t[k_out] = t
+            out_e[k_out] = e
+            out_res[k_out] = res
+            out_vres[k_out] = vres
             for i in range(n):
-                a1[i] = wk[26][i]
-        else:
-            _accel(q, v, tau, mdl, wk, par, closed, a1)
+                out_q[k_out, i] = q[i]
+                out_v[k_out, i] = v[i]
+            for i in range(m):
+                out_lam[k_out, i] = lam[i]
+            k_out += 1
+        if k == nsteps:
+            break
+        for i in range(n):
+            Vs[0, i] = v[i]
+            qs[i] = q[i]
+        for st in range(nstage):
+            if st > 0:  # classical RK4, same operations and order as Simulator._rk4
+                c = h if st == 3 else hh
+                for i in range(n):
+                    qs[i] = q[i] + c * Vs[st - 1, i]
+                    Vs[st, i] = v[i] + c * As[st - 1, i]
+            if st == 0 and have_a1:
+                for i in range(n):
+                    As[0, i] = wk[26][i]
+            else:
+                _accel(qs, Vs[st], tau, mdl, wk, par, closed, As[st])
         have_a1 = False
         if euler:
             for i in range(n):
-                vn[i] = v[i] + h * a1[i]
+                vn[i] = v[i] + h * As[0, i]
                 qn[i] = q[i] + h * vn[i]
-        else:  # classical RK4, same operations and order as Simulator._rk4
+        else:
             for i in range(n):
-                qs[i] = q[i] + hh * v[i]
-                v2[i] = v[i] + hh * a1[i]
-            _accel(qs, v2, tau, mdl, wk, par, closed, a2)
-            for i in range(n):
-                qs[i] = q[i] + hh * v2[i]
-                v3[i] = v[i] + hh * a2[i]
-            _accel(qs, v3, tau, mdl, wk, par, closed, a3)
-            for i in range(n):
-                qs[i] = q[i] + h * v3[i]
-                vs[i] = v[i] + h * a3[i]
-            _accel(qs, vs, tau, mdl, wk, par, closed, a4)
-            for i in range(n):
-                qn[i] = q[i] + hs * (v[i] + 2.0 * v2[i] + 2.0 * v3[i] + vs[i])
-                vn[i] = v[i] + hs * (a1[i] + 2.0 * a2[i] + 2.0 * a3[i] + a4[i])
+                qn[i] = q[i] + hs * (v[i] + 2.0 * Vs[1, i] + 2.0 * Vs[2, i] + Vs[3, i])
+                vn[i] = v[i] + hs * (As[0, i] + 2.0 * As[1, i] + 2.0 * As[2, i] + As[3, i])
         for i in range(n):
             if not (np.isfinite(qn[i]) and np.isfinite(vn[i])):
                 return k, STOPPED, t, k_out, its, err
@@ -659,20 +679,9 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
             q[i] = qn[i]
             v[i] = vn[i]
         t = t + h
-        kk = k0 + k + 1
-        if every > 0 and (kk % every == 0 or kk == n_total):
-            e, res, vres = _sample(q, v, tau, mdl, wk, par, closed)
-            have_a1 = True
-            out_t[k_out] = t
-            out_e[k_out] = e
-            out_res[k_out] = res
-            out_vres[k_out] = vres
-            for i in range(n):
-                out_q[k_out, i] = q[i]
-                out_v[k_out, i] = v[i]
-            for i in range(m):
-                out_lam[k_out, i] = lam[i]
-            k_out += 1
+        k += 1
+        kk = k0 + k
+        sample_now = every > 0 and (kk % every == 0 or kk == n_total)
     return nsteps, OK, t, k_out, its, err
 
 
@@ -755,39 +764,15 @@ def _run_entry(q, v, tau, t0, nsteps, every, k0, n_total, ji, jf, g, fi, ff, cl,
                 out_v, out_e, out_lam, out_res, out_vres, out_k)
 
 
-def _step_entry(q, v, tau, t0, ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, ibuf, par, sp,
-                closed):  # pragma: no cover - numba
-    """One step of :func:`_run`, nothing recorded: ``(status, Newton iterations, residual)``."""
-    m = cl[0, 5] if closed else 0
-    n = q.shape[0]
-    wk = _workspace(buf, ibuf, n, m, fi.shape[0])
-    none1 = np.empty(0)
-    none2 = np.empty((0, n))
-    out = _run(q, v, tau, t0, 1, 0, 0, 1, (ji, jf, g, fi, ff, cl, cf, lphi, spring), wk, par,
-               sp, closed, none1, none2, none2, none1, np.empty((0, m)), none1, none1, 0)
-    return out[1], out[4], out[5]
-
-
-def _sample_entry(q, v, tau, ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, ibuf, par, closed,
-                  lam):  # pragma: no cover - numba
-    """:func:`_sample` from separate arrays; the multipliers into ``lam``."""
-    m = cl[0, 5] if closed else 0
-    wk = _workspace(buf, ibuf, q.shape[0], m, fi.shape[0])
-    e, res, vres = _sample(q, v, tau, (ji, jf, g, fi, ff, cl, cf, lphi, spring), wk, par,
-                           closed)
-    for i in range(m):
-        lam[i] = wk[24][i]
-    return e, res, vres
-
-
-_COMPILED = []  # [(run, step, sample)] once compiled; [None] without numba
+_COMPILED = []  # [run] once compiled; [None] without numba
 
 
 def _compiled():
-    """The compiled kernels ``(run, step, sample)``, or None when numba is not installed."""
+    """The compiled kernel (:func:`_run_entry`), or None when numba is not installed (one
+    entry for runs, single steps and samples: each entry compiles the inlined step again)."""
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
-    global _workspace, _run_entry, _step_entry, _sample_entry
+    global _workspace, _run_entry
     if not _COMPILED:
         jit = _proj._numba_jit()
         if jit is None:
@@ -815,9 +800,7 @@ def _compiled():
         _run = jit(_run)
         _workspace = jit(_workspace)
         _run_entry = jit(_run_entry)
-        _step_entry = jit(_step_entry)
-        _sample_entry = jit(_sample_entry)
-        _COMPILED.append((_run_entry, _step_entry, _sample_entry))
+        _COMPILED.append(_run_entry)
     return _COMPILED[0]
 
 
@@ -909,14 +892,16 @@ class FastStepper:
     Built by :meth:`build`, which returns None where the kernel does not apply (module notes).
     """
 
-    def __init__(self, model, projected, config, tree, run, step, sample):
-        self._run, self._step, self._sample = run, step, sample
+    def __init__(self, model, projected, config, tree, run):
+        self._run = run
         packed = _Packed(model, projected, tree)
         self.nv, self.m, self.closed = packed.nv, packed.m, packed.closed
         self.mdl, self.par = packed.mdl, packed.par
         self.sp = np.array([config.dt, config.position_tol, config.max_newton_iter,
                             config.max_speed, 0.0, float(config.project_velocity),
                             0.0 if config.method == "rk4" else 1.0])
+        self._none1, self._none2 = np.zeros(0), np.zeros((0, self.nv))
+        self._nonelam = np.zeros((0, self.m))
 
     @classmethod
     def build(cls, sim) -> FastStepper | None:
@@ -935,7 +920,7 @@ class FastStepper:
         kernels = _compiled()
         if kernels is None:
             return None
-        return cls(sim.model, proj, sim.config, tree, *kernels)
+        return cls(sim.model, proj, sim.config, tree, kernels)
 
     def step(self, q, v, tau, t, h):
         """One step from (q, v) (copied); returns ``(ok, q, v, newton_iterations, residual)``."""
@@ -944,8 +929,10 @@ class FastStepper:
             sp = sp.copy()
             sp[0] = h
         q, v = q.copy(), v.copy()
-        status, its, err = self._step(q, v, tau, t, *self.mdl, self.par, sp, self.closed)
-        return status == OK, q, v, its, err
+        out = self._run(q, v, tau, t, 1, 0, 0, 1, *self.mdl, self.par, sp, self.closed,
+                        self._none1, self._none2, self._none2, self._none1, self._nonelam,
+                        self._none1, self._none1, 0)
+        return out[1] == OK, q, v, out[4], out[5]
 
     def run(self, q, v, tau, t, nsteps, every, k0, n_total, rec):
         """``nsteps`` steps recorded into ``rec`` (the simulate Recorder) at its index; returns
@@ -961,7 +948,9 @@ class FastStepper:
 
     def sample(self, q, v, tau):
         """``(energy, lam, max |phi|, max |A v|)`` at (q, v) with input tau."""
-        lam = np.zeros(self.m)
-        e, res, vres = self._sample(q, v, tau, *self.mdl, self.par, self.closed, lam)
-        return e, lam, res, vres
-
+        n = self.nv
+        t, e, res, vres = np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1)
+        lam = np.zeros((1, self.m))
+        self._run(q.copy(), v.copy(), tau, 0.0, 0, 1, 0, 0, *self.mdl, self.par, self.sp,
+                  self.closed, t, np.zeros((1, n)), np.zeros((1, n)), e, lam, res, vres, 0)
+        return float(e[0]), lam[0], float(res[0]), float(vres[0])
