@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-SUITES = ["rigid", "constrained", "simulate", "controllers", "inversion", "ros_loop", "scenarios", "flexible",
+SUITES = ["rigid", "constrained", "simulate", "speed", "controllers", "inversion", "ros_loop", "scenarios", "flexible",
           "elastic_joints", "flexible_parallel"]  # bench/bench_<name>.py, each with run() -> list of entries
 
 

@@ -440,20 +440,23 @@ class ManifoldProjectionResult:
 # The SVD of A is a one-sided Jacobi SVD (accurate to eps * sigma_max like LAPACK's), the solve an
 # LU with partial pivoting; results equal the numpy path to round-off (checked in
 # test/test_projection_fast.py and before every benchmark).
-def _closure_rows(v, J, dJ, H, cl, cf, A, gamma):  # pragma: no cover - numba  # noqa: C901
+def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numba  # noqa: C901
     """Fills the closure rows ``A`` (m, nv) and their bias ``gamma`` (m,) from the world joint
-    Jacobians ``J``, their variation ``dJ`` and the frame placements ``H`` (see above)."""
+    Jacobians ``J``, their variation ``dJ`` and the frame placements ``H`` (see above); ``ws``
+    (72,) scratch (no allocation here: the compiled simulator step calls this every stage)."""
     nv = J.shape[1]
     nc = cl.shape[0]
-    Va = np.empty(6)
-    Vr = np.empty(6)
-    Ar = np.empty(6)
-    wb = np.empty(3)
-    R = np.empty((3, 3))
-    Rd = np.empty((3, 3))
-    G = np.empty((3, 3))
-    Gd = np.empty((3, 3))
-    GRt = np.empty((3, 3))
+    Va = ws[0:6]
+    Vr = ws[6:12]
+    Ar = ws[12:18]
+    wb = ws[18:21]
+    wr = ws[21:24]
+    wrd = ws[24:27]
+    R = ws[27:36].reshape((3, 3))
+    Rd = ws[36:45].reshape((3, 3))
+    G = ws[45:54].reshape((3, 3))
+    Gd = ws[54:63].reshape((3, 3))
+    GRt = ws[63:72].reshape((3, 3))
     for c in range(nc):
         ia, ib, o, kp, nrot = cl[c, 0], cl[c, 1], cl[c, 2], cl[c, 3], cl[c, 4]
         # spatial velocities (world): relative, of a, angular of b; relative bias acceleration
@@ -511,8 +514,6 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma):  # pragma: no cover - numba  #
             x0 = Ar[3] - (wb[1] * Vr[5] - wb[2] * Vr[4])
             x1 = Ar[4] - (wb[2] * Vr[3] - wb[0] * Vr[5])
             x2 = Ar[5] - (wb[0] * Vr[4] - wb[1] * Vr[3])
-            wr = np.empty(3)
-            wrd = np.empty(3)
             for i in range(3):
                 wr[i] = H[ib, 0, i] * Vr[3] + H[ib, 1, i] * Vr[4] + H[ib, 2, i] * Vr[5]
                 wrd[i] = H[ib, 0, i] * x0 + H[ib, 1, i] * x1 + H[ib, 2, i] * x2
@@ -558,7 +559,7 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
     f = np.empty(nv)
     for k in range(nv):
         f[k] = tau[k] - nle[k]
-    _closure_rows(v, J, dJ, H, cl, cf, A, gamma)
+    _closure_rows(v, J, dJ, H, cl, cf, A, gamma, np.empty(72))
 
     # one-sided Jacobi SVD of A^T (nv x m): B = A^T Q with orthogonal columns, A = Q Sigma V^T
     B, Q, norms, order, rank = _svd_rank(A, rank_rtol, rank_atol)
@@ -765,7 +766,7 @@ def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, pa
     tau = np.empty(nv)
     f_c = np.empty(nv)
     lam = np.zeros(m)
-    _closure_rows(v, J, dJ, H, cl, cf, A, gamma)
+    _closure_rows(v, J, dJ, H, cl, cf, A, gamma, np.empty(72))
     for i in range(m):
         if not np.isfinite(gamma[i]):
             return tau, f_c, lam, 3, 0, 0

@@ -164,6 +164,11 @@ class SimulatorConfig:
         Absolute tolerance of the adaptive mode [rad | m, rad/s | m/s].
     ivp_method : str
         scipy explicit Runge-Kutta class of the adaptive mode: DOP853, RK45 or RK23.
+    compiled : bool
+        Fixed steps: use the compiled step of :mod:`multibody_dynamics.fast_step` where it
+        applies (numba installed, revolute/prismatic joints, closures without Pfaffian rows,
+        no external wrenches); False always takes the reference path (pinocchio and LAPACK
+        from Python).  Both give the same trajectory to round-off (``test/test_fast_step.py``).
     """
 
     dt: float = 1e-3
@@ -179,6 +184,7 @@ class SimulatorConfig:
     ivp_method: str = "DOP853"
     singular_branch: str = "continue"
     singular_tol: float = 1e-3
+    compiled: bool = True
 
     def __post_init__(self):
         if not (np.isfinite(self.dt) and self.dt > 0):
@@ -507,6 +513,8 @@ class Simulator:
         self.nsteps = self.nprojections = self.newton_iterations = self.nfev = 0
         self.nsingular = 0
         self.residual = 0.0
+        self._fast = None  # FastStepper, built on the first fixed step that can use it
+        self._fast_config = None
         try:
             self.reset()
         except SolverError:  # rest configuration not assembled: the caller's reset(q0) decides
@@ -561,15 +569,38 @@ class Simulator:
             v = self.projected.project_velocity(res.q, v, cfg.velocity_metric)
         return res.q, v
 
+    def fast_stepper(self):
+        """The compiled fixed step (:class:`~multibody_dynamics.fast_step.FastStepper`) of this
+        simulator, or None where it does not apply or ``config.compiled`` is False."""
+        if self._fast_config is not self.config:
+            from .fast_step import FastStepper
+
+            self._fast_config = self.config
+            self._fast = FastStepper.build(self) if self.config.compiled else None
+        return self._fast
+
     def step(self, tau, dt: float | None = None):
         """Advance one step with ``tau`` (nv,) held constant; returns (q, v).
 
         Constrained models: the new state is projected onto the manifold (positions) and onto
         null(A) (velocities); :class:`SolverError` if the projection fails (the state is then
-        left unchanged).
+        left unchanged).  The compiled step is used where it applies (``config.compiled``); a
+        step it cannot complete is repeated by the reference path, which reports the failure.
         """
         h = self.config.dt if dt is None else dt
         tau = as_vector(tau, self.model.nv, "tau")
+        fast = self.fast_stepper()
+        if fast is not None:
+            ok, q, v, its, err = fast.step(self.q, self.v, tau, self.t, h)
+            if ok:
+                self.nfev += 4 if self.config.method == "rk4" else 1
+                if self.projected is not None:
+                    self.nprojections += 1
+                    self.newton_iterations += its
+                    self.residual = err
+                self.q, self.v, self.t = q, v, self.t + h
+                self.nsteps += 1
+                return self.q, self.v
         if self.wrenches:
             self._tau_ext = [w.value(self.t) for w in self.wrenches]
         q, v = self.q, self.v
@@ -647,6 +678,14 @@ class _Recorder:
             for name in ("t", "q", "v", "tau", "e", "lam", "res", "vres"):
                 a = getattr(self, name)
                 setattr(self, name, np.concatenate([a, np.zeros_like(a)]))
+        fast = sim.fast_stepper() if not sim.config.adaptive else None
+        if fast is not None:  # energy, multipliers and residuals from the compiled kernel
+            e, lam, res, vres = fast.sample(sim.q, sim.v, as_vector(tau, sim.model.nv, "tau"))
+            self.t[k], self.q[k], self.v[k], self.tau[k], self.e[k] = sim.t, sim.q, sim.v, tau, e
+            if constrained:
+                self.lam[k], self.res[k], self.vres[k] = lam, res, vres
+            self.k = k + 1
+            return
         self.t[k], self.q[k], self.v[k], self.tau[k], self.e[k] = sim.t, sim.q, sim.v, tau, sim.energy()
         if constrained:
             self.lam[k], self.res[k], self.vres[k] = sim.sample(tau)
@@ -738,7 +777,7 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
             if cfg.adaptive:
                 success, message, nrejected = _run_adaptive(sim, t_out, u_at, rec, bar)
             else:
-                success, message = _run_fixed(sim, n, every, u_at, rec, bar)
+                success, message = _run_fixed(sim, n, every, u_at, rec, bar, const)
     finally:
         if bar is not None:
             bar.close()
@@ -760,10 +799,31 @@ def _check(sim: Simulator) -> str | None:
     return None
 
 
-def _run_fixed(sim: Simulator, n: int, every: int, u_at, rec: _Recorder, bar):
+def _run_fixed(sim: Simulator, n: int, every: int, u_at, rec: _Recorder, bar, const=None):
     constrained = sim.constrained
     u = rec.tau[0]
-    for k in range(n):
+    k0 = 0
+    fast = sim.fast_stepper() if const is not None else None
+    if fast is not None:  # constant input: whole runs of steps in the compiled kernel
+        chunk = n if bar is None else max(1, int(round(0.1 / sim.config.dt)))
+        rk4 = sim.config.method == "rk4"
+        while k0 < n:
+            done, ok, q, v, t, its, err = fast.run(sim.q, sim.v, u, sim.t, min(chunk, n - k0),
+                                                   every, k0, n, rec)
+            if done:
+                sim.q, sim.v, sim.t = q, v, t
+                sim.nsteps += done
+                sim.nfev += done * (4 if rk4 else 1)
+                if constrained:
+                    sim.nprojections += done
+                    sim.newton_iterations += its
+                    sim.residual = err
+                if bar is not None:
+                    bar.update(round(sim.t - bar.n, 9))
+            k0 += done
+            if not ok:  # the reference path below repeats the step and reports
+                break
+    for k in range(k0, n):
         if k:
             u = u_at(sim.t, sim.q, sim.v)
         try:

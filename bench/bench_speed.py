@@ -1,0 +1,159 @@
+"""Simulation throughput: the compiled fixed step against the reference path, same process.
+
+Each entry runs the same simulation twice, interleaved (reference, compiled, reference,
+compiled, best of each): ``SimulatorConfig(compiled=False)`` (pinocchio and LAPACK called from
+Python, the path before ``multibody_dynamics/fast_step.py``) and the default compiled step.
+``ratio`` is compiled wall time over reference wall time (lower is better), beside the
+simulated seconds per wall second of both and the accuracy figures of the compiled run:
+closure gap ``max |phi|`` [m | rad] and energy error ``max |E - E(0)|`` [J] (passive runs).
+
+Cases (issue "simulation throughput"): four_bar and slider_crank 10 s passive, RK4 1 ms,
+projection after every step, every step recorded (the default output), and the same with
+output every 10 ms; arm7 (open chain) 10 s; and the Simulator.step loop of the ROS simulator
+node and the scenario runner (one call per step, 2 s).  Run with
+``python bench/run.py --only speed``; ``python -m bench.bench_speed --table`` prints the
+Markdown table of docs/performance.md from bench/results.json.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from multibody_dynamics import load_model
+from multibody_dynamics.projection import ProjectedDynamics
+from multibody_dynamics.simulate import Simulator, SimulatorConfig, simulate
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+#: goals of the issue, simulated s per wall s of the compiled path
+GOALS = {"four_bar": 90.0, "slider_crank": 90.0, "arm7": 200.0}
+
+
+def _cases():
+    fb = load_model("four_bar")
+    q0 = ProjectedDynamics(fb).project_position(np.array([0.5, 0.3, 1.5])).q
+    return [("four_bar", fb, q0, [3.0, 0.0, 0.0]),
+            ("slider_crank", load_model("slider_crank"), [0.0, 0.0], [6.0, -12.0]),
+            ("arm7", load_model("arm7"), None, None)]
+
+
+def _best(fn, rounds=2):
+    """Interleaved best-of wall times of fn(compiled) for compiled = False, True."""
+    best = {False: np.inf, True: np.inf}
+    out = {}
+    for _ in range(rounds):
+        for compiled in (False, True):
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                out[compiled] = fn(compiled)
+                best[compiled] = min(best[compiled], time.perf_counter() - t0)
+            finally:
+                gc.enable()
+    return best, out
+
+
+def _simulate_entry(name, model, q0, v0, duration, output_dt):
+    def run(compiled):
+        return simulate(model, duration, q0=q0, v0=v0, output_dt=output_dt,
+                        config=SimulatorConfig(dt=1e-3, compiled=compiled))
+
+    best, out = _best(run)
+    res, ref = out[True], out[False]
+    label = "every step" if output_dt is None else f"every {output_dt * 1e3:g} ms"
+    entry = {
+        "name": f"{name} {duration:g} s rk4 1 ms, output {label}",
+        "baseline": "reference path (compiled=False)",
+        "ratio": best[True] / best[False],
+        "time_us": best[True] / res.nsteps * 1e6,
+        "baseline_time_us": best[False] / ref.nsteps * 1e6,
+        "sim_s_per_wall_s": duration / best[True],
+        "baseline_sim_s_per_wall_s": duration / best[False],
+        "speedup": best[False] / best[True],
+        "success": bool(res.success and ref.success),
+        "max_residual": res.max_residual,
+        "baseline_max_residual": ref.max_residual,
+        "energy_error_J": float(np.max(np.abs(res.energy - res.energy[0]))),
+        "baseline_energy_error_J": float(np.max(np.abs(ref.energy - ref.energy[0]))),
+        "max_state_difference": float(np.max(np.abs(res.q[-1] - ref.q[-1]))),
+    }
+    if name in GOALS and output_dt is None:
+        entry["goal_sim_s_per_wall_s"] = GOALS[name]
+    return entry
+
+
+def _step_entry(name, model, q0, v0, duration=2.0):
+    def run(compiled):
+        sim = Simulator(model, SimulatorConfig(dt=1e-3, compiled=compiled))
+        sim.reset(q0, v0)
+        tau = np.zeros(model.nv)
+        for _ in range(int(round(duration / 1e-3))):
+            sim.step(tau)
+        return sim
+
+    best, out = _best(run)
+    return {
+        "name": f"{name} Simulator.step loop {duration:g} s rk4 1 ms",
+        "baseline": "reference path (compiled=False)",
+        "ratio": best[True] / best[False],
+        "time_us": best[True] / out[True].nsteps * 1e6,
+        "baseline_time_us": best[False] / out[False].nsteps * 1e6,
+        "sim_s_per_wall_s": duration / best[True],
+        "baseline_sim_s_per_wall_s": duration / best[False],
+        "speedup": best[False] / best[True],
+        "max_state_difference": float(np.max(np.abs(out[True].q - out[False].q))),
+    }
+
+
+def run() -> list[dict]:
+    cases = _cases()
+    for _, model, q0, v0 in cases:  # compile (or load the cache) outside the timed runs
+        simulate(model, 0.01, q0=q0, v0=v0)
+        Simulator(model).step(np.zeros(model.nv))
+    out = []
+    for name, model, q0, v0 in cases:
+        out.append(_simulate_entry(name, model, q0, v0, 10.0, None))
+        if name != "arm7":
+            out.append(_simulate_entry(name, model, q0, v0, 10.0, 0.01))
+    for name, model, q0, v0 in cases:
+        out.append(_step_entry(name, model, q0, v0))
+    load = round(os.getloadavg()[0], 2)  # the shared machine's load during the run
+    for e in out:
+        e["load_average_1min"] = load
+    return out
+
+
+def table(path: Path = RESULTS) -> str:
+    """Markdown table of the speed suite in ``path`` (bench/results.json)."""
+    data = json.loads(path.read_text())
+    rows = ["| case | reference [sim s / wall s] | compiled [sim s / wall s] | speed-up | "
+            "goal | max closure gap | energy error [J] |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for e in data["suites"].get("speed", []):
+        rows.append(
+            f"| {e['name']} | {e['baseline_sim_s_per_wall_s']:.3g} | {e['sim_s_per_wall_s']:.3g} "
+            f"| {e['speedup']:.1f}x | {e.get('goal_sim_s_per_wall_s', '')} "
+            f"| {e['max_residual']:.2g} | {e['energy_error_J']:.2g} |" if "max_residual" in e else
+            f"| {e['name']} | {e['baseline_sim_s_per_wall_s']:.3g} | {e['sim_s_per_wall_s']:.3g} "
+            f"| {e['speedup']:.1f}x | | | |")
+    entries = data["suites"].get("speed", [])
+    load = entries[0].get("load_average_1min", "?") if entries else "?"
+    rows.append("")
+    rows.append(f"Generated {data['generated']}, load average {load} on 2 cores, "
+                f"{data['machine']}.")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    if "--table" in sys.argv:
+        print(table())
+    else:
+        for e in run():
+            print(e)

@@ -1,0 +1,956 @@
+"""Compiled fixed step of the simulator (numba): dynamics, RK4 stages, both projections.
+
+The reference path of :class:`~multibody_dynamics.simulate.Simulator` calls pinocchio and
+LAPACK from Python about 18 times per RK4 step of a closed loop (four accelerations, the
+Newton projection with its Jacobian and SVD, the mass-metric velocity projection, the
+argument checks) and records the constraint forces with one more call per sample.  Each of
+those calls costs microseconds of interpreter overhead on matrices of a few rows.  This
+module does the same arithmetic in one compiled kernel per run (or per step when the input
+is a callable): the tree's kinematics, mass matrix and bias forces, the closure rows, the
+projected accelerations (Aghili 2005 eq. 22 with the mass matrix of eq. 24, 27 or 29 by
+``ProjectionSettings.variant``), the Newton projection onto ``phi(q) = 0`` (eq. 39, skipped
+when the residual is already below tolerance, so most steps need only one evaluation of
+``phi``), and the mass-metric velocity projection with the same SVD
+of ``A`` that the Newton test evaluated.  The output samples (energy, multipliers,
+residuals) are computed in the kernel too.
+
+Rigid-body algorithms (world frame, spatial vectors ``[linear; angular]`` at the world
+origin, as pinocchio's ``data.J``): joint axes ``S_i`` (revolute: ``[p_i x k_i; k_i]``,
+prismatic: ``[k_i; 0]``), body velocities ``V_i = V_parent + S_i v_i``, Jacobian variation
+``dS_i = V_i x S_i`` (pinocchio's ``data.dJ``), the composite-rigid-body algorithm for ``M``
+and the recursive Newton-Euler algorithm for ``h = C v + g`` (Featherstone, *Rigid Body
+Dynamics Algorithms*, 2008, Ch. 5-6, in world coordinates).  Checked against pinocchio's
+``crba``, ``nonLinearEffects``, ``data.J``/``data.dJ`` and ``framePlacement`` in
+``test/test_fast_step.py``.
+
+Scope: trees of one-degree-of-freedom joints (revolute or prismatic about any fixed axis,
+``nq = nv``), closures of the model YAML only (no Pfaffian rows), no external wrenches, the
+mass-metric velocity projection (the Euclidean one serves drift studies: reference path).
+Everything else (and any model when numba is not installed) takes the reference path; so do
+steps that fail: the kernel stops before a step that would give a non-finite state, a
+failed projection or a speed above ``max_speed``, and the reference path repeats that step
+to report it with its usual message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from . import projection as _proj
+
+#: pinocchio joint classes handled by the kernel: (kind, axis) with kind 0 revolute, 1 prismatic
+_AXES = {"JointModelRX": (0, (1.0, 0.0, 0.0)), "JointModelRY": (0, (0.0, 1.0, 0.0)),
+         "JointModelRZ": (0, (0.0, 0.0, 1.0)), "JointModelPX": (1, (1.0, 0.0, 0.0)),
+         "JointModelPY": (1, (0.0, 1.0, 0.0)), "JointModelPZ": (1, (0.0, 0.0, 1.0))}
+
+#: status codes of the kernel
+OK, STOPPED = 0, 1
+
+
+# -- kernels (compiled by numba; plain Python functions until then) ---------------------------
+def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: no cover - numba
+    """Kinematics, Jacobians, mass matrix and bias forces at (q, v).
+
+    ``ji`` (n, 2) [parent (-1: universe), kind]; ``jf`` (n, 28) [axis (3), placement rotation
+    (9, row-major), placement translation (3), mass, lever (3), inertia about the centre of
+    mass (9)]; ``g`` (3,) gravity; ``fi`` (nf,) parent joint of each closure frame (-1:
+    universe, then ``H`` is left as set at construction); ``ff`` (nf, 12) frame placement in its
+    joint [rotation (9), translation (3)].  ``need_m``: 0 ``nle`` only, 1 ``M`` and ``nle``, 2
+    ``M`` only (``nle`` left as it was).  Fills ``M``, ``nle``, ``J``, ``dJ``
+    (6, n), ``H`` (nf, 4, 4); ``X`` (n, 12) world rotation (9) and position (3) of each joint;
+    ``W`` (n, 34) work space: body velocity (6), force (6), inertia at the world origin
+    (composite after the backward pass) as mass, first moment ``m c`` (3) and rotational
+    inertia about the origin (9), bias acceleration (6), scratch (3).  No allocation.  Returns the gravity potential
+    energy [J] (pinocchio's convention, zero at the world origin).
+    """
+    n = ji.shape[0]
+    pot = 0.0
+    rnea = need_m != 2
+    for i in range(n):
+        par = ji[i, 0]
+        # parent placement
+        if par < 0:
+            p00, p01, p02, p10, p11, p12, p20, p21, p22 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0
+            t0, t1, t2 = 0.0, 0.0, 0.0
+        else:
+            p00, p01, p02 = X[par, 0], X[par, 1], X[par, 2]
+            p10, p11, p12 = X[par, 3], X[par, 4], X[par, 5]
+            p20, p21, p22 = X[par, 6], X[par, 7], X[par, 8]
+            t0, t1, t2 = X[par, 9], X[par, 10], X[par, 11]
+        # R = R_parent R_placement, p = p_parent + R_parent p_placement
+        r00 = p00 * jf[i, 3] + p01 * jf[i, 6] + p02 * jf[i, 9]
+        r01 = p00 * jf[i, 4] + p01 * jf[i, 7] + p02 * jf[i, 10]
+        r02 = p00 * jf[i, 5] + p01 * jf[i, 8] + p02 * jf[i, 11]
+        r10 = p10 * jf[i, 3] + p11 * jf[i, 6] + p12 * jf[i, 9]
+        r11 = p10 * jf[i, 4] + p11 * jf[i, 7] + p12 * jf[i, 10]
+        r12 = p10 * jf[i, 5] + p11 * jf[i, 8] + p12 * jf[i, 11]
+        r20 = p20 * jf[i, 3] + p21 * jf[i, 6] + p22 * jf[i, 9]
+        r21 = p20 * jf[i, 4] + p21 * jf[i, 7] + p22 * jf[i, 10]
+        r22 = p20 * jf[i, 5] + p21 * jf[i, 8] + p22 * jf[i, 11]
+        x0 = t0 + p00 * jf[i, 12] + p01 * jf[i, 13] + p02 * jf[i, 14]
+        x1 = t1 + p10 * jf[i, 12] + p11 * jf[i, 13] + p12 * jf[i, 14]
+        x2 = t2 + p20 * jf[i, 12] + p21 * jf[i, 13] + p22 * jf[i, 14]
+        k0, k1, k2 = jf[i, 0], jf[i, 1], jf[i, 2]
+        w0 = r00 * k0 + r01 * k1 + r02 * k2  # axis in world (unchanged by the joint's motion)
+        w1 = r10 * k0 + r11 * k1 + r12 * k2
+        w2 = r20 * k0 + r21 * k1 + r22 * k2
+        qi = q[i]
+        if ji[i, 1] == 0:  # revolute: R <- R Rot(k, q) (Rodrigues)
+            c, s = np.cos(qi), np.sin(qi)
+            tt = 1.0 - c
+            a00 = c + k0 * k0 * tt
+            a01 = k0 * k1 * tt - k2 * s
+            a02 = k0 * k2 * tt + k1 * s
+            a10 = k1 * k0 * tt + k2 * s
+            a11 = c + k1 * k1 * tt
+            a12 = k1 * k2 * tt - k0 * s
+            a20 = k2 * k0 * tt - k1 * s
+            a21 = k2 * k1 * tt + k0 * s
+            a22 = c + k2 * k2 * tt
+            X[i, 0] = r00 * a00 + r01 * a10 + r02 * a20
+            X[i, 1] = r00 * a01 + r01 * a11 + r02 * a21
+            X[i, 2] = r00 * a02 + r01 * a12 + r02 * a22
+            X[i, 3] = r10 * a00 + r11 * a10 + r12 * a20
+            X[i, 4] = r10 * a01 + r11 * a11 + r12 * a21
+            X[i, 5] = r10 * a02 + r11 * a12 + r12 * a22
+            X[i, 6] = r20 * a00 + r21 * a10 + r22 * a20
+            X[i, 7] = r20 * a01 + r21 * a11 + r22 * a21
+            X[i, 8] = r20 * a02 + r21 * a12 + r22 * a22
+            X[i, 9], X[i, 10], X[i, 11] = x0, x1, x2
+            s0, s1, s2 = x1 * w2 - x2 * w1, x2 * w0 - x0 * w2, x0 * w1 - x1 * w0
+            s3, s4, s5 = w0, w1, w2
+        else:  # prismatic: p <- p + R k q
+            X[i, 0], X[i, 1], X[i, 2] = r00, r01, r02
+            X[i, 3], X[i, 4], X[i, 5] = r10, r11, r12
+            X[i, 6], X[i, 7], X[i, 8] = r20, r21, r22
+            X[i, 9], X[i, 10], X[i, 11] = x0 + w0 * qi, x1 + w1 * qi, x2 + w2 * qi
+            s0, s1, s2, s3, s4, s5 = w0, w1, w2, 0.0, 0.0, 0.0
+        J[0, i], J[1, i], J[2, i], J[3, i], J[4, i], J[5, i] = s0, s1, s2, s3, s4, s5
+        # velocity V = V_parent + S v_i; dS = V x S; bias acceleration (gravity as a base
+        # acceleration), kept in the force slots until the force replaces it
+        vi = v[i]
+        if par >= 0:
+            lv0, lv1, lv2 = W[par, 0] + s0 * vi, W[par, 1] + s1 * vi, W[par, 2] + s2 * vi
+            av0, av1, av2 = W[par, 3] + s3 * vi, W[par, 4] + s4 * vi, W[par, 5] + s5 * vi
+            b0, b1, b2 = W[par, 25], W[par, 26], W[par, 27]
+            b3, b4, b5 = W[par, 28], W[par, 29], W[par, 30]
+        else:
+            lv0, lv1, lv2, av0, av1, av2 = s0 * vi, s1 * vi, s2 * vi, s3 * vi, s4 * vi, s5 * vi
+            b0, b1, b2, b3, b4, b5 = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
+        W[i, 0], W[i, 1], W[i, 2], W[i, 3], W[i, 4], W[i, 5] = lv0, lv1, lv2, av0, av1, av2
+        d0 = av1 * s2 - av2 * s1 + lv1 * s5 - lv2 * s4
+        d1 = av2 * s0 - av0 * s2 + lv2 * s3 - lv0 * s5
+        d2 = av0 * s1 - av1 * s0 + lv0 * s4 - lv1 * s3
+        d3 = av1 * s5 - av2 * s4
+        d4 = av2 * s3 - av0 * s5
+        d5 = av0 * s4 - av1 * s3
+        dJ[0, i], dJ[1, i], dJ[2, i], dJ[3, i], dJ[4, i], dJ[5, i] = d0, d1, d2, d3, d4, d5
+        b0 += d0 * vi
+        b1 += d1 * vi
+        b2 += d2 * vi
+        b3 += d3 * vi
+        b4 += d4 * vi
+        b5 += d5 * vi
+        W[i, 25], W[i, 26], W[i, 27], W[i, 28], W[i, 29], W[i, 30] = b0, b1, b2, b3, b4, b5
+        # inertia at the world origin: mass m, first moment h = m c, Io = R Ic R^T + m (|c|^2 - c c^T)
+        m = jf[i, 15]
+        c0 = X[i, 9] + X[i, 0] * jf[i, 16] + X[i, 1] * jf[i, 17] + X[i, 2] * jf[i, 18]
+        c1 = X[i, 10] + X[i, 3] * jf[i, 16] + X[i, 4] * jf[i, 17] + X[i, 5] * jf[i, 18]
+        c2 = X[i, 11] + X[i, 6] * jf[i, 16] + X[i, 7] * jf[i, 17] + X[i, 8] * jf[i, 18]
+        pot -= m * (g[0] * c0 + g[1] * c1 + g[2] * c2)
+        cc = c0 * c0 + c1 * c1 + c2 * c2
+        W[i, 12] = m
+        W[i, 13], W[i, 14], W[i, 15] = m * c0, m * c1, m * c2
+        for a in range(3):  # R I (into the scratch slots), then (R I) R^T
+            for b in range(3):
+                W[i, 31 + b] = (X[i, 3 * a] * jf[i, 19 + b] + X[i, 3 * a + 1] * jf[i, 22 + b]
+                                + X[i, 3 * a + 2] * jf[i, 25 + b])
+            for b in range(3):
+                W[i, 16 + 3 * a + b] = (W[i, 31] * X[i, 3 * b] + W[i, 32] * X[i, 3 * b + 1]
+                                        + W[i, 33] * X[i, 3 * b + 2])
+        W[i, 16] += m * (cc - c0 * c0)
+        W[i, 17] -= m * c0 * c1
+        W[i, 18] -= m * c0 * c2
+        W[i, 19] -= m * c1 * c0
+        W[i, 20] += m * (cc - c1 * c1)
+        W[i, 21] -= m * c1 * c2
+        W[i, 22] -= m * c2 * c0
+        W[i, 23] -= m * c2 * c1
+        W[i, 24] += m * (cc - c2 * c2)
+        if rnea:
+            # force f = I b + V x* (I V); I [l; w] = [m l - h x w; h x l + Io w]
+            h0, h1, h2 = W[i, 13], W[i, 14], W[i, 15]
+            ia0 = m * b0 - (h1 * b5 - h2 * b4)
+            ia1 = m * b1 - (h2 * b3 - h0 * b5)
+            ia2 = m * b2 - (h0 * b4 - h1 * b3)
+            ia3 = h1 * b2 - h2 * b1 + W[i, 16] * b3 + W[i, 17] * b4 + W[i, 18] * b5
+            ia4 = h2 * b0 - h0 * b2 + W[i, 19] * b3 + W[i, 20] * b4 + W[i, 21] * b5
+            ia5 = h0 * b1 - h1 * b0 + W[i, 22] * b3 + W[i, 23] * b4 + W[i, 24] * b5
+            iv0 = m * lv0 - (h1 * av2 - h2 * av1)
+            iv1 = m * lv1 - (h2 * av0 - h0 * av2)
+            iv2 = m * lv2 - (h0 * av1 - h1 * av0)
+            iv3 = h1 * lv2 - h2 * lv1 + W[i, 16] * av0 + W[i, 17] * av1 + W[i, 18] * av2
+            iv4 = h2 * lv0 - h0 * lv2 + W[i, 19] * av0 + W[i, 20] * av1 + W[i, 21] * av2
+            iv5 = h0 * lv1 - h1 * lv0 + W[i, 22] * av0 + W[i, 23] * av1 + W[i, 24] * av2
+            W[i, 6] = ia0 + av1 * iv2 - av2 * iv1
+            W[i, 7] = ia1 + av2 * iv0 - av0 * iv2
+            W[i, 8] = ia2 + av0 * iv1 - av1 * iv0
+            W[i, 9] = ia3 + av1 * iv5 - av2 * iv4 + lv1 * iv2 - lv2 * iv1
+            W[i, 10] = ia4 + av2 * iv3 - av0 * iv5 + lv2 * iv0 - lv0 * iv2
+            W[i, 11] = ia5 + av0 * iv4 - av1 * iv3 + lv0 * iv1 - lv1 * iv0
+    if need_m:
+        for i in range(n):
+            for j in range(n):
+                M[i, j] = 0.0
+    # backward pass: joint forces (rnea) and composite inertias (crba)
+    for i in range(n - 1, -1, -1):
+        s0, s1, s2, s3, s4, s5 = J[0, i], J[1, i], J[2, i], J[3, i], J[4, i], J[5, i]
+        par = ji[i, 0]
+        if rnea:
+            nle[i] = (s0 * W[i, 6] + s1 * W[i, 7] + s2 * W[i, 8] + s3 * W[i, 9]
+                      + s4 * W[i, 10] + s5 * W[i, 11])
+            if par >= 0:
+                for a in range(6, 12):
+                    W[par, a] += W[i, a]
+        if need_m:
+            m = W[i, 12]
+            h0, h1, h2 = W[i, 13], W[i, 14], W[i, 15]
+            f0 = m * s0 - (h1 * s5 - h2 * s4)
+            f1 = m * s1 - (h2 * s3 - h0 * s5)
+            f2 = m * s2 - (h0 * s4 - h1 * s3)
+            f3 = h1 * s2 - h2 * s1 + W[i, 16] * s3 + W[i, 17] * s4 + W[i, 18] * s5
+            f4 = h2 * s0 - h0 * s2 + W[i, 19] * s3 + W[i, 20] * s4 + W[i, 21] * s5
+            f5 = h0 * s1 - h1 * s0 + W[i, 22] * s3 + W[i, 23] * s4 + W[i, 24] * s5
+            j = i
+            while j >= 0:
+                sm = (J[0, j] * f0 + J[1, j] * f1 + J[2, j] * f2 + J[3, j] * f3 + J[4, j] * f4
+                      + J[5, j] * f5)
+                M[i, j] = sm
+                M[j, i] = sm
+                j = ji[j, 0]
+            if par >= 0:
+                for a in range(12, 25):
+                    W[par, a] += W[i, a]
+    # closure frames
+    for s in range(fi.shape[0]):
+        jp = fi[s]
+        if jp < 0:
+            continue
+        for a in range(3):
+            sp = X[jp, 9 + a]
+            for b in range(3):
+                H[s, a, b] = (X[jp, 3 * a] * ff[s, b] + X[jp, 3 * a + 1] * ff[s, 3 + b]
+                              + X[jp, 3 * a + 2] * ff[s, 6 + b])
+                sp += X[jp, 3 * a + b] * ff[s, 9 + b]
+            H[s, a, 3] = sp
+    return pot
+
+
+def _closure_residual(H, cl, cf, lphi, phi):  # pragma: no cover - numba
+    """``phi`` (m,) of the closures (constraints.py: ``D R_b^T (p_a - p_b)`` and
+    ``L_phi vec(R_b^T R_a)``); returns ``max |phi|`` (inf if not finite)."""
+    err = 0.0
+    for c in range(cl.shape[0]):
+        ia, ib, o, kp, nrot = cl[c, 0], cl[c, 1], cl[c, 2], cl[c, 3], cl[c, 4]
+        d = np.empty(3)
+        for a in range(3):
+            sm = 0.0
+            for b in range(3):
+                sm += H[ib, b, a] * (H[ia, b, 3] - H[ib, b, 3])
+            d[a] = sm
+        for r in range(kp):
+            phi[o + r] = cf[c, 3 * r] * d[0] + cf[c, 3 * r + 1] * d[1] + cf[c, 3 * r + 2] * d[2]
+        for r in range(nrot):
+            sm = 0.0
+            for a in range(3):
+                for b in range(3):
+                    Rab = H[ib, 0, a] * H[ia, 0, b] + H[ib, 1, a] * H[ia, 1, b] + \
+                        H[ib, 2, a] * H[ia, 2, b]
+                    sm += lphi[c, 9 * r + 3 * a + b] * Rab
+            phi[o + kp + r] = sm
+    for k in range(phi.shape[0]):
+        x = abs(phi[k])
+        if not x <= err:  # NaN too
+            err = x if x == x else np.inf
+    return err
+
+
+def _chol(M, L, n):  # pragma: no cover - numba
+    """Cholesky ``M = L L^T`` of the leading n x n block into L (lower); False if that block
+    is not positive definite."""
+    for j in range(n):
+        sm = M[j, j]
+        for k in range(j):
+            sm -= L[j, k] * L[j, k]
+        if not sm > 0.0:
+            return False
+        d = np.sqrt(sm)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            s2 = M[i, j]
+            for k in range(j):
+                s2 -= L[i, k] * L[j, k]
+            L[i, j] = s2 / d
+    return True
+
+
+def _chol_solve(L, b, ib, x, ix, n):  # pragma: no cover - numba
+    """Row ``ix`` of x (2-D) = (L L^T)^-1 row ``ib`` of b (2-D), leading n x n block of L."""
+    for i in range(n):
+        sm = b[ib, i]
+        for k in range(i):
+            sm -= L[i, k] * x[ix, k]
+        x[ix, i] = sm / L[i, i]
+    for i in range(n - 1, -1, -1):
+        sm = x[ix, i]
+        for k in range(i + 1, n):
+            sm -= L[k, i] * x[ix, k]
+        x[ix, i] = sm / L[i, i]
+
+
+def _small_solve(K, Lk, rhs, x, r):  # pragma: no cover - numba
+    """x[0] = K^-1 rhs[0] for the leading r x r block of the symmetric K: Cholesky, or LU on a
+    copy when K is not numerically positive definite; False if singular."""
+    if _chol(K, Lk, r):
+        _chol_solve(Lk, rhs, 0, x, 0, r)
+        return True
+    Kc = K[:r, :r].copy()
+    bc = rhs[0, :r].copy()
+    xc = np.empty(r)
+    if not _gauss_solve(Kc, bc, xc):
+        return False
+    for i in range(r):
+        x[0, i] = xc[i]
+    return True
+
+
+def _svd(wk, par):  # pragma: no cover - numba
+    """SVD of ``A`` (wk) by one-sided Jacobi on ``A^T`` (projection.py's ``_jacobi_columns``,
+    accurate to eps * sigma_max as LAPACK), in the work arrays: ``Vt`` (rows: the right singular
+    vectors of the retained directions, decreasing sigma), ``Q`` (left vectors, columns),
+    ``sv``, ``order``.  Rank decision of Aghili (2005) eq. 70 as :func:`null_space_projector`:
+    ``sigma > max(rank_atol, rank_rtol sigma_max)``.  Returns the rank."""
+    A, bbuf, Qw, sv, order, Vt, qbuf, rows = wk[8], wk[10], wk[11], wk[12], wk[13], wk[14], \
+        wk[27], wk[28]
+    m, n = A.shape
+    if m == 0:
+        return 0
+    # rows that are exactly zero (directions a closure type fixes in 3-D but a planar mechanism
+    # never moves, e.g. 3 of a revolute closure's 5 rows) have zero singular values: the Jacobi
+    # sweeps run on the others only
+    mz = 0
+    for i in range(m):
+        for k in range(n):
+            if A[i, k] != 0.0:
+                rows[mz] = i
+                mz += 1
+                break
+    Bw = bbuf[:n * mz].reshape((n, mz))
+    Qc = qbuf[:mz * mz].reshape((mz, mz))
+    for c in range(mz):
+        for k in range(n):
+            Bw[k, c] = A[rows[c], k]
+        for j in range(mz):
+            Qc[c, j] = 1.0 if c == j else 0.0
+    _jacobi_columns(Bw, Qc)
+    for i in range(m):
+        for j in range(m):
+            Qw[i, j] = 0.0
+    for j in range(m):
+        order[j] = j
+        if j < mz:
+            sq = 0.0
+            for k in range(n):
+                sq += Bw[k, j] * Bw[k, j]
+            sv[j] = np.sqrt(sq)
+            for c in range(mz):
+                Qw[rows[c], j] = Qc[c, j]
+        else:
+            sv[j] = 0.0
+    for i in range(m):  # selection sort, decreasing
+        best = i
+        for j in range(i + 1, m):
+            if sv[order[j]] > sv[order[best]]:
+                best = j
+        tmp = order[i]
+        order[i] = order[best]
+        order[best] = tmp
+    tol = par[1] * sv[order[0]]
+    if tol < par[0]:
+        tol = par[0]
+    r = 0
+    for i in range(m):
+        j = order[i]
+        if sv[j] > tol:
+            for k in range(n):
+                Vt[r, k] = Bw[k, j] / sv[j]
+            r += 1
+    return r
+
+
+def _applied(q, v, tau, spring, f):  # pragma: no cover - numba
+    """``f = tau + tau_s`` with the springs and dampers ``tau_s = -K (q - q_rest) - D v``."""
+    for i in range(q.shape[0]):
+        f[i] = tau[i] - spring[0, i] * (q[i] - spring[2, i]) - spring[1, i] * v[i]
+
+
+def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam):  # pragma: no cover - numba
+    """Constrained accelerations ``a`` at (q, v) under tau, in O(n^3 + m^3) by Gauss's form.
+
+    Aghili's eq. 22 with any of the mass matrices of eqs. 24, 27, 29 has the unique solution
+    with ``(I - P) a = C v`` and ``P (M a - f) = 0`` (substitute: each reduces to its right-hand
+    side; Theorem 2 makes the matrix non-singular).  With ``B = V_r`` the retained right singular
+    vectors (``I - P = B B^T``) that is ``a = M^-1 (f + B mu)``, ``B^T a = B^T C v``, i.e.
+    ``(B^T M^-1 B) mu = B^T C v - B^T M^-1 f`` with ``C v = -A^+ gamma`` (eq. 16); one Cholesky
+    of M (shared with the velocity projection) and one of an r x r matrix.  Multipliers (with
+    ``want_lam``, into wk[24]): ``f_c = B mu`` (eq. 32), ``lam = (A^+)^T f_c = U S^-1 mu``.
+    Returns ``(rank, gravity potential energy)``; NaN accelerations if M is not positive definite.
+    """
+    ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
+    M, nle, J, dJ, H, X, L, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7]
+    A, gam, Qw, sv, order, Vt, Yt, K, Lk = wk[8], wk[9], wk[11], wk[12], wk[13], wk[14], wk[15], \
+        wk[16], wk[17]
+    cvec, mu, ws, f, tmp, lam = wk[18], wk[19], wk[20], wk[21], wk[22], wk[24]
+    n = q.shape[0]
+    m = gam.shape[0]
+    _applied(q, v, tau, spring, f)
+    pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
+    for i in range(n):
+        f[i] -= nle[i]
+    r = 0
+    if m:
+        _closure_rows(v, J, dJ, H, cl, cf, A, gam, ws)
+        r = _svd(wk, par)
+    if not _chol(M, L, n):
+        for i in range(n):
+            a[i] = np.nan
+        return r, pot
+    for i in range(n):
+        tmp[0, i] = f[i]
+    _chol_solve(L, tmp, 0, tmp, 1, n)
+    for i in range(n):
+        a[i] = tmp[1, i]
+    if r == 0:
+        if want_lam:
+            for i in range(m):
+                lam[i] = 0.0
+        return r, pot
+    for ii in range(r):
+        j = order[ii]
+        _chol_solve(L, Vt, ii, Yt, ii, n)
+        sm = 0.0
+        for l2 in range(m):
+            sm += Qw[l2, j] * gam[l2]
+        sm = -sm / sv[j]  # B^T C v
+        for k in range(n):
+            sm -= Vt[ii, k] * a[k]
+        cvec[0, ii] = sm
+    for i1 in range(r):
+        for i2 in range(r):
+            sm = 0.0
+            for k in range(n):
+                sm += Vt[i1, k] * Yt[i2, k]
+            K[i1, i2] = sm
+    if not _small_solve(K, Lk, cvec, mu, r):
+        for i in range(n):
+            a[i] = np.nan
+        return r, pot
+    for ii in range(r):
+        for k in range(n):
+            a[k] += Yt[ii, k] * mu[0, ii]
+    if want_lam:
+        for l2 in range(m):
+            sm = 0.0
+            for ii in range(r):
+                sm += Qw[l2, order[ii]] * mu[0, ii] / sv[order[ii]]
+            lam[l2] = sm
+    return r, pot
+
+
+def _accel(q, v, tau, mdl, wk, par, closed, a):  # pragma: no cover - numba
+    """Accelerations ``a`` (nv,) at (q, v) under tau (springs and dampers added); NaN on
+    failure.  ``mdl`` = (ji, jf, g, fi, ff, cl, cf, lphi, spring (3, n): K, D, q_rest)."""
+    if closed:
+        _fd_closed(q, v, tau, mdl, wk, par, a, False)
+        return
+    ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
+    M, nle, J, dJ, H, X, L, W, f = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], wk[21]
+    n = q.shape[0]
+    _applied(q, v, tau, spring, f)
+    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
+    if not _chol(M, L, n):
+        for i in range(n):
+            a[i] = np.nan
+        return
+    tmp = wk[22]
+    for i in range(n):
+        tmp[0, i] = f[i] - nle[i]
+    _chol_solve(L, tmp, 0, tmp, 1, n)
+    for i in range(n):
+        a[i] = tmp[1, i]
+
+
+def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
+    """Newton projection of q onto phi = 0 (Aghili 2005 eq. 39: ``q <- q - A^+ phi``, skipped
+    when the residual is already below tolerance), then v onto null(A) in the mass metric
+    (``v <- v - M^-1 B (B^T M^-1 B)^-1 B^T v``), with the SVD of A and the Cholesky of M at the
+    final q.  In place; returns (ok, iterations, residual)."""
+    ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
+    M, nle, J, dJ, H, X, L, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7]
+    A, gam, Qw, sv, order, Vt, Yt, K, Lk = wk[8], wk[9], wk[11], wk[12], wk[13], wk[14], wk[15], \
+        wk[16], wk[17]
+    cvec, mu, ws, phi, zero = wk[18], wk[19], wk[20], wk[23], wk[25]
+    n = q.shape[0]
+    m = phi.shape[0]
+    tol, max_iter, project_v = sp[1], int(sp[2]), sp[5] != 0.0
+    it = 0
+    while True:
+        _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 2, W)
+        err = _closure_residual(H, cl, cf, lphi, phi)
+        _closure_rows(zero, J, dJ, H, cl, cf, A, gam, ws)
+        r = _svd(wk, par)
+        if err < tol or it >= max_iter or not err < np.inf:
+            break
+        for ii in range(r):  # q <- q - A^+ phi, A^+ = V S^-1 U^T
+            j = order[ii]
+            c = 0.0
+            for l2 in range(m):
+                c += Qw[l2, j] * phi[l2]
+            c /= sv[j]
+            for k in range(n):
+                q[k] -= Vt[ii, k] * c
+        it += 1
+    if not err < tol:
+        return False, it, err
+    if not project_v or r == 0:
+        return True, it, err
+    for ii in range(r):
+        sm = 0.0
+        for k in range(n):
+            sm += Vt[ii, k] * v[k]
+        cvec[0, ii] = sm
+    if not _chol(M, L, n):
+        return False, it, err
+    for ii in range(r):
+        _chol_solve(L, Vt, ii, Yt, ii, n)
+    for i1 in range(r):
+        for i2 in range(r):
+            sm = 0.0
+            for k in range(n):
+                sm += Vt[i1, k] * Yt[i2, k]
+            K[i1, i2] = sm
+    if not _small_solve(K, Lk, cvec, mu, r):
+        return False, it, err
+    for ii in range(r):
+        for k in range(n):
+            v[k] -= Yt[ii, k] * mu[0, ii]
+    return True, it, err
+
+
+def _sample(q, v, tau, mdl, wk, par, closed):  # pragma: no cover - numba
+    """Energy T + V [J] at (q, v), and for a closed loop the multipliers (into wk[24]),
+    ``max |phi|`` and ``max |A v|``; the accelerations at (q, v) into wk[26] (the first RK4
+    stage of the next step when the input is held)."""
+    ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
+    M, nle, J, dJ, H, X, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[7]
+    A, phi, a = wk[8], wk[23], wk[26]
+    n = q.shape[0]
+    res = 0.0
+    vres = 0.0
+    if closed:
+        pot = _fd_closed(q, v, tau, mdl, wk, par, a, True)[1]
+        res = _closure_residual(H, cl, cf, lphi, phi)
+        for i in range(A.shape[0]):
+            sm = 0.0
+            for k in range(n):
+                sm += A[i, k] * v[k]
+            if abs(sm) > vres:
+                vres = abs(sm)
+    else:
+        pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
+        L, tmp, f = wk[6], wk[22], wk[21]
+        _applied(q, v, tau, spring, f)
+        if _chol(M, L, n):
+            for i in range(n):
+                tmp[0, i] = f[i] - nle[i]
+            _chol_solve(L, tmp, 0, tmp, 1, n)
+            for i in range(n):
+                a[i] = tmp[1, i]
+        else:
+            for i in range(n):
+                a[i] = np.nan
+    e = pot
+    for i in range(n):
+        dq = q[i] - spring[2, i]
+        e += 0.5 * spring[0, i] * dq * dq
+        for k in range(n):
+            e += 0.5 * v[i] * M[i, k] * v[k]
+    return e, res, vres
+
+
+def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
+         out_t, out_q, out_v, out_e, out_lam, out_res, out_vres, out_k):  # pragma: no cover
+    """``nsteps`` fixed steps from (q, v, t0) with tau held, in place on q and v.
+
+    ``sp`` = [dt, position_tol, max_newton_iter, max_speed, (unused), project_velocity, method
+    (0 RK4, 1 semi-implicit Euler)].  Step ``k0 + k`` (global count
+    ``n_total``) is recorded into ``out_*[out_k]`` when ``(k0 + k + 1) % every == 0`` or it is
+    the last one (``every`` 0: nothing recorded); ``nsteps`` 0 with ``every`` > 0 records the
+    state as it is (one sample).  Stops before a step that fails (non-finite
+    state, failed projection, speed above max_speed).  Returns (steps done, status, t, samples
+    written, Newton iterations, residual after the last projection).
+    """
+    n = q.shape[0]
+    m = wk[24].shape[0]
+    h = sp[0]
+    max_speed = sp[3]
+    euler = sp[6] != 0.0
+    lam = wk[24]
+    t = t0
+    its = 0
+    k_out = out_k
+    # stage velocities Vs[s] and accelerations As[s] (Vs[0] = v); one call site of _accel,
+    # which is inlined (four copies cost four times the compile time)
+    Vs = np.empty((4, n))
+    As = np.empty((4, n))
+    qs = np.empty(n)
+    qn = np.empty(n)
+    vn = np.empty(n)
+    err = 0.0
+    hh = 0.5 * h
+    hs = h / 6.0
+    nstage = 1 if euler else 4
+    have_a1 = False  # a1 already evaluated at (q, v) by the output sample
+    sample_now = nsteps == 0 and every > 0  # a call for one sample of the state as it is
+    k = 0
+    while True:  # one call site of _sample (inlined) for both uses
+        if sample_now:
+            e, res, vres = _sample(q, v, tau, mdl, wk, par, closed)
+            have_a1 = True
+            out_t[k_out] = t
+            out_e[k_out] = e
+            out_res[k_out] = res
+            out_vres[k_out] = vres
+            for i in range(n):
+                out_q[k_out, i] = q[i]
+                out_v[k_out, i] = v[i]
+            for i in range(m):
+                out_lam[k_out, i] = lam[i]
+            k_out += 1
+        if k == nsteps:
+            break
+        for i in range(n):
+            Vs[0, i] = v[i]
+            qs[i] = q[i]
+        for st in range(nstage):
+            if st > 0:  # classical RK4, same operations and order as Simulator._rk4
+                c = h if st == 3 else hh
+                for i in range(n):
+                    qs[i] = q[i] + c * Vs[st - 1, i]
+                    Vs[st, i] = v[i] + c * As[st - 1, i]
+            if st == 0 and have_a1:
+                for i in range(n):
+                    As[0, i] = wk[26][i]
+            else:
+                _accel(qs, Vs[st], tau, mdl, wk, par, closed, As[st])
+        have_a1 = False
+        if euler:
+            for i in range(n):
+                vn[i] = v[i] + h * As[0, i]
+                qn[i] = q[i] + h * vn[i]
+        else:
+            for i in range(n):
+                qn[i] = q[i] + hs * (v[i] + 2.0 * Vs[1, i] + 2.0 * Vs[2, i] + Vs[3, i])
+                vn[i] = v[i] + hs * (As[0, i] + 2.0 * As[1, i] + 2.0 * As[2, i] + As[3, i])
+        for i in range(n):
+            if not (np.isfinite(qn[i]) and np.isfinite(vn[i])):
+                return k, STOPPED, t, k_out, its, err
+        if closed:
+            ok, it, e2 = _project(qn, vn, mdl, wk, par, sp)
+            if not ok:
+                return k, STOPPED, t, k_out, its, err
+            its += it
+            err = e2
+        for i in range(n):
+            if not (np.isfinite(qn[i]) and np.isfinite(vn[i])) or abs(vn[i]) > max_speed:
+                return k, STOPPED, t, k_out, its, err
+        for i in range(n):
+            q[i] = qn[i]
+            v[i] = vn[i]
+        t = t + h
+        k += 1
+        kk = k0 + k
+        sample_now = every > 0 and (kk % every == 0 or kk == n_total)
+    return nsteps, OK, t, k_out, its, err
+
+
+def _buffer_size(n, m, nf):
+    """Length of the float work buffer of :func:`_workspace`."""
+    return (2 * n * n + 66 * n + 16 * nf + 5 * m * n + 4 * m * m + 6 * m + 72)
+
+
+def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
+    """The work arrays of the kernels (indices as used there) as views of one float buffer
+    ``buf`` (zeroed once; the frames on the universe placed in ``H`` once) and one integer
+    buffer ``ibuf`` (m,): a call from Python then checks two arrays instead of 27."""
+    o = 0
+    M = buf[o:o + n * n].reshape((n, n))
+    o += n * n
+    nle = buf[o:o + n]
+    o += n
+    J = buf[o:o + 6 * n].reshape((6, n))
+    o += 6 * n
+    dJ = buf[o:o + 6 * n].reshape((6, n))
+    o += 6 * n
+    H = buf[o:o + 16 * nf].reshape((nf, 4, 4))
+    o += 16 * nf
+    X = buf[o:o + 12 * n].reshape((n, 12))
+    o += 12 * n
+    L = buf[o:o + n * n].reshape((n, n))
+    o += n * n
+    W = buf[o:o + 34 * n].reshape((n, 34))
+    o += 34 * n
+    A = buf[o:o + m * n].reshape((m, n))
+    o += m * n
+    gam = buf[o:o + m]
+    o += m
+    Bw = buf[o:o + n * m]
+    o += n * m
+    Qw = buf[o:o + m * m].reshape((m, m))
+    o += m * m
+    sv = buf[o:o + m]
+    o += m
+    Vt = buf[o:o + m * n].reshape((m, n))
+    o += m * n
+    Yt = buf[o:o + m * n].reshape((m, n))
+    o += m * n
+    K = buf[o:o + m * m].reshape((m, m))
+    o += m * m
+    Lk = buf[o:o + m * m].reshape((m, m))
+    o += m * m
+    cvec = buf[o:o + m].reshape((1, m))
+    o += m
+    mu = buf[o:o + m].reshape((1, m))
+    o += m
+    ws = buf[o:o + 72]
+    o += 72
+    f = buf[o:o + n]
+    o += n
+    tmp = buf[o:o + 2 * n].reshape((2, n))
+    o += 2 * n
+    phi = buf[o:o + m]
+    o += m
+    lam = buf[o:o + m]
+    o += m
+    zero = buf[o:o + n]
+    o += n
+    acc = buf[o:o + n]
+    o += n
+    qbuf = buf[o:o + m * m]
+    return (M, nle, J, dJ, H, X, L, W, A, gam, Bw, Qw, sv, ibuf[:m], Vt, Yt, K, Lk, cvec, mu,
+            ws, f, tmp, phi, lam, zero, acc, qbuf, ibuf[m:2 * m])
+
+
+def _run_entry(q, v, tau, t0, nsteps, every, k0, n_total, ji, jf, g, fi, ff, cl, cf, lphi,
+               spring, buf, ibuf, par, sp, closed, out_t, out_q, out_v, out_e, out_lam, out_res,
+               out_vres, out_k):  # pragma: no cover - numba
+    """:func:`_run` from separate arrays (a call from Python with tuples of arrays costs
+    microseconds of argument checks; separate arrays about 60 ns each)."""
+    m = cl[0, 5] if closed else 0
+    wk = _workspace(buf, ibuf, q.shape[0], m, fi.shape[0])
+    return _run(q, v, tau, t0, nsteps, every, k0, n_total,
+                (ji, jf, g, fi, ff, cl, cf, lphi, spring), wk, par, sp, closed, out_t, out_q,
+                out_v, out_e, out_lam, out_res, out_vres, out_k)
+
+
+_COMPILED = []  # [run] once compiled; [None] without numba
+
+
+def _compiled():
+    """The compiled kernel (:func:`_run_entry`), or None when numba is not installed (one
+    entry for runs, single steps and samples: each entry compiles the inlined step again)."""
+    global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
+    global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
+    global _workspace, _run_entry
+    if not _COMPILED:
+        jit = _proj._numba_jit()
+        if jit is None:
+            _COMPILED.append(None)
+            return None
+        _closure_rows, _jacobi_columns, _gauss_solve = (_proj._closure_rows, _proj._jacobi_columns,
+                                                        _proj._gauss_solve)
+        _terms = jit(_terms)
+        _closure_residual = jit(_closure_residual)
+        _chol = jit(_chol)
+        _chol_solve = jit(_chol_solve)
+        _small_solve = jit(_small_solve)
+        # the functions that take the tuples of work arrays are inlined into _run: a call
+        # passes every array of the tuples (about 1.7 us per call measured on four_bar, more
+        # than the dynamics themselves)
+        import numba
+
+        inline = numba.njit(cache=True, nogil=True, inline="always")
+        _applied = jit(_applied)
+        _svd = inline(_svd)
+        _fd_closed = inline(_fd_closed)
+        _accel = inline(_accel)
+        _project = inline(_project)
+        _sample = inline(_sample)
+        _run = jit(_run)
+        _workspace = jit(_workspace)
+        _run_entry = jit(_run_entry)
+        _COMPILED.append(_run_entry)
+    return _COMPILED[0]
+
+
+_closure_rows = _proj._closure_rows
+_jacobi_columns = _proj._jacobi_columns
+_gauss_solve = _proj._gauss_solve
+
+
+# -- model packing ----------------------------------------------------------------------------
+def pack_tree(pm: pin.Model):
+    """``(ji, jf)`` of :func:`_terms` for a pinocchio model, or None when a joint is not a
+    one-degree-of-freedom revolute/prismatic joint about a fixed axis."""
+    n = pm.njoints - 1
+    if pm.nq != n or pm.nv != n:
+        return None
+    ji = np.zeros((n, 2), np.int64)
+    jf = np.zeros((n, 28))
+    for i in range(n):
+        jm = pm.joints[i + 1]
+        name = jm.shortname()
+        if name in _AXES:
+            kind, axis = _AXES[name]
+        elif name in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
+            kind, axis = int(name.startswith("JointModelPrismatic")), tuple(jm.extract().axis)
+        else:
+            return None
+        if jm.idx_q != i or jm.idx_v != i:
+            return None
+        ji[i] = (pm.parents[i + 1] - 1, kind)
+        Xp, Y = pm.jointPlacements[i + 1], pm.inertias[i + 1]
+        jf[i, :3] = axis
+        jf[i, 3:12] = Xp.rotation.ravel()
+        jf[i, 12:15] = Xp.translation
+        jf[i, 15] = Y.mass
+        jf[i, 16:19] = Y.lever
+        jf[i, 19:28] = Y.inertia.ravel()
+    return ji, jf
+
+
+class _Packed:
+    """The arrays of the kernels for one model and closure set: ``mdl`` (tree, frames, closure
+    rows, springs, work buffers), ``par`` (rank thresholds, variant), ``m`` rows."""
+
+    def __init__(self, model, projected, tree):
+        pm = model.pin_model
+        self.nv = model.nv
+        ji, jf = tree
+        K = np.asarray(model.stiffness, float) if model.has_springs else np.zeros(self.nv)
+        D = np.asarray(model.damping, float) if model.has_springs else np.zeros(self.nv)
+        spring = np.vstack([K, D, np.asarray(model.q_rest, float)])
+        self.closed = projected is not None
+        g = np.array(pm.gravity.linear, float)
+        if self.closed:
+            c = projected.constraints
+            plan = _proj._FastPlan(c, pm, pm.createData())
+            cl, cf = plan.cl, plan.cf
+            lphi = np.zeros((len(c._closures), 27))
+            for i, cc in enumerate(c._closures):
+                if cc.n_rot:
+                    lphi[i, : 9 * cc.n_rot] = cc.L_phi.ravel()
+            frames = sorted({x.fa for x in c._closures} | {x.fb for x in c._closures})
+            fi = np.full(len(frames), -1, np.int64)
+            ff = np.zeros((len(frames), 12))
+            for s, fid in enumerate(frames):
+                fr = pm.frames[fid]
+                fi[s] = fr.parentJoint - 1
+                ff[s, :9] = fr.placement.rotation.ravel()
+                ff[s, 9:] = fr.placement.translation
+            H0 = plan.H.copy()  # frames on the universe are placed once
+            self.par = plan.parameters(projected.settings).copy()
+            self.m = plan.m
+        else:
+            cl, cf = np.zeros((1, 6), np.int64), np.zeros((1, 90 + self.nv))
+            lphi, fi, ff = np.zeros((1, 27)), np.zeros(0, np.int64), np.zeros((0, 12))
+            H0 = np.zeros((0, 4, 4))
+            self.par = np.zeros(4)
+            self.m = 0
+        # work buffers: views are cut in the kernel (_workspace); frames on the universe placed once
+        buf = np.zeros(_buffer_size(self.nv, self.m, len(fi)))
+        o = self.nv * self.nv + 13 * self.nv  # M, nle, J, dJ precede H in the buffer
+        buf[o:o + H0.size] = H0.ravel()
+        self.mdl = (ji, jf, g, fi, ff, cl, cf, lphi, spring, buf,
+                    np.zeros(2 * self.m, np.int64))
+
+
+class FastStepper:
+    """The compiled fixed step of one :class:`~multibody_dynamics.simulate.Simulator`.
+
+    Built by :meth:`build`, which returns None where the kernel does not apply (module notes).
+    """
+
+    def __init__(self, model, projected, config, tree, run):
+        self._run = run
+        packed = _Packed(model, projected, tree)
+        self.nv, self.m, self.closed = packed.nv, packed.m, packed.closed
+        self.mdl, self.par = packed.mdl, packed.par
+        self.sp = np.array([config.dt, config.position_tol, config.max_newton_iter,
+                            config.max_speed, 0.0, float(config.project_velocity),
+                            0.0 if config.method == "rk4" else 1.0])
+        self._none1, self._none2 = np.zeros(0), np.zeros((0, self.nv))
+        self._nonelam = np.zeros((0, self.m))
+
+    @classmethod
+    def build(cls, sim) -> FastStepper | None:
+        """The compiled step for ``sim`` (a Simulator), or None where it does not apply."""
+        if sim.wrenches or sim.config.adaptive or sim.config.velocity_metric != "mass":
+            return None
+        proj = sim.projected
+        if proj is not None:
+            c = proj.constraints
+            if c._pfaffian or c.n_holonomic == 0 or type(c) is not _proj.Constraints or \
+                    type(proj) is not _proj.ProjectedDynamics:
+                return None
+        tree = pack_tree(sim.model.pin_model)
+        if tree is None:
+            return None
+        kernels = _compiled()
+        if kernels is None:
+            return None
+        return cls(sim.model, proj, sim.config, tree, kernels)
+
+    def step(self, q, v, tau, t, h):
+        """One step from (q, v) (copied); returns ``(ok, q, v, newton_iterations, residual)``."""
+        sp = self.sp
+        if h != sp[0]:
+            sp = sp.copy()
+            sp[0] = h
+        q, v = q.copy(), v.copy()
+        out = self._run(q, v, tau, t, 1, 0, 0, 1, *self.mdl, self.par, sp, self.closed,
+                        self._none1, self._none2, self._none2, self._none1, self._nonelam,
+                        self._none1, self._none1, 0)
+        return out[1] == OK, q, v, out[4], out[5]
+
+    def run(self, q, v, tau, t, nsteps, every, k0, n_total, rec):
+        """``nsteps`` steps recorded into ``rec`` (the simulate Recorder) at its index; returns
+        ``(steps done, ok, q, v, t, newton_iterations, residual)``; ``rec.k`` is advanced."""
+        q, v = q.copy(), v.copy()
+        n, status, t, k, its, err = self._run(q, v, tau, t, nsteps, every, k0, n_total,
+                                              *self.mdl, self.par, self.sp, self.closed, rec.t,
+                                              rec.q, rec.v, rec.e, rec.lam, rec.res, rec.vres,
+                                              rec.k)
+        rec.tau[rec.k:k] = tau
+        rec.k = k
+        return n, status == OK, q, v, t, its, err
+
+    def sample(self, q, v, tau):
+        """``(energy, lam, max |phi|, max |A v|)`` at (q, v) with input tau."""
+        n = self.nv
+        t, e, res, vres = np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1)
+        lam = np.zeros((1, self.m))
+        self._run(q.copy(), v.copy(), tau, 0.0, 0, 1, 0, 0, *self.mdl, self.par, self.sp,
+                  self.closed, t, np.zeros((1, n)), np.zeros((1, n)), e, lam, res, vres, 0)
+        return float(e[0]), lam[0], float(res[0]), float(vres[0])
