@@ -11,14 +11,14 @@ Cases (issue "simulation throughput"): four_bar and slider_crank 10 s passive, R
 projection after every step, every step recorded (the default output), and the same with
 output every 10 ms; arm7 (open chain) 10 s; and the Simulator.step loop of the ROS simulator
 node and the scenario runner (one call per step, 2 s).  Run with
-``python bench/run.py --only speed``; ``python -m bench.bench_speed --table`` prints the
-Markdown table of docs/performance.md from bench/results.json.
+``python bench/run.py --only speed``; ``python -m bench.bench_speed --table`` (or
+``python bench/report.py speed``) prints the table of docs/performance.md from
+bench/results.json.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sys
 import time
@@ -130,30 +130,11 @@ def run() -> list[dict]:
     return out
 
 
-def table(path: Path = RESULTS) -> str:
-    """Markdown table of the speed suite in ``path`` (bench/results.json)."""
-    data = json.loads(path.read_text())
-    rows = ["| case | reference [sim s / wall s] | compiled [sim s / wall s] | speed-up | "
-            "goal | max closure gap | energy error [J] |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
-    for e in data["suites"].get("speed", []):
-        rows.append(
-            f"| {e['name']} | {e['baseline_sim_s_per_wall_s']:.3g} | {e['sim_s_per_wall_s']:.3g} "
-            f"| {e['speedup']:.1f}x | {e.get('goal_sim_s_per_wall_s', '')} "
-            f"| {e['max_residual']:.2g} | {e['energy_error_J']:.2g} |" if "max_residual" in e else
-            f"| {e['name']} | {e['baseline_sim_s_per_wall_s']:.3g} | {e['sim_s_per_wall_s']:.3g} "
-            f"| {e['speedup']:.1f}x | | | |")
-    entries = data["suites"].get("speed", [])
-    load = entries[0].get("load_average_1min", "?") if entries else "?"
-    rows.append("")
-    rows.append(f"Generated {data['generated']}, load average {load} on 2 cores, "
-                f"{data['machine']}.")
-    return "\n".join(rows)
-
-
 if __name__ == "__main__":
-    if "--table" in sys.argv:
-        print(table())
+    if "--table" in sys.argv:  # the docs' table, from bench/results.json
+        from bench import report
+
+        print(report.table(report.load(RESULTS), "speed"))
     else:
         for e in run():
             print(e)

@@ -198,6 +198,23 @@ def flexible_parallel(results: dict, suites: list[str]) -> str:
     return _rows(["figure", "ours", "book"], rows)
 
 
+def speed(results: dict, suites: list[str]) -> str:
+    """The compiled simulator step against the reference path, same process (bench_speed)."""
+    entries = _suites(results, suites or ["speed"])
+
+    def opt(e: dict, key: str, digits: int = 2) -> str:
+        return _num(e[key], digits) if key in e else "—"
+
+    rows = [[e["name"], _num(e["baseline_sim_s_per_wall_s"]), _num(e["sim_s_per_wall_s"]),
+             f"{e['speedup']:.1f}x", opt(e, "goal_sim_s_per_wall_s"),
+             f"{_num(e['baseline_time_us'])} / {_num(e['time_us'])}",
+             opt(e, "max_residual"), opt(e, "energy_error_J"), opt(e, "load_average_1min")]
+            for e in entries]
+    return _rows(["case", "reference [sim s / wall s]", "compiled [sim s / wall s]",
+                  "speed-up", "goal", "µs per step (reference / compiled)", "max closure gap",
+                  "energy error [J]", "load average"], rows)
+
+
 def machine(results: dict, suites: list[str]) -> str:
     """When and where the figures were measured."""
     m = results.get("machine", {})
@@ -211,7 +228,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "ratios": ratios, "skipped": skipped, "simulate": simulate, "inversion": inversion,
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
-    "machine": machine,
+    "speed": speed, "machine": machine,
 }
 
 
@@ -235,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     results = load(args.results)
     specs = args.tables or ["machine", "ratios:rigid,constrained,controllers,flexible,"
                             "elastic_joints", "simulate", "inversion", "scenarios", "ros_loop",
-                            "release", "flexible_designs", "flexible_parallel"]
+                            "release", "flexible_designs", "flexible_parallel", "speed"]
     for spec in specs:
         name, _, suites = spec.partition(":")
         print(table(results, name, suites.split(",") if suites else None), end="\n\n")
