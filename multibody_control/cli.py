@@ -230,16 +230,12 @@ def cmd_assemble(args) -> int:
     return 0 if result.success else 1
 
 
-def cmd_simulate(args) -> int:
-    from multibody_dynamics.model import load_model
-    from multibody_dynamics.result_meta import write_model_meta
-    from multibody_dynamics.rolling import model_constraints
-    from multibody_dynamics.simulate import SimulatorConfig, simulate
+def _check_run_length(args) -> None:
+    """--duration, --dt and --output-dt of ``simulate``, before anything is loaded."""
+    from multibody_dynamics.validation import check_sample_budget
 
     if not (np.isfinite(args.duration) and args.duration > 0):
         raise MultibodyError(f"--duration: expected a positive time in s, got {args.duration:g}")
-    from multibody_dynamics.validation import check_sample_budget
-
     step = args.output_dt or (args.dt if args.rtol is None else None) or 1e-3
     check_sample_budget(args.duration, step, "--duration / --output-dt" if args.output_dt
                         else "--duration / --dt", "pass a larger --output-dt or a shorter "
@@ -247,9 +243,11 @@ def cmd_simulate(args) -> int:
     if args.rtol is None and args.dt > args.duration:
         raise MultibodyError(f"--dt: the step {args.dt:g} s is longer than --duration "
                              f"{args.duration:g} s")
-    if _is_flexible_robot(args.robot):
-        return _simulate_flexible(args)
-    model = load_model(args.robot)
+
+
+def _simulation_start(model, args):
+    """``(q0, v0)`` of ``simulate`` from --q0 / --given / --branch and --v0 (None: default);
+    a closed loop without --q0 starts assembled."""
     q0 = v0 = None
     if args.q0 is not None:
         if len(args.q0) != model.nq:
@@ -268,6 +266,20 @@ def cmd_simulate(args) -> int:
             raise MultibodyError(f"--v0: expected {model.nv} values ({', '.join(model.coordinate_names)}), "
                                  f"got {len(args.v0)}")
         v0 = np.array(args.v0, float)
+    return q0, v0
+
+
+def cmd_simulate(args) -> int:
+    from multibody_dynamics.model import load_model
+    from multibody_dynamics.result_meta import write_model_meta
+    from multibody_dynamics.rolling import model_constraints
+    from multibody_dynamics.simulate import SimulationInterrupted, SimulatorConfig, simulate
+
+    _check_run_length(args)
+    if _is_flexible_robot(args.robot):
+        return _simulate_flexible(args)
+    model = load_model(args.robot)
+    q0, v0 = _simulation_start(model, args)
     tau = _constant_input(model, args.tau)
     if args.rtol is not None:
         config = SimulatorConfig(rtol=args.rtol, atol=args.atol, position_tol=args.position_tol,
@@ -275,8 +287,12 @@ def cmd_simulate(args) -> int:
     else:
         config = SimulatorConfig(dt=args.dt, method=args.method, position_tol=args.position_tol,
                                  singular_branch=args.singular_branch)
-    result = simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
-                      constraints=model_constraints(model), output_dt=args.output_dt)
+    interrupted = False
+    try:
+        result = simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
+                          constraints=model_constraints(model), output_dt=args.output_dt)
+    except SimulationInterrupted as exc:  # Ctrl-C: report and write what was computed
+        result, interrupted = exc.result, True
     print(f"{model.name}: {result.summary(dissipative=bool(np.any(model.damping)))}")
     if v0 is not None and result.v.shape[0] and not np.allclose(result.v[0], v0, rtol=0,
                                                                  atol=1e-12):
@@ -288,6 +304,11 @@ def cmd_simulate(args) -> int:
         write_model_meta(args.out, "simulate", model)  # the robot, for `multibody animate`
     if args.plot:
         print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation', model=model)}")
+    if interrupted:
+        print(f"multibody simulate: interrupted; {result.t.size} samples up to "
+              f"t = {result.t[-1]:.6g} s kept" + (" and written" if args.out else ""),
+              file=sys.stderr)
+        return 130
     return 0 if result.success else 1
 
 

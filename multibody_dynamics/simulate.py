@@ -725,6 +725,11 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
     SimulationResult
         Failures (initial projection, NaN, divergence, projection, step-size collapse) are
         ``success = False`` with the samples computed before.
+
+    Raises
+    ------
+    SimulationInterrupted
+        On Ctrl-C (a KeyboardInterrupt), with the samples computed before as its ``result``.
     """
     cfg = config or SimulatorConfig()
     if not (np.isfinite(duration) and duration > 0):
@@ -767,6 +772,7 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
         bar = tqdm(total=round(duration, 9), desc="simulate", unit="s", leave=False,
                    bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s [{elapsed}<{remaining}]")
     success, message, nrejected = True, "completed", 0
+    interrupted = False
     try:
         if initial_error is not None:
             rec.add(sim, np.zeros(model.nv), False)
@@ -778,16 +784,32 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
                 success, message, nrejected = _run_adaptive(sim, t_out, u_at, rec, bar)
             else:
                 success, message = _run_fixed(sim, n, every, u_at, rec, bar, const)
+    except KeyboardInterrupt:  # Ctrl-C: keep what was computed, then interrupt the caller
+        interrupted = True
+        success, message = False, (f"interrupted at t = {sim.t:.6g} s; the samples recorded "
+                                   "until then are kept")
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - start
     m = rec.k
-    return SimulationResult(
+    result = SimulationResult(
         rec.t[:m], rec.q[:m], rec.v[:m], rec.tau[:m], rec.e[:m], success, message, sim.nsteps,
         wall, model.coordinate_names, rec.lam[:m], labels, rec.res[:m], rec.vres[:m], nrejected,
         sim.nprojections, sim.newton_iterations, sim.nfev, "adaptive" if cfg.adaptive else "fixed",
         _q_names(model), sim.nsingular)
+    if interrupted:
+        raise SimulationInterrupted(result)
+    return result
+
+
+class SimulationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`simulate`: still an interrupt for the caller, carrying the partial
+    :class:`SimulationResult` (``success`` False, the samples recorded before) as ``result``."""
+
+    def __init__(self, result: SimulationResult):
+        super().__init__(result.message)
+        self.result = result
 
 
 def _check(sim: Simulator) -> str | None:

@@ -98,3 +98,38 @@ def test_energy_line_says_what_it_measures(capsys, argv, expected):
     assert main(["simulate", *argv, "--duration", "0.05", "--quiet"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("energy"))
     assert expected in line and "max |E - E(0)| = " in line
+
+
+def test_ctrl_c_keeps_the_samples(tmp_path, capsys, monkeypatch):
+    """An interrupt during the run: the library raises SimulationInterrupted carrying the
+    samples so far, the command writes them and exits 130."""
+    import numpy as np
+
+    from multibody_dynamics.model import load_model
+    from multibody_dynamics.simulate import SimulationInterrupted, simulate
+
+    def tau(t, q, v):
+        if t > 0.05:
+            raise KeyboardInterrupt
+        return np.zeros(7)
+
+    with pytest.raises(SimulationInterrupted) as info:
+        simulate(load_model("arm7"), 1.0, tau=tau)
+    partial = info.value.result
+    assert not partial.success and "interrupted at t = 0.05" in partial.message
+    assert 0.049 < partial.t[-1] <= 0.051 and partial.q.shape == (partial.t.size, 7)
+
+    import multibody_dynamics.simulate as sim_module
+
+    real = sim_module.simulate
+
+    def interrupted_simulate(model, duration, q0, v0, _tau, *args, **kwargs):
+        return real(model, duration, q0, v0, tau, *args, **kwargs)  # the CLI's call, our input
+
+    monkeypatch.setattr(sim_module, "simulate", interrupted_simulate)
+    out = tmp_path / "partial.csv"
+    assert main(["simulate", "arm7", "--duration", "1", "--quiet", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "kept and written" in err
+    rows = out.read_text().splitlines()
+    assert len(rows) - 1 == partial.t.size  # header + the samples up to the interrupt
