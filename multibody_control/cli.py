@@ -472,6 +472,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="run_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
+
+    from .design.design_cli import add_parser as add_design_parser
+
+    add_design_parser(sub)
     return parser
 
 
