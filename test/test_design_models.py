@@ -7,6 +7,7 @@ lengths and mass increase of Sect. 7.4.3.
 """
 
 import importlib.util
+import json
 import math
 import pickle
 from pathlib import Path
@@ -274,6 +275,8 @@ def test_non_physical_corner_is_a_failed_evaluation():
 def test_problems_pickle_small_and_evaluate_the_same():
     for name in PRINTED_OPTIMA:
         problem = get_problem(name, t1=1.0)
+        json.dumps(problem.evaluate(PRINTED_OPTIMA[name]).info)  # reports need plain JSON
+        assert not problem.lower.flags.writeable
         blob = pickle.dumps(problem)
         assert len(blob) < 2000  # plain options only, no model
         assert math.isclose(pickle.loads(blob).evaluate(PRINTED_OPTIMA[name]).value,

@@ -201,6 +201,13 @@ class ArmDesignProblem:
         ax.set_title(f"zero dynamics, f = {att.value:.4g} rad^2 s (eq. 7.26)")
 
 
+def _freeze_bounds(cls):
+    """Bounds shared by every instance: read-only, so no caller can change them in place."""
+    for name in ("lower", "upper"):
+        getattr(cls, name).setflags(write=False)
+    return cls
+
+
 def _balancing(x, links):
     return {name: Balancing(*x[3 * k:3 * k + 3]) for k, name in enumerate(links)}
 
@@ -209,6 +216,7 @@ _ARM2_GAMMA = gamma_arm2(1 / 3, 1 / 3, 1 / 3)  # eq. 5.23
 
 
 @register_problem("passive_arm2_case1")
+@_freeze_bounds
 class Case1(ArmDesignProblem):
     """Case 1 (Seifried (2014) Table 7.3): balancing masses p = [m_a3, s_a3, d_a3, m_a4, s_a4,
     d_a4] (eq. 7.28) on the passive links 3 and 4 of ``passive_arm2``; the mass is added.
@@ -227,6 +235,7 @@ class Case1(ArmDesignProblem):
 
 
 @register_problem("passive_arm2_case2")
+@_freeze_bounds
 class Case2(Case1):
     """Case 2 (Seifried (2014) Table 7.4): the variables of case 1 with the total mass kept
     constant by shrinking the square section of links 3 and 4 (eq. 7.21).
@@ -244,6 +253,7 @@ class Case2(Case1):
 
 
 @register_problem("passive_arm2_case3")
+@_freeze_bounds
 class Case3(ArmDesignProblem):
     """Case 3 (Seifried (2014) Table 7.5): p = [l3, n3, l4] with l2 = 1 m - l3 - l4.
 
@@ -269,6 +279,7 @@ class Case3(ArmDesignProblem):
 
 
 @register_problem("passive_arm4_case4")
+@_freeze_bounds
 class Case4(ArmDesignProblem):
     """Case 4 (Seifried (2014) Table 7.6): balancing masses on links 2, 3, 5, 6 of
     ``passive_arm4`` (12 variables m_a, s_a, d_a per link), total mass constant and all six
