@@ -17,6 +17,9 @@ For the output ``y = q_a + Gamma q_u`` (eq. 4.89) held constant, the zero dynami
 * :func:`transmission_zeros` -- the servo-constraint route (Sect. 7.4.2.2, step 1): the
   finite transmission zeros of the linearized full model from u to y, which coincide with
   the zero-dynamics eigenvalues (Isidori); computed from the Rosenbrock system matrix.
+* :func:`servo_attenuation` -- both steps of the servo-constraint route for any output
+  y = h(q), e.g. the exact end-effector position: transmission zeros, then (7.26) on the
+  servo-constraint problem (5.3) with y held constant.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from multibody_dynamics.linearize import Linearizer
 from multibody_dynamics.model import MultibodyModel
 
 __all__ = ["Attenuation", "ZeroDynamics", "attenuation", "combined_output_selection",
-           "linear_zero_dynamics", "robust_minimum_phase", "transmission_zeros"]
+           "linear_zero_dynamics", "output_zeros", "robust_minimum_phase", "servo_attenuation",
+           "transmission_zeros"]
 
 #: The "large default value" of the criterion for unstable designs (Sect. 7.4.2.1).
 PENALTY = 1e6
@@ -347,17 +351,111 @@ def transmission_zeros(model: MultibodyModel, gamma, q=None, *,
         {2, ..., 2}.
     """
     S, _ = combined_output_selection(model, gamma)
-    lin = _equilibrium(model, q, linearizer)
+    return _rosenbrock_zeros(_equilibrium(model, q, linearizer), S)
+
+
+def _rosenbrock_zeros(lin, H) -> np.ndarray:
+    """Finite zeros of (A, B, [H 0], 0); H (m, nv) the output Jacobian at the equilibrium."""
     nx, nu = lin.A.shape[0], lin.B.shape[1]
-    if S.shape[0] != nu:
-        raise DimensionError(f"transmission zeros need a square system: {S.shape[0]} outputs, "
+    if H.shape[0] != nu:
+        raise DimensionError(f"transmission zeros need a square system: {H.shape[0]} outputs, "
                              f"{nu} inputs")
-    C = np.hstack([S, np.zeros_like(S)])
+    C = np.hstack([H, np.zeros_like(H)])
     P = np.block([[lin.A, lin.B], [C, np.zeros((nu, nu))]])
     E = np.zeros_like(P)
     E[:nx, :nx] = np.eye(nx)
-    # scale rows/columns for a well-posed pencil, then keep the finite eigenvalues
     lam = sla.eigvals(P, E)
-    finite = np.isfinite(lam) & (np.abs(lam) < 1e8)
-    lam = lam[finite]
+    lam = lam[np.isfinite(lam) & (np.abs(lam) < 1e8)]  # the infinite zeros come out as inf/huge
     return lam[np.lexsort((lam.imag, lam.real))]
+
+
+def output_zeros(model: MultibodyModel, output, q=None) -> np.ndarray:
+    """Finite transmission zeros from u to any output y = h(q), linearized at the equilibrium q.
+
+    Sect. 7.4.2.2, step 1, for outputs such as the exact end-effector position
+    ``("x", "tip.x", "tip.y")``.  ``q`` defaults to the spring rest configuration with the
+    actuated revolute joints bent by 0.5 rad (a stretched arm is singular for end-effector
+    outputs).  Fewer than 2 n_u finite zeros mean the output has no relative degree 2 there.
+    """
+    from ..outputs import Output, bent_guess
+
+    out = output if isinstance(output, Output) else Output(model, output)
+    q_eq = bent_guess(model) if q is None else np.asarray(q, dtype=float)
+    return _rosenbrock_zeros(_equilibrium(model, q_eq, None), out.jacobian(q_eq))
+
+
+def servo_attenuation(model: MultibodyModel, output, q_u0, v_u0=None, *, q=None,
+                      t1: float = 3.0, penalty: float = PENALTY, rtol: float = 1e-6,
+                      atol: float = 1e-10, check_linear: bool = True,
+                      keep_response: bool = False) -> Attenuation:
+    """The criterion of Sect. 7.4.2.2 (servo-constraint route) for any output y = h(q).
+
+    Step 1 (:func:`output_zeros`): the transmission zeros of the model linearized at the
+    equilibrium ``q`` from u to y must lie in the left half plane; else ``penalty``.
+    Step 2: the servo-constraint problem (5.3) is simulated with the output held at
+    y_d = h(q) for all time and the passive coordinates disturbed, q_u(0) = q_u,e + q_u0,
+    q_u'(0) = v_u0; the actuated coordinates follow from h(q_a, q_u) = y_d (Newton) and the
+    accelerations from the ODE form (5.22)
+    (:class:`~multibody_control.inversion.servo.ServoConstraints`).  The value is (7.26) on
+    q_u - q_u,e.
+
+    Parameters
+    ----------
+    output : sequence of str or Output
+        Output rows, e.g. ``("x", "tip.x", "tip.y")`` (the exact end-effector position).
+    q : (nq,), optional
+        Equilibrium (default as in :func:`output_zeros`).
+    Other parameters as in :func:`attenuation`.
+    """
+    from ..inversion.servo import ServoConstraints
+    from ..outputs import Output, bent_guess
+
+    out = output if isinstance(output, Output) else Output(model, output)
+    q_eq = bent_guess(model) if q is None else np.asarray(q, dtype=float)
+    iu = np.flatnonzero(model.passive)
+    n = iu.size
+    q_u0 = np.asarray(q_u0, dtype=float)
+    v_u0 = np.zeros(n) if v_u0 is None else np.asarray(v_u0, dtype=float)
+    for name, x in (("q_u0", q_u0), ("v_u0", v_u0)):
+        if x.shape != (n,):
+            raise DimensionError(f"{name}: expected shape ({n},) (one per passive joint "
+                                 f"{list(model.passive_joint_names)}), got {x.shape}")
+    if not (math.isfinite(t1) and t1 > 0):
+        raise InputError(f"t1: expected a positive final time in s, got {t1!r}")
+    nan, empty = np.full(n, np.nan), np.zeros(0)
+    if check_linear:
+        zeros = output_zeros(model, out, q_eq)
+        if zeros.size != 2 * n:
+            return Attenuation(penalty, False, f"{zeros.size} finite transmission zeros, "
+                               f"expected {2 * n}: the output has no relative degree 2 here",
+                               nan, empty, empty)
+        if not np.all(zeros.real < 0):
+            return Attenuation(penalty, False, "non-minimum phase: max Re(zero) = "
+                               f"{np.max(zeros.real):.4g} 1/s", nan, empty, empty)
+    servo = ServoConstraints(model, out)
+    servo._qa_guess = q_eq[servo.ia]  # start Newton on the equilibrium's branch
+    y_e, zero_m = out.value(q_eq), np.zeros(out.m)
+    qu_e = q_eq[iu]
+
+    def augmented(t, z):
+        deta = servo.internal_rhs_at(y_e, zero_m, zero_m, z[:2 * n])
+        return np.concatenate([deta, (z[:n] - qu_e) ** 2])
+
+    def blow_up(t, z):
+        return 1e3 - np.max(np.abs(z[:2 * n]))
+
+    blow_up.terminal = True
+    z0 = np.concatenate([qu_e + q_u0, v_u0, np.zeros(n)])
+    try:
+        sol = solve_ivp(augmented, (0.0, t1), z0, method="DOP853", rtol=rtol, atol=atol,
+                        events=blow_up)
+    except (SolverError, np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+        return Attenuation(penalty, False, f"integration failed: {exc}", nan, empty, empty)
+    if sol.status != 0 or not np.all(np.isfinite(sol.y[:, -1])):
+        why = "unbounded zero dynamics" if sol.status == 1 else sol.message
+        return Attenuation(penalty, False, f"integration failed at t = {sol.t[-1]:.4g} s: {why}",
+                           nan, empty, empty)
+    integrals = sol.y[2 * n:, -1].copy()
+    t = sol.t if keep_response else empty
+    resp = (sol.y[:n].T - qu_e) if keep_response else empty
+    return Attenuation(float(np.max(integrals)), True, "", integrals, t, resp)

@@ -31,7 +31,13 @@ import numpy as np
 
 from multibody_dynamics.errors import InputError, MultibodyError
 
-from .criteria import PENALTY, attenuation, linear_zero_dynamics
+from .criteria import (
+    PENALTY,
+    attenuation,
+    linear_zero_dynamics,
+    output_zeros,
+    servo_attenuation,
+)
 from .models import ArmDesign, Balancing, gamma_arm2, gamma_arm4, parametric_arm
 from .problem import Evaluation, check_design_vector, register_problem
 
@@ -46,6 +52,13 @@ PRINTED_OPTIMA = {
     "passive_arm4_case4": (1.6127, -0.2067, 0.3019, 2.4230, -0.6349, 0.2778,  # Table 7.6
                            0.8381, -0.1824, 0.0865, 1.5187, -0.3011, 0.0096),
 }
+
+
+#: Step-1/2 routes of Sect. 7.4.2: coordinate transformation (combined output) or
+#: servo-constraints (exact end-effector output).
+ROUTES = ("coordinates", "servo")
+#: The exact output of the servo route: cart position and end-effector position.
+EXACT_OUTPUT = ("x", "tip.x", "tip.y")
 
 
 class ArmDesignProblem:
@@ -66,6 +79,12 @@ class ArmDesignProblem:
         Criterion value of rejected designs.
     rtol : float
         Relative tolerance of the zero-dynamics integration.
+    route : {"coordinates", "servo"}
+        ``"coordinates"`` (Sect. 7.4.2.1): zero dynamics of the combined output
+        y = q_a + Gamma q_u at the stretched arm.  ``"servo"`` (Sect. 7.4.2.2): the exact output
+        y = [x, tip.x, tip.y] at the arm bent by 0.5 rad in its actuated joints, transmission
+        zeros for step 1 (and for the robustness test) and the servo-constraint simulation
+        for step 2 (:func:`~.criteria.servo_attenuation`; about 5x slower).
 
     Notes
     -----
@@ -79,13 +98,16 @@ class ArmDesignProblem:
     upper: np.ndarray
 
     def __init__(self, disturbance=0.02, t1: float = 3.0, robustness: float = 0.0,
-                 penalty: float = PENALTY, rtol: float = 1e-6):
+                 penalty: float = PENALTY, rtol: float = 1e-6, route: str = "coordinates"):
         self.disturbance = (float(disturbance) if np.ndim(disturbance) == 0
                             else tuple(float(v) for v in disturbance))
         self.t1 = float(t1)
         self.robustness = float(robustness)
         self.penalty = float(penalty)
         self.rtol = float(rtol)
+        if route not in ROUTES:
+            raise InputError(f"route: expected one of {', '.join(ROUTES)}, got {route!r}")
+        self.route = route
         if not (np.isfinite(self.t1) and self.t1 > 0):
             raise InputError(f"t1: expected a positive time in s, got {t1!r}")
         if not 0 <= self.robustness < 1:
@@ -93,7 +115,8 @@ class ArmDesignProblem:
 
     def __repr__(self):
         return (f"{type(self).__name__}(disturbance={self.disturbance!r}, t1={self.t1!r}, "
-                f"robustness={self.robustness!r}, penalty={self.penalty!r}, rtol={self.rtol!r})")
+                f"robustness={self.robustness!r}, penalty={self.penalty!r}, rtol={self.rtol!r}, "
+                f"route={self.route!r})")
 
     # -- per case -------------------------------------------------------------------------
     def design(self, x: np.ndarray) -> tuple[ArmDesign, np.ndarray]:
@@ -122,6 +145,14 @@ class ArmDesignProblem:
         arm, _, gamma = self.build(x)
         return linear_zero_dynamics(arm.model, gamma, linearizer=arm.linearizer)
 
+    def step1(self, x) -> np.ndarray:
+        """Eigenvalues of step 1 for the design ``x``: the linearized zero dynamics of the
+        combined output, or the transmission zeros of the exact output (``route="servo"``)."""
+        if self.route == "coordinates":
+            return self.zero_dynamics(x).eigenvalues
+        arm, _, _ = self.build(x)
+        return output_zeros(arm.model, EXACT_OUTPUT)
+
     def _perturbed(self, x):
         width = self.upper - self.lower
         for i in range(len(self.names)):
@@ -142,25 +173,33 @@ class ArmDesignProblem:
         mass = arm.total_mass()
         info = {"mass": mass, "mass_ratio": mass / arm.layout.initial_mass,
                 "width_mm": {p.name: 1e3 * p.width for p in links}}
+        n = gamma.shape[1]
         try:
-            zd = linear_zero_dynamics(arm.model, gamma, linearizer=arm.linearizer)
-            info.update(min_phase=zd.minimum_phase,
-                        eigenvalues=[[float(z.real), float(z.imag)] for z in zd.eigenvalues],
-                        spectral_abscissa=zd.spectral_abscissa)
-            if not zd.minimum_phase:
+            lam = self.step1(x)
+            stable = lam.size == 2 * n and bool(np.all(lam.real < 0))
+            abscissa = float(np.max(lam.real)) if lam.size else float("inf")
+            info.update(min_phase=stable,
+                        eigenvalues=[[float(z.real), float(z.imag)] for z in lam],
+                        spectral_abscissa=abscissa)
+            if not stable:
                 return Evaluation(self.penalty, ok=False, info=info, message=(
-                    f"non-minimum phase: max Re(lambda) = {zd.spectral_abscissa:.4g} 1/s"))
+                    f"non-minimum phase: max Re(lambda) = {abscissa:.4g} 1/s" if lam.size == 2 * n
+                    else "the output has no relative degree 2 at the equilibrium"))
             if self.robustness > 0:
                 for xp in self._perturbed(x):
-                    zp = self.zero_dynamics(xp)
-                    if not zp.minimum_phase:
+                    lp = self.step1(xp)
+                    if lp.size != 2 * n or not np.all(lp.real < 0):
                         return Evaluation(self.penalty, ok=False, info=info, message=(
                             "not robust (eq. 7.27): the perturbed design "
                             f"{np.round(xp, 6).tolist()} is non-minimum phase"))
                 arm, links, gamma = self.build(x)  # back to the nominal design
-            n = gamma.shape[1]
-            att = attenuation(arm.model, gamma, self._disturbance(n), t1=self.t1,
-                              penalty=self.penalty, rtol=self.rtol, check_linear=False)
+            if self.route == "coordinates":
+                att = attenuation(arm.model, gamma, self._disturbance(n), t1=self.t1,
+                                  penalty=self.penalty, rtol=self.rtol, check_linear=False)
+            else:
+                att = servo_attenuation(arm.model, EXACT_OUTPUT, self._disturbance(n),
+                                        t1=self.t1, penalty=self.penalty, rtol=self.rtol,
+                                        check_linear=False)
         except (MultibodyError, np.linalg.LinAlgError, ArithmeticError) as exc:
             return Evaluation(self.penalty, ok=False, info=info,
                               message=f"evaluation failed: {exc}")
@@ -187,8 +226,12 @@ class ArmDesignProblem:
         """Attenuation of the zero dynamics after the disturbance (as Figs. 7.7, 7.9-7.11)."""
         arm, _, gamma = self.build(x)
         n = gamma.shape[1]
-        att = attenuation(arm.model, gamma, self._disturbance(n), t1=self.t1,
-                          penalty=self.penalty, rtol=self.rtol, keep_response=True)
+        if self.route == "coordinates":
+            att = attenuation(arm.model, gamma, self._disturbance(n), t1=self.t1,
+                              penalty=self.penalty, rtol=self.rtol, keep_response=True)
+        else:
+            att = servo_attenuation(arm.model, EXACT_OUTPUT, self._disturbance(n), t1=self.t1,
+                                    penalty=self.penalty, rtol=self.rtol, keep_response=True)
         names = arm.model.passive_joint_names
         if att.ok:
             for i in range(n):
