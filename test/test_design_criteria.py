@@ -120,9 +120,9 @@ def test_initial_designs_are_non_minimum_phase():
     assert np.sum(z2.eigenvalues.real > 0) == 2 and np.sum(z4.eigenvalues.real > 0) == 4
     # Table 5.2's shipped arm (the same initial design, load merged) agrees
     nonmin = linear_zero_dynamics(load_model("passive_arm_nonminphase"), GAMMA2)
-    # Table 5.2 prints lengths 0.333 m and s4 0.287 m: a few per cent on the eigenvalues
+    # Table 5.2 prints lengths 0.333 m and s4 0.287 m: measured 0.6 % on the eigenvalues
     np.testing.assert_allclose(np.sort(nonmin.eigenvalues.real), np.sort(z2.eigenvalues.real),
-                               rtol=0.05)
+                               rtol=0.01)
 
 
 @pytest.mark.parametrize("case", CASES)
