@@ -290,3 +290,21 @@ def test_evaluation_is_pure():
     first = p1.evaluate(x1)
     p3.evaluate(x3)  # another design of the same cached model in between
     assert p1.evaluate(x1) == first
+
+
+def test_threads_evaluate_as_one_thread():
+    """Dask workers evaluate in threads: each thread has its own model, results are identical."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(7)
+    jobs = []
+    for name in PRINTED_OPTIMA:
+        problem = get_problem(name, t1=0.3)
+        x = np.array(PRINTED_OPTIMA[name])
+        near = np.clip(x + 0.02 * (problem.upper - problem.lower) * rng.standard_normal(x.size),
+                       problem.lower, problem.upper)
+        jobs += [(problem, x), (problem, near)]
+    serial = [p.evaluate(x) for p, x in jobs]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        threaded = list(pool.map(lambda job: job[0].evaluate(job[1]), jobs * 2))
+    assert threaded == serial * 2
