@@ -23,13 +23,15 @@ from multibody_control.design.executors import (
     open_executor,
 )
 from multibody_control.design.optimizer import ParticleSwarm, SwarmSettings
-from multibody_control.design.problem import get_problem
+from multibody_control.design.problem import Evaluation, get_problem
 from multibody_control.design.study import (
     CHECKPOINT,
     _atomic_write,
+    _violation,
     evaluate_one,
     load_study,
     run_study,
+    stability_violation,
     study_from_mapping,
 )
 from multibody_dynamics.errors import InputError
@@ -102,6 +104,34 @@ def test_swarm_settings_are_checked():
         SwarmSettings(initial_velocity="fast")
     with pytest.raises(InputError, match="swarm bounds"):
         ParticleSwarm([0.0, 1.0], [1.0, 1.0], SwarmSettings())
+
+
+def test_stability_violation_falls_toward_both_stability_boundaries():
+    # sum over Re(lambda) >= 0 of min(r, 1/r): by hand for these sets
+    assert stability_violation([[-1.0, 0.0], [-0.1, 5.0]]) == 0.0
+    assert stability_violation([[2.0, 3.0], [2.0, -3.0], [-4.0, 0.0]]) == 1.0  # 2 x min(2, 1/2)
+    assert stability_violation([1e6 + 0j]) == pytest.approx(1e-6, rel=1e-12)  # near infinity
+    assert stability_violation([[1e-6, 0.0]]) == pytest.approx(1e-6, rel=1e-12)  # near zero
+    assert stability_violation([[1.0, 0.0]]) == 1.0  # the farthest from both
+
+
+def test_violation_leads_the_swarm_to_a_small_feasible_region():
+    # Feasible only within 0.15 of the centre (0.2 % of the box): ranked by the flat penalty,
+    # the swarm has nothing to follow; ranked by the distance to the ball (info['violation'],
+    # 0 inside), it finds the ball and its centre.
+    options = {"feasible_radius": 0.15}
+    optimizer = {"particles": 12, "iterations": 12}
+    guided = run_study(sphere_study(options=options, optimizer={**optimizer,
+                                                                "violation": "violation"}),
+                       kind="inprocess", progress=False)
+    flat = run_study(sphere_study(options=options, optimizer=optimizer), kind="inprocess",
+                     progress=False)
+    count = [sum(r.evaluation.ok for r in res.records) for res in (guided, flat)]
+    assert guided.best.evaluation.ok and count[0] > count[1]
+    assert guided.best.evaluation.value < 0.15 ** 2
+    assert _violation(guided.records[0].evaluation, None) == 0.0  # no key: penalty alone
+    failed = Evaluation(1e6, ok=False, message="raised")
+    assert _violation(failed, "violation") == math.inf  # no measure: worst of all
 
 
 # -- executors and failures -----------------------------------------------------------------------

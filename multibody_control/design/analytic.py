@@ -11,7 +11,11 @@ behave like a real design problem where the engine needs it:
   problem: the engine must record it, not crash);
 * ``crash_above``: the evaluating process exits at once for ``x_0 > crash_above`` (a worker
   that dies on a design: the engine must retry it and finally record it as failed). Never
-  in the calling process itself (guarded by the pid given at construction).
+  in the calling process itself (guarded by the pid given at construction);
+* ``feasible_radius``: only designs within this distance of the centre are feasible; the
+  others are ``ok=False`` with the penalty and ``info['violation']`` = their distance beyond
+  the radius (a small feasible region, as in the book's design problems, to test how the
+  swarm finds it).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class SphereProblem:
         Busy CPU seconds per evaluation (>= 0).
     infeasible_above, raise_above, crash_above : float or None
         Thresholds on ``x0`` (see the module docstring); None: never.
+    feasible_radius : float or None
+        Radius of the feasible ball around ``center``; None: everywhere feasible.
     penalty : float
         Criterion of an infeasible design.
     """
@@ -51,7 +57,7 @@ class SphereProblem:
     def __init__(self, dim: int = 3, center=0.3, lower: float = -1.0, upper: float = 1.0,
                  cost: float = 0.0, infeasible_above: float | None = None,
                  raise_above: float | None = None, crash_above: float | None = None,
-                 penalty: float = 1e6):
+                 feasible_radius: float | None = None, penalty: float = 1e6):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise InputError(f"sphere: dim: expected a positive integer, got {dim!r}")
         if not lower < upper:
@@ -66,6 +72,7 @@ class SphereProblem:
         self.infeasible_above = infeasible_above
         self.raise_above = raise_above
         self.crash_above = crash_above
+        self.feasible_radius = feasible_radius
         self.penalty = float(penalty)
         self._owner_pid = os.getpid()
 
@@ -84,8 +91,13 @@ class SphereProblem:
         if self.infeasible_above is not None and x[0] > self.infeasible_above:
             return Evaluation(self.penalty, ok=False,
                               message=f"infeasible: x0 = {x[0]:.6g} > {self.infeasible_above:g}")
-        return Evaluation(float(np.sum((x - self.center) ** 2)), info={"distance": float(
-            np.linalg.norm(x - self.center))})
+        distance = float(np.linalg.norm(x - self.center))
+        if self.feasible_radius is not None and distance > self.feasible_radius:
+            return Evaluation(self.penalty, ok=False, message=f"infeasible: |x - center| = "
+                              f"{distance:.6g} > {self.feasible_radius:g}",
+                              info={"distance": distance,
+                                    "violation": distance - self.feasible_radius})
+        return Evaluation(float(np.sum((x - self.center) ** 2)), info={"distance": distance})
 
     def plot_design(self, ax, x) -> None:
         """Bar chart of the design against the known optimum."""

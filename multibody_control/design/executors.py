@@ -39,16 +39,20 @@ from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
-from multibody_dynamics.errors import InputError
+from multibody_dynamics.errors import InputError, MultibodyError
 
 from .problem import DesignProblem, Evaluation
 
-__all__ = ["KINDS", "InProcessExecutor", "StudyExecutor", "available_cores", "evaluate_batch",
-           "evaluate_design", "open_executor"]
+__all__ = ["KINDS", "ExecutorError", "InProcessExecutor", "StudyExecutor", "available_cores",
+           "evaluate_batch", "evaluate_design", "open_executor"]
 
 KINDS = ("inprocess", "pool", "dask")
 #: how long to wait for the first worker of an existing Dask cluster [s]
 DASK_CONNECT_TIMEOUT = 30.0
+
+
+class ExecutorError(MultibodyError, RuntimeError):
+    """An evaluation backend cannot run anything (not one design's failure)."""
 
 
 def available_cores() -> int:
@@ -128,10 +132,20 @@ class StudyExecutor:
 
     # -- local pool -------------------------------------------------------------------------
     def _new_pool(self) -> ProcessPoolExecutor:
+        """A new pool whose processes are known to start (checked with an empty task)."""
         method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() \
             else "spawn"
-        return ProcessPoolExecutor(max_workers=self._requested or available_cores(),
+        pool = ProcessPoolExecutor(max_workers=self._requested or available_cores(),
                                    mp_context=multiprocessing.get_context(method))
+        try:
+            pool.submit(os.getpid).result()
+        except BrokenProcessPool:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise ExecutorError(
+                "the local process pool cannot start its processes (a script that runs a "
+                "study must do so under `if __name__ == '__main__':`, since the processes "
+                "import it)") from None
+        return pool
 
     def restart(self) -> None:
         """Replace a broken local pool by a new one (other backends repair themselves)."""

@@ -52,6 +52,14 @@ class SwarmSettings:
     perturb_best : bool
         Mutate the swarm's best particle each iteration (pymoo's polynomial mutation), which
         helps on the flat, discontinuous criteria of design problems.
+    violation : str or None
+        Key of ``Evaluation.info`` that measures how far an infeasible (``ok=False``) design
+        is from feasibility: a number (> 0 infeasible), or a list of eigenvalues that must lie
+        in the left half-plane (e.g. ``eigenvalues`` of the zero dynamics, measured by
+        :func:`~.study.stability_violation`). The swarm then ranks designs feasible first,
+        infeasible ones by this measure (Deb's rules, pymoo's constraint handling), instead
+        of by the flat penalty alone, which gives a swarm nothing to follow when few designs
+        are feasible. None: infeasible designs are ranked by their criterion (the penalty).
     """
 
     particles: int = 40
@@ -64,6 +72,7 @@ class SwarmSettings:
     max_velocity_rate: float = 0.2
     initial_velocity: str = "random"
     perturb_best: bool = True
+    violation: str | None = None
 
     def __post_init__(self):
         for name in ("particles", "iterations"):
@@ -86,6 +95,10 @@ class SwarmSettings:
         if self.initial_velocity not in ("random", "zero"):
             raise InputError("optimizer.initial_velocity: expected 'random' or 'zero', got "
                              f"{self.initial_velocity!r}")
+        if self.violation is not None and (not isinstance(self.violation, str)
+                                           or not self.violation):
+            raise InputError(f"optimizer.violation: expected the name of an info key or null, "
+                             f"got {self.violation!r}")
         for name in ("adaptive", "perturb_best"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"optimizer.{name}: expected true or false, got "
@@ -109,7 +122,7 @@ class ParticleSwarm:
     Notes
     -----
     Call :meth:`ask` then :meth:`tell` alternately; ``iteration`` counts completed tells.
-    Criteria may be ``inf`` (a failed evaluation); NaN is treated as ``inf``.
+    Criteria and violations may be ``inf`` (a failed evaluation); NaN is treated as ``inf``.
     """
 
     def __init__(self, lower, upper, settings: SwarmSettings):
@@ -129,7 +142,8 @@ class ParticleSwarm:
         self.settings = settings
         self.iteration = 0
         self._pending = None
-        problem = Problem(n_var=len(self.lower), n_obj=1, xl=self.lower, xu=self.upper)
+        problem = Problem(n_var=len(self.lower), n_obj=1, n_ieq_constr=1, xl=self.lower,
+                          xu=self.upper)
         self._algorithm = PSO(pop_size=settings.particles, w=settings.w, c1=settings.c1,
                               c2=settings.c2, adaptive=settings.adaptive,
                               initial_velocity=settings.initial_velocity,
@@ -152,8 +166,18 @@ class ParticleSwarm:
             self._pending = pop
         return self._pending.get("X").copy()
 
-    def tell(self, values) -> None:
-        """Give the criteria of the designs of the last :meth:`ask`, shape ``(particles,)``."""
+    def tell(self, values, violations=None) -> None:
+        """Give the results of the designs of the last :meth:`ask`.
+
+        Parameters
+        ----------
+        values : array_like, shape (particles,)
+            Criteria (smaller is better).
+        violations : array_like, shape (particles,), optional
+            Constraint violations, 0 for a feasible design and > 0 (the larger the farther)
+            otherwise; a design with a violation loses against every feasible one. None:
+            every design counts as feasible.
+        """
         from pymoo.core.evaluator import Evaluator
         from pymoo.problems.static import StaticProblem
 
@@ -164,7 +188,14 @@ class ParticleSwarm:
             raise InputError(f"ParticleSwarm.tell: expected {len(self._pending)} values, "
                              f"got shape {np.shape(values)}")
         F = np.where(np.isnan(F), np.inf, F)
-        Evaluator().eval(StaticProblem(self._algorithm.problem, F=F[:, None]), self._pending)
+        G = np.zeros_like(F) if violations is None else \
+            np.asarray(violations, dtype=float).reshape(-1)
+        if G.shape != F.shape:
+            raise InputError(f"ParticleSwarm.tell: expected {len(F)} violations, got shape "
+                             f"{np.shape(violations)}")
+        G = np.where(np.isnan(G), np.inf, G)
+        Evaluator().eval(StaticProblem(self._algorithm.problem, F=F[:, None], G=G[:, None]),
+                         self._pending)
         self._algorithm.tell(infills=self._pending)
         self._pending = None
         self.iteration += 1

@@ -19,6 +19,7 @@ are errors naming the file and the key)::
       max_velocity_rate: 0.2
       initial_velocity: random      #   random | zero
       perturb_best: true
+      violation: eigenvalues  #   info key ranking infeasible designs (see SwarmSettings)
     reference:                      # optional: a published design to compare with
       source: Seifried (2014) Table 7.3
       parameters: {m_a2: 1.2, ...}  #   every design variable
@@ -61,7 +62,7 @@ from .problem import DesignProblem, Evaluation, check_design_vector, get_problem
 
 __all__ = ["CHECKPOINT", "OUTPUTS", "EvaluationRecord", "Study", "StudyInterrupted",
            "StudyResult", "check_output", "evaluate_one", "load_study", "run_study",
-           "study_from_mapping", "write_plots"]
+           "stability_violation", "study_from_mapping", "write_plots"]
 
 _TOP = {"description", "problem", "options", "bounds", "optimizer", "reference"}
 _REFERENCE = {"source", "parameters", "criterion"}
@@ -190,7 +191,8 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
         expected = _SETTINGS[key]
         ok = {"int": isinstance(value, int) and not isinstance(value, bool),
               "float": _is_number(value), "bool": isinstance(value, bool),
-              "str": isinstance(value, str)}[expected]
+              "str": isinstance(value, str),
+              "str | None": value is None or isinstance(value, str)}[expected]
         if not ok:
             raise _err(where, f"optimizer.{key}", f"expected {_TYPE_WORDS[expected]}, got "
                        f"{value!r}")
@@ -240,7 +242,7 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
 
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
-               "str": "text"}
+               "str": "text", "str | None": "text or null"}
 
 
 def _problem_bounds(where, name, problem) -> tuple[tuple, np.ndarray, np.ndarray]:
@@ -345,6 +347,52 @@ class StudyResult:
     def evaluations_per_second(self) -> float:
         """Evaluations per wall-clock second in this run (resumed runs: their own part)."""
         return self.run_evaluations / self.run_wall_time if self.run_wall_time > 0 else 0.0
+
+
+def stability_violation(eigenvalues) -> float:
+    """How far a set of eigenvalues is from all lying in the open left half-plane.
+
+    ``sum over Re(lambda) >= 0 of min(r, 1/r)``, ``r = Re(lambda) * 1 s``: each unstable
+    eigenvalue counts at most 1, and its share vanishes both where it crosses the imaginary
+    axis (r -> 0) and where it crosses through infinity (r -> inf; the zero dynamics of a
+    passive link lose an eigenvalue to infinity where the leading coefficient a2 of
+    Seifried (2014) eq. 7.5 changes sign), so that the measure falls toward either kind of
+    stability boundary. (``max Re(lambda)`` alone grows toward the second kind and leads a
+    swarm away from the feasible designs.)
+
+    Parameters
+    ----------
+    eigenvalues : sequence of complex or of [re, im]
+        The eigenvalues [1/s] (``Evaluation.info['eigenvalues']`` format).
+    """
+    re = np.array([complex(*e).real if isinstance(e, (list, tuple)) else complex(e).real
+                   for e in eigenvalues], dtype=float)
+    unstable = re[re >= 0]
+    if np.isnan(re).any():
+        return math.inf
+    with np.errstate(divide="ignore"):
+        return float(np.sum(np.minimum(unstable, 1.0 / unstable)))
+
+
+def _violation(evaluation: Evaluation, key: str | None) -> float:
+    """The swarm's constraint violation of one evaluation (see ``SwarmSettings.violation``).
+
+    0 when ``ok``; for an infeasible design ``max(info[key], 0)`` when that is a number,
+    :func:`stability_violation` of it when it is a list of eigenvalues, ``inf`` when the
+    evaluation carries no such entry (it raised, its worker died); 0 for every design when
+    ``key`` is None (the penalty alone ranks them).
+    """
+    if evaluation.ok or key is None:
+        return 0.0
+    value = evaluation.info.get(key)
+    if _is_number(value) and not math.isnan(value):
+        return max(float(value), 0.0)
+    if isinstance(value, (list, tuple)):
+        try:
+            return stability_violation(value)
+        except (TypeError, ValueError):
+            return math.inf
+    return math.inf
 
 
 def _best(records) -> EvaluationRecord | None:
@@ -681,7 +729,8 @@ def run_study(study: Study, out: str | Path | None = None, *,
             outcomes = evaluate_batch(backend, problem, X, on_done=tick)
             new = [EvaluationRecord(k + 1, i, X[i].copy(), ev, sec)
                    for i, (ev, sec) in enumerate(outcomes)]
-            swarm.tell([r.evaluation.value for r in new])
+            swarm.tell([r.evaluation.value for r in new],
+                       [_violation(r.evaluation, settings.violation) for r in new])
             records = records + new
             run_evaluations += len(new)
             done_here += 1
