@@ -189,6 +189,23 @@ def test_a_design_that_kills_its_pool_process_is_failed_alone():
     assert restarts >= 2  # it was lost in parallel, then alone
 
 
+def test_a_cancelled_evaluation_stops_the_study_instead_of_failing_the_design():
+    from concurrent.futures import Future
+
+    from multibody_control.design.executors import ExecutorError
+
+    class Gone(InProcessExecutor):  # what a client that lost its scheduler hands back
+        def submit(self, fn, /, *args, **kwargs):
+            future = Future()
+            future.cancel()
+            return future
+
+    with open_executor("inprocess") as backend:
+        backend.executor = Gone()
+        with pytest.raises(ExecutorError, match="continue with --resume"):
+            evaluate_batch(backend, get_problem("sphere", dim=2), np.zeros((3, 2)))
+
+
 # -- checkpoint and resume ------------------------------------------------------------------------
 def test_resume_gives_the_uninterrupted_result(tmp_path):
     study = sphere_study(optimizer={"iterations": 6})

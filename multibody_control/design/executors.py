@@ -20,7 +20,9 @@ happens to the workers:
   is identified and recorded as failed instead of the designs that happened to run beside it;
 * a future that raises (a bug in the problem, a task whose workers died too often) becomes an
   ``ok=False`` evaluation with the error as its message and the problem's ``penalty``
-  (``inf`` if it has none).
+  (``inf`` if it has none);
+* a future that is cancelled (the executor shut down, the Dask scheduler is gone) is no
+  design's doing: :class:`ExecutorError` stops the study at its last checkpoint.
 
 Because problems are pure, a resubmitted evaluation gives the same result, so a study that lost
 workers ends exactly like an undisturbed one.
@@ -34,7 +36,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
@@ -310,6 +312,10 @@ def evaluate_batch(backend: StudyExecutor, problem: DesignProblem, X: np.ndarray
         except BrokenProcessPool:
             breaks[i] += 1
             return False
+        except CancelledError:  # not this design's doing: the backend went away
+            raise ExecutorError("an evaluation was cancelled: the executor shut down or lost "
+                                "its Dask scheduler; the study stops at its last checkpoint "
+                                "(continue with --resume)") from None
         except Exception as exc:  # noqa: BLE001 - a failed evaluation, recorded with its reason
             results[i] = (_failure(problem, f"evaluation raised {_describe(exc)}"), 0.0)
         if on_done is not None:
@@ -345,7 +351,10 @@ def _run(backend: StudyExecutor, problem, X, rows: Sequence[int], settle) -> lis
             break
     not_done = set(futures)
     while not_done:
-        done, not_done = wait(not_done, return_when="FIRST_COMPLETED")
+        done, not_done = wait(not_done, timeout=1.0, return_when="FIRST_COMPLETED")
+        # a future cancelled without being notified never counts as done for wait()
+        cancelled = {f for f in not_done if f.cancelled()}
+        done, not_done = done | cancelled, not_done - cancelled
         for future in done:
             if not settle(futures[future], future):
                 lost.append(futures[future])
