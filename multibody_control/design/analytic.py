@@ -5,6 +5,8 @@ behave like a real design problem where the engine needs it:
 
 * ``cost`` [s]: busy CPU time spent per evaluation (a fixed artificial cost, so that throughput
   and parallel efficiency can be measured on a known workload; a sleep would not load a core);
+* ``sleep`` [s]: wall time slept per evaluation, on top of ``cost`` (a fixed latency that needs
+  no core: the executors' parallel dispatch measured apart from the machine's free cores);
 * ``infeasible_above``: designs with ``x_0 > infeasible_above`` are infeasible, returned as
   ``ok=False`` with the penalty (the book's "large default value", Seifried (2014) Sect. 7.3.1);
 * ``raise_above``: ``evaluate`` raises RuntimeError for ``x_0 > raise_above`` (a bug in a
@@ -46,6 +48,8 @@ class SphereProblem:
         Bounds of every variable.
     cost : float
         Busy CPU seconds per evaluation (>= 0).
+    sleep : float
+        Seconds slept per evaluation (>= 0).
     infeasible_above, raise_above, crash_above : float or None
         Thresholds on ``x0`` (see the module docstring); None: never.
     feasible_radius : float or None
@@ -55,20 +59,22 @@ class SphereProblem:
     """
 
     def __init__(self, dim: int = 3, center=0.3, lower: float = -1.0, upper: float = 1.0,
-                 cost: float = 0.0, infeasible_above: float | None = None,
+                 cost: float = 0.0, sleep: float = 0.0, infeasible_above: float | None = None,
                  raise_above: float | None = None, crash_above: float | None = None,
                  feasible_radius: float | None = None, penalty: float = 1e6):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise InputError(f"sphere: dim: expected a positive integer, got {dim!r}")
         if not lower < upper:
             raise InputError(f"sphere: expected lower < upper, got {lower!r}, {upper!r}")
-        if cost < 0:
-            raise InputError(f"sphere: cost: expected a number >= 0 [s], got {cost!r}")
+        if cost < 0 or sleep < 0:
+            raise InputError(f"sphere: cost, sleep: expected numbers >= 0 [s], got {cost!r}, "
+                             f"{sleep!r}")
         self.names = tuple(f"x{i}" for i in range(dim))
         self.lower = np.full(dim, float(lower))
         self.upper = np.full(dim, float(upper))
         self.center = np.broadcast_to(np.asarray(center, dtype=float), (dim,)).copy()
         self.cost = float(cost)
+        self.sleep = float(sleep)
         self.infeasible_above = infeasible_above
         self.raise_above = raise_above
         self.crash_above = crash_above
@@ -83,6 +89,8 @@ class SphereProblem:
             end = time.thread_time() + self.cost
             while time.thread_time() < end:  # CPU time of this thread: a loaded core, not a sleep
                 pass
+        if self.sleep > 0:
+            time.sleep(self.sleep)
         if self.crash_above is not None and x[0] > self.crash_above \
                 and os.getpid() != self._owner_pid:
             os._exit(3)

@@ -574,6 +574,9 @@ def write_plots(result: StudyResult, out: Path,
             lw=2, label="best so far")
     if ok.any() and np.all(vals[ok] > 0):
         ax.set_yscale("log")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("iteration")
     ax.set_ylabel("criterion")
     nfail = int((~ok).sum())
