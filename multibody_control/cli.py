@@ -645,6 +645,10 @@ def build_parser() -> argparse.ArgumentParser:
     from . import animate_cli  # `multibody animate` and --animate FILE on simulate/run/invert
     animate_cli.add_parser(sub)
     animate_cli.add_option(sub.choices)
+
+    from .design.design_cli import add_parser as add_design_parser
+
+    add_design_parser(sub)
     return parser
 
 

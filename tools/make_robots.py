@@ -157,6 +157,27 @@ def passive_arm_two(name, table, rows):
     return u
 
 
+def passive_arm_loaded(name, table, joints, links, load, section=0.05):
+    """Seifried (2014) Sect. 7.4.3: cart + homogeneous links + a load at the tip as its own body.
+
+    ``links`` = [(l, m, I), ...] of homogeneous bars (centre of gravity at l/2); ``load`` =
+    (m, I) rigidly fixed at the tip (pinocchio merges it into the last link's inertia; the
+    design models of multibody_control/design/models.py keep it apart).
+    """
+    u = Urdf(name, f"Seifried (2014) Sect. 7.4.3, {table}: cart + {len(links)} links + tip "
+             "load, horizontal plane")
+    cart(u, 3.0)
+    u.lines.append(f"  <!-- links: homogeneous bars, {section * 1e3:g} mm square section -->")
+    chain(u, "cart", [(j, f"link{i + 1}", length, m, izz, length / 2)
+                      for i, (j, (length, m, izz)) in enumerate(zip(joints, links))])
+    m_load, i_load = load
+    edge = math.sqrt(6 * i_load / m_load)  # a cube with the tabled inertia, I = m a^2 / 6
+    u.link("load", m_load, inertia=(i_load, i_load, i_load, 0.0, 0.0, 0.0),
+           box=(edge, edge, edge))
+    u.joint("load_fixed", "fixed", "tip", "load")
+    return u
+
+
 def slider_crank():
     # Aghili (2005) Sect. 8: crank and rod of equal length, loop cut at the slider C.
     # Masses are not printed: steel bars 0.3 m x 0.02 m x 0.01 m (horizontal plane).
@@ -359,6 +380,14 @@ def robots() -> list[Urdf]:
         passive_arm_two("passive_arm_nonminphase", "Table 5.2",
                         [(1.000, 6.875, 0.5743, 0.500), (0.333, 2.292, 0.0217, 0.167),
                          (0.333, 2.292, 0.0217, 0.167), (0.333, 8.292, 0.0825, 0.287)]),
+        # Tables 7.1 and 7.2: (l, m, I) per homogeneous link, load (m, I) at the tip.  With
+        # the load merged into link 4, passive_arm2 is Table 5.2's passive_arm_nonminphase.
+        passive_arm_loaded("passive_arm2", "Table 7.1",
+                           ["alpha1", "alpha2", "beta1", "beta2"],
+                           [(1.0, 6.875, 0.5743)] + [(1 / 3, 2.292, 0.0217)] * 3, (6.0, 0.0147)),
+        passive_arm_loaded("passive_arm4", "Table 7.2",
+                           ["alpha1", "beta1", "beta2", "alpha2", "gamma1", "gamma2"],
+                           [(1 / 3, 2.292, 0.0217)] * 6, (6.0, 0.0147)),
         slider_crank(),
         prr_surface(),
         four_bar(),

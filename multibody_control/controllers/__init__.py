@@ -6,6 +6,7 @@ from multibody_dynamics.errors import InputError
 
 from .base import Controller, ControllerConfig, gain_vector, inputs_from_generalized
 from .computed_torque import ComputedTorqueConfig, ComputedTorqueController
+from .feedback_linearization import FeedbackLinearizationConfig, FeedbackLinearizationController
 from .lqr import LQRConfig, TimeVariantLQRController
 from .pd import PDConfig, PDController
 from .projected_inverse_dynamics import (
@@ -17,7 +18,7 @@ from .reference import Reference, TrajectoryInterpolator
 from .rmrc import RMRCConfig, RMRCController, TwistReference
 
 LAWS = ("pd", "pid", "computed_torque", "projected_inverse_dynamics", "tv_lqr", "rmrc",
-        "quasi_velocity")
+        "quasi_velocity", "feedback_linearization")
 
 
 def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf"),
@@ -41,7 +42,9 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
     * ``quasi_velocity``: ``kp`` [1/s] acts on the minimal-coordinate error, ``kd`` [1/s] on
       the quasi-velocity error eps (Aghili 2010 eqs. 37-39); options are the other fields of
       :class:`QuasiVelocityConfig` (``independent``, ``force_control``, ...) and
-      ``constraints``.
+      ``constraints``;
+    * ``feedback_linearization``: ``kp`` [1/s^2], ``kd`` [1/s] are output error-dynamics gains;
+      option ``output`` (the output rows, one per input; required).
     """
     if law == "pd":
         return PDController(model, PDConfig(kp, kd, 0.0, integral_limit, effort_limit))
@@ -71,6 +74,9 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
         constraints = options.pop("constraints", None)
         return QuasiVelocityController(model, QuasiVelocityConfig(
             kp=kp, kd=kd, effort_limit=effort_limit, **options), constraints)
+    if law == "feedback_linearization":
+        return FeedbackLinearizationController(model, FeedbackLinearizationConfig(
+            kp=kp, kd=kd, effort_limit=effort_limit, **options))
     if options:
         raise InputError(f"{law}: unexpected options {', '.join(sorted(options))}")
     raise ValueError(f"law: expected one of {', '.join(LAWS)}, got {law!r}")
@@ -78,6 +84,7 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
 
 __all__ = [
     "LAWS", "ComputedTorqueConfig", "ComputedTorqueController", "Controller", "ControllerConfig",
+    "FeedbackLinearizationConfig", "FeedbackLinearizationController",
     "LQRConfig", "PDConfig", "PDController", "ProjectedInverseDynamicsConfig",
     "ProjectedInverseDynamicsController", "QuasiVelocityConfig", "QuasiVelocityController",
     "RMRCConfig", "RMRCController", "Reference",

@@ -1,0 +1,120 @@
+"""Input-output feedback linearization (Seifried (2014) 3.1.3-3.1.4, 4.2.6) on the Ch. 7 arms.
+
+Oracle: with an exact model the output error obeys e'' + kd e' + kp e = 0, whose solution from
+(e0, e0') is closed form; the internal dynamics stay bounded for the minimum-phase optimum of
+Table 7.3 and diverge for the non-minimum-phase initial design of Table 7.1.
+"""
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from multibody_control.controllers import (
+    LAWS,
+    FeedbackLinearizationConfig,
+    FeedbackLinearizationController,
+    Reference,
+    make_controller,
+)
+from multibody_control.design.problem import get_problem
+from multibody_control.design.problems import PRINTED_OPTIMA
+from multibody_dynamics.errors import InputError, SolverError
+from multibody_dynamics.rigid import RigidDynamics
+
+W = 10.0  # rad/s, output error bandwidth (critical damping)
+QC = np.array([0.0, 0.3, 0.5, 0.0, 0.0])  # x [m], alpha1, alpha2, beta1, beta2 [rad]
+S = np.array([0.1, 0.05, -0.05, 0.0, 0.0])  # reference amplitudes; passive joints at rest
+COMBINED = ("x", "alpha1", f"alpha2 + {2 / 3!r}*beta1 + {1 / 3!r}*beta2")  # Gamma (5.23)
+EXACT = ("x", "tip.x", "tip.y")  # cart and exact end-effector position
+
+
+def reference(t, w=1.5):
+    """Joint-space sinusoid about QC; only its output is tracked."""
+    return Reference(QC + S * np.sin(w * t), S * w * np.cos(w * t), -S * w * w * np.sin(w * t))
+
+
+def arm(design):
+    problem = get_problem("passive_arm2_case1")
+    x = PRINTED_OPTIMA["passive_arm2_case1"] if design == "optimum" else problem.lower
+    return problem.build(x)[0].model  # problem.lower: no balancing mass = Table 7.1
+
+
+def closed_loop(model, ctl, q0, duration, blow_up=np.inf):
+    """Continuous closed loop (u evaluated at every right-hand side), stop if |beta| > blow_up."""
+    dyn, n = RigidDynamics(model), model.nv
+
+    def f(t, z):
+        q, v = z[:n], z[n:]
+        return np.concatenate([v, dyn.forward_dynamics(q, v, model.B @ ctl.step(t, q, v,
+                                                                               reference(t)))])
+
+    def diverged(t, z):
+        return blow_up - np.max(np.abs(z[3:n]))
+
+    diverged.terminal = True
+    return solve_ivp(f, (0.0, duration), np.r_[q0, np.zeros(n)], rtol=1e-8, atol=1e-10,
+                     events=diverged, dense_output=True)
+
+
+def output_error_vs_closed_form(ctl, sol):
+    """max |e(t) - e_pred(t)| and |e0| with e_pred = (e0 + (e0' + W e0) t) exp(-W t)."""
+    n = ctl.model.nv
+    z0 = sol.y[:, 0]
+    yd, yd_dot, _ = ctl.desired_output(reference(0.0))
+    e0 = yd - ctl.output.value(z0[:n])
+    de0 = yd_dot - ctl.output.jacobian(z0[:n]) @ z0[n:]
+    worst = 0.0
+    for t in np.linspace(0.0, sol.t[-1], 40):
+        z = sol.sol(t)
+        e = ctl.desired_output(reference(t))[0] - ctl.output.value(z[:n])
+        worst = max(worst, np.max(np.abs(e - (e0 + (de0 + W * e0) * t) * np.exp(-W * t))))
+    return worst, np.max(np.abs(e0))
+
+
+def test_minimum_phase_optimum_tracks_with_linear_error_dynamics_and_bounded_internals():
+    """Table 7.3's optimum (minimum phase): feedback linearization of y = q_a + Gamma q_u."""
+    model = arm("optimum")
+    ctl = FeedbackLinearizationController(model, FeedbackLinearizationConfig(
+        COMBINED, kp=W ** 2, kd=2 * W))
+    sol = closed_loop(model, ctl, QC + [0.002, -0.002, 0.003, 0.0, 0.0], 1.0)
+    assert sol.status == 0  # reached t = 1 s
+    worst, e0 = output_error_vs_closed_form(ctl, sol)
+    # exact linearization: only the integration error (rtol 1e-8) remains; measured ~1e-11 rad
+    assert worst < 1e-3 * e0
+    # internal dynamics bounded (measured max |beta| = 0.15 rad for this lightly damped design)
+    assert np.max(np.abs(sol.y[3:5])) < 0.3
+
+
+def test_non_minimum_phase_initial_design_diverges_under_the_same_law():
+    """Table 7.1's initial design (zero-dynamics eigenvalue +58 1/s) with the exact output:
+    the output still follows its linear error dynamics while the passive joints run away."""
+    model = arm("initial")
+    ctl = FeedbackLinearizationController(model, FeedbackLinearizationConfig(
+        EXACT, kp=W ** 2, kd=2 * W))
+    sol = closed_loop(model, ctl, QC + [0.002, -0.002, 0.003, 0.0, 0.0], 1.0, blow_up=0.5)
+    assert sol.status == 1 and sol.t[-1] < 0.2  # |beta| reached 0.5 rad (measured: 0.01 s)
+    worst, e0 = output_error_vs_closed_form(ctl, sol)
+    assert worst < 1e-3 * e0
+
+
+def test_configuration_and_singular_outputs_are_rejected():
+    model = arm("optimum")
+    with pytest.raises(InputError, match="output"):
+        FeedbackLinearizationConfig(())
+    with pytest.raises(InputError, match="3 inputs"):
+        FeedbackLinearizationController(model, FeedbackLinearizationConfig(("x", "alpha1")))
+    ctl = FeedbackLinearizationController(model, FeedbackLinearizationConfig(EXACT))
+    # stretched arm: the tip cannot move along the links, tip.y has no relative degree 2
+    with pytest.raises(SolverError, match="decoupling matrix"):
+        ctl.step(0.0, np.zeros(5), np.zeros(5), Reference.hold(model, np.zeros(5)))
+
+
+def test_registered_law():
+    assert "feedback_linearization" in LAWS
+    model = arm("optimum")
+    ctl = make_controller("feedback_linearization", model, W ** 2, 2 * W, output=COMBINED)
+    u = ctl.step(0.0, QC, np.zeros(5), Reference.hold(model, QC))
+    # holding a rest configuration in a horizontal plane needs no input
+    np.testing.assert_allclose(u, 0.0, atol=1e-9)
+    with pytest.raises(InputError, match="output"):
+        make_controller("feedback_linearization", model, 1.0, 1.0)
