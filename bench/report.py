@@ -215,6 +215,17 @@ def speed(results: dict, suites: list[str]) -> str:
                   "energy error [J]", "load average"], rows)
 
 
+def design(results: dict, suites: list[str]) -> str:
+    """Design-study throughput: backends against their baselines (bench_design)."""
+    rows = [[e["name"], e["baseline"], _num(e["ratio"]), _num(e["evaluations_per_s"]),
+             _num(e["parallel_efficiency"], 2) if "parallel_efficiency" in e else "—",
+             f"{_num(e['baseline_time_us'] / 1e3)} / {_num(e['time_us'] / 1e3)}",
+             _num(e.get("load_avg_1min"), 2)]
+            for e in _suites(results, suites or ["design"])]
+    return _rows(["figure", "baseline", "time ratio", "evaluations / s", "parallel efficiency",
+                  "ms per evaluation (baseline / this)", "load average"], rows)
+
+
 def machine(results: dict, suites: list[str]) -> str:
     """When and where the figures were measured."""
     m = results.get("machine", {})
@@ -228,7 +239,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "ratios": ratios, "skipped": skipped, "simulate": simulate, "inversion": inversion,
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
-    "speed": speed, "machine": machine,
+    "speed": speed, "design": design, "machine": machine,
 }
 
 
@@ -252,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     results = load(args.results)
     specs = args.tables or ["machine", "ratios:rigid,constrained,controllers,flexible,"
                             "elastic_joints", "simulate", "inversion", "scenarios", "ros_loop",
-                            "release", "flexible_designs", "flexible_parallel", "speed"]
+                            "release", "flexible_designs", "flexible_parallel", "speed", "design"]
     for spec in specs:
         name, _, suites = spec.partition(":")
         print(table(results, name, suites.split(",") if suites else None), end="\n\n")
