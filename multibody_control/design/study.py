@@ -157,13 +157,30 @@ def load_study(path: str | Path) -> Study:
     return study_from_mapping(raw if raw is not None else {}, path)
 
 
-def study_from_mapping(raw, path: str | Path | None = None, name: str | None = None) -> Study:  # noqa: C901
+def study_from_mapping(raw, path: str | Path | None = None, name: str | None = None) -> Study:
     """Validate a study given as a mapping (the content of a study file).
 
     ``path`` names the source in error messages; the problem is built here, so that bad options
     and bad bounds are reported before any work starts.
     """
     where = str(path) if path is not None else "study"
+    problem_name, description, options = _study_header(where, raw)
+    settings = _swarm_settings(where, raw.get("optimizer") or {})
+    problem = _make_problem(where, problem_name, options)
+    names, lower, upper = _problem_bounds(where, problem_name, problem)
+    _narrow_bounds(where, raw.get("bounds") or {}, names, lower, upper)
+    reference = raw.get("reference")
+    if reference is not None:
+        reference = _reference(where, reference, names, lower, upper)
+    return Study(name=name or (Path(path).stem if path is not None else problem_name),
+                 problem=problem_name, options=dict(options), names=names, lower=lower,
+                 upper=upper, optimizer=settings, description=description,
+                 reference=reference, path=Path(path) if path is not None else None,
+                 _problem=problem)
+
+
+def _study_header(where, raw) -> tuple[str, str, dict]:
+    """The file's top level: known keys only; the problem name, description and options."""
     if not isinstance(raw, dict):
         raise _err(where, "file", f"expected a mapping, got {type(raw).__name__}")
     unknown = sorted(set(raw) - _TOP)
@@ -180,8 +197,11 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
     options = raw.get("options") or {}
     if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
         raise _err(where, "options", f"expected a mapping of option names, got {options!r}")
+    return problem_name, description, options
 
-    optimizer = raw.get("optimizer") or {}
+
+def _swarm_settings(where, optimizer) -> SwarmSettings:
+    """The ``optimizer`` section: known keys of the expected types, then SwarmSettings' checks."""
     if not isinstance(optimizer, dict):
         raise _err(where, "optimizer", f"expected a mapping, got {type(optimizer).__name__}")
     for key, value in optimizer.items():
@@ -197,20 +217,24 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
             raise _err(where, f"optimizer.{key}", f"expected {_TYPE_WORDS[expected]}, got "
                        f"{value!r}")
     try:
-        settings = SwarmSettings(**optimizer)
+        return SwarmSettings(**optimizer)
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
 
+
+def _make_problem(where, problem_name: str, options: dict) -> DesignProblem:
+    """The registered problem built with ``options`` (its errors named ``problem``/``options``)."""
     try:
-        problem = get_problem(problem_name, **options)
+        return get_problem(problem_name, **options)
     except InputError as exc:
         key = "problem" if "unknown design problem" in str(exc) else "options"
         raise _err(where, key, " ".join(str(exc).split())) from None
     except TypeError as exc:  # an option the problem does not take
         raise _err(where, "options", f"{problem_name}: {' '.join(str(exc).split())}") from None
-    names, lower, upper = _problem_bounds(where, problem_name, problem)
 
-    bounds = raw.get("bounds") or {}
+
+def _narrow_bounds(where, bounds, names: tuple, lower: np.ndarray, upper: np.ndarray) -> None:
+    """The ``bounds`` section: narrow ``lower``/``upper`` in place, inside the problem's box."""
     if not isinstance(bounds, dict):
         raise _err(where, "bounds", f"expected a mapping name: [lower, upper], got {bounds!r}")
     for key, pair in bounds.items():
@@ -230,15 +254,6 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
             raise _err(where, f"bounds.{key}", f"[{lo:g}, {hi:g}] is outside the problem's "
                        f"bounds [{lower[i]:g}, {upper[i]:g}]")
         lower[i], upper[i] = lo, hi
-
-    reference = raw.get("reference")
-    if reference is not None:
-        reference = _reference(where, reference, names, lower, upper)
-    return Study(name=name or (Path(path).stem if path is not None else problem_name),
-                 problem=problem_name, options=dict(options), names=names, lower=lower,
-                 upper=upper, optimizer=settings, description=description,
-                 reference=reference, path=Path(path) if path is not None else None,
-                 _problem=problem)
 
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
