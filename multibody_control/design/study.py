@@ -672,7 +672,7 @@ def _save_checkpoint(out: Path, study: Study, swarm, records, wall_time) -> None
     _atomic_write(out / CHECKPOINT, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def run_study(study: Study, out: str | Path | None = None, *,  # noqa: C901
+def run_study(study: Study, out: str | Path | None = None, *,
               executor: StudyExecutor | None = None, kind: str = "pool",
               workers: int | None = None, scheduler: str | None = None, resume: bool = False,
               overwrite: bool = False, stop_after: int | None = None, progress: bool = True,
@@ -716,11 +716,7 @@ def run_study(study: Study, out: str | Path | None = None, *,  # noqa: C901
     out = check_output(out, resume, overwrite) if out is not None else None
     problem = study.make_problem()
     settings = study.optimizer
-    if resume:
-        state = _load_checkpoint(out, study)
-        swarm, records, wall_before = state["swarm"], state["records"], state["wall_time"]
-    else:
-        swarm, records, wall_before = ParticleSwarm(study.lower, study.upper, settings), [], 0.0
+    swarm, records, wall_before = _initial_state(study, out, resume)
 
     own = executor is None
     backend = open_executor(kind, workers, scheduler) if own else executor
@@ -740,15 +736,7 @@ def run_study(study: Study, out: str | Path | None = None, *,  # noqa: C901
         while swarm.iteration < settings.iterations and (stop_after is None
                                                          or done_here < stop_after):
             k = swarm.iteration
-            X = swarm.ask()
-            for x in X:  # the swarm's designs must lie in the box
-                check_design_vector(problem, x)
-            tick.iteration = k + 1
-            outcomes = evaluate_batch(backend, problem, X, on_done=tick)
-            new = [EvaluationRecord(k + 1, i, X[i].copy(), ev, sec)
-                   for i, (ev, sec) in enumerate(outcomes)]
-            swarm.tell([r.evaluation.value for r in new],
-                       [_violation(r.evaluation, settings.violation) for r in new])
+            new = _iterate(swarm, problem, backend, tick, settings.violation)
             records = records + new
             run_evaluations += len(new)
             done_here += 1
@@ -773,15 +761,51 @@ def run_study(study: Study, out: str | Path | None = None, *,  # noqa: C901
                          wall_time=wall_before + run_wall, run_wall_time=run_wall,
                          run_evaluations=run_evaluations, executor=description, out=out)
     if out is not None:
-        write_outputs(result, out)
-        if interrupted:
-            raise StudyInterrupted(result)
-        if plots and records:
-            _, failures = write_plots(result, out, problem)
-            for name, message in failures:
-                print(f"multibody design: warning: {name} not written: {message}",
-                      file=sys.stderr)
+        _write_study_outputs(result, out, problem, interrupted, plots)
     return result
+
+
+def _initial_state(study: Study, out: Path | None, resume: bool):
+    """``(swarm, records, wall_time)``: from the checkpoint in ``out`` or a new swarm."""
+    if resume:
+        state = _load_checkpoint(out, study)
+        return state["swarm"], state["records"], state["wall_time"]
+    return ParticleSwarm(study.lower, study.upper, study.optimizer), [], 0.0
+
+
+def _iterate(swarm, problem: DesignProblem, backend: StudyExecutor, tick: _Progress,
+             violation: str | None) -> list[EvaluationRecord]:
+    """One swarm iteration: ask for its designs, evaluate them on ``backend``, tell the criteria.
+
+    Returns the iteration's records (1-based iteration number, particle index).
+    """
+    k = swarm.iteration
+    X = swarm.ask()
+    for x in X:  # the swarm's designs must lie in the box
+        check_design_vector(problem, x)
+    tick.iteration = k + 1
+    outcomes = evaluate_batch(backend, problem, X, on_done=tick)
+    new = [EvaluationRecord(k + 1, i, X[i].copy(), ev, sec)
+           for i, (ev, sec) in enumerate(outcomes)]
+    swarm.tell([r.evaluation.value for r in new],
+               [_violation(r.evaluation, violation) for r in new])
+    return new
+
+
+def _write_study_outputs(result: StudyResult, out: Path, problem: DesignProblem,
+                         interrupted: bool, plots: bool) -> None:
+    """``result.json`` and ``evaluations.csv``; then StudyInterrupted, or the plots.
+
+    A plot that fails is a warning on stderr (the numbers are written already).
+    """
+    write_outputs(result, out)
+    if interrupted:
+        raise StudyInterrupted(result)
+    if plots and result.records:
+        _, failures = write_plots(result, out, problem)
+        for name, message in failures:
+            print(f"multibody design: warning: {name} not written: {message}",
+                  file=sys.stderr)
 
 
 def evaluate_one(study: Study, params: dict[str, float]) -> tuple[np.ndarray, Evaluation]:
