@@ -234,6 +234,22 @@ def _finite(value, what: str) -> float:
     return value
 
 
+def _checked_balancing(balancing: Mapping) -> dict[str, Balancing]:
+    """Link name -> :class:`Balancing` with finite m_a >= 0, s_a and d_a >= 0 (InputError)."""
+    bal = {}
+    for name, b in balancing.items():
+        if not isinstance(b, Balancing):
+            b = Balancing(*b)
+        m_a = _finite(b.mass, f"balancing mass m_a of {name}")
+        s_a = _finite(b.position, f"balancing position s_a of {name}")
+        d_a = _finite(b.offset, f"balancing offset d_a of {name}")
+        if m_a < 0:
+            raise InputError(f"balancing mass m_a of {name} = {m_a:g} kg: expected >= 0")
+        if d_a < 0:
+            raise InputError(f"balancing offset d_a of {name} = {d_a:g} m: expected >= 0")
+        bal[name] = Balancing(m_a, s_a, d_a)
+    return bal
+
 class ParametricArm:
     """A loaded arm whose link parameters a design changes in place.
 
@@ -273,7 +289,7 @@ class ParametricArm:
         self._check_initial()
 
     # ------------------------------------------------------------------ parameters
-    def link_parameters(self, design: ArmDesign) -> tuple[LinkParameters, ...]:  # noqa: C901
+    def link_parameters(self, design: ArmDesign) -> tuple[LinkParameters, ...]:
         """The rigid bodies of ``design`` (validated; the model is not changed).
 
         Raises
@@ -284,29 +300,35 @@ class ParametricArm:
             A value is not finite or not physical (m_a < 0, d_a < 0, l <= 0, n outside
             (0, 1/2]), or the constant-mass section has no positive area.
         """
-        layout = self.layout
+        self._check_link_names(design)
+        bal = _checked_balancing(design.balancing)
+        extent = self._extents(design)
+        width = self._widths(design, bal, extent)
+        changed = {b.name for b in self.layout.bars if b.name in design.lengths
+                   or b.name in design.com_ratio or b.name in design.constant_mass}
+        return tuple(self._link_body(b, extent[b.name], width[b.name], b.name in changed,
+                                     bal.get(b.name))
+                     for b in self.layout.bars)
+
+    def _check_link_names(self, design: ArmDesign):
+        """Every link a design entry names is a link of the layout (FrameNotFound otherwise)."""
         for what, mapping in (("balancing", design.balancing), ("lengths", design.lengths),
                               ("com_ratio", design.com_ratio),
                               ("constant_mass", design.constant_mass)):
             for name in mapping:
                 try:
-                    layout.bar(name)
+                    self.layout.bar(name)
                 except FrameNotFound as exc:
                     raise FrameNotFound(f"design {what}: {exc}") from None
-        bal = {}
-        for name, b in design.balancing.items():
-            if not isinstance(b, Balancing):
-                b = Balancing(*b)
-            m_a = _finite(b.mass, f"balancing mass m_a of {name}")
-            s_a = _finite(b.position, f"balancing position s_a of {name}")
-            d_a = _finite(b.offset, f"balancing offset d_a of {name}")
-            if m_a < 0:
-                raise InputError(f"balancing mass m_a of {name} = {m_a:g} kg: expected >= 0")
-            if d_a < 0:
-                raise InputError(f"balancing offset d_a of {name} = {d_a:g} m: expected >= 0")
-            bal[name] = Balancing(m_a, s_a, d_a)
-        lengths, extent = {}, {}
-        for b in layout.bars:
+
+    def _extents(self, design: ArmDesign) -> dict[str, tuple[float, float]]:
+        """Link name -> (bar_start, l) [m]: the design's lengths and com ratios, validated.
+
+        The bar runs from ``bar_start`` to the kinematic length ``l``; ``bar_start < 0`` for a
+        link of ``com_ratio`` (l' = 2 l (1 - n), Seifried (2014) Sect. 7.4.3, case 3).
+        """
+        extent = {}
+        for b in self.layout.bars:
             length = b.length
             if b.name in design.lengths:
                 length = _finite(design.lengths[b.name], f"length l of {b.name}")
@@ -319,10 +341,13 @@ class ParametricArm:
                     raise InputError(f"centre-of-mass ratio n = s/l of {b.name} = {n:g}: "
                                      "expected 0 < n <= 0.5 (the link is extended backwards)")
                 start = -length * (1 - 2 * n)  # bar from start to l: l' = 2 l (1 - n)
-            lengths[b.name] = length
             extent[b.name] = (start, length)
-        changed = {b.name for b in layout.bars if b.name in design.lengths
-                   or b.name in design.com_ratio or b.name in design.constant_mass}
+        return extent
+
+    def _widths(self, design: ArmDesign, bal: Mapping[str, Balancing],
+                extent: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+        """Link name -> section edge [m]; the ``constant_mass`` group shares one (eq. 7.21)."""
+        layout = self.layout
         width = {b.name: b.width for b in layout.bars}
         group = tuple(dict.fromkeys(design.constant_mass))
         if group:
@@ -337,32 +362,35 @@ class ParametricArm:
             w = math.sqrt(target / per_area)
             for n in group:
                 width[n] = w
-        out = []
-        last = layout.bars[-1].name
-        for b in layout.bars:
-            start, end = extent[b.name]
-            if b.name in changed:
-                material = end - start
-                m_bar = b.density * width[b.name] ** 2 * material
-                i_bar = m_bar * (material ** 2 + width[b.name] ** 2) / 12
-            else:
-                m_bar, i_bar = b.mass, b.inertia
-            c_bar = 0.5 * (start + end)
-            parts = [(m_bar, c_bar, i_bar)]
-            ba = bal.get(b.name)
-            if ba is not None:
-                parts.append((ba.mass, ba.position, ba.mass * ba.offset ** 2))
-            if b.name == last:
-                parts.append((layout.load_mass, lengths[b.name], layout.load_inertia))
-            mass = sum(p[0] for p in parts)
-            com = sum(p[0] * p[1] for p in parts) / mass if mass > 0 else math.nan
-            inertia = sum(p[2] + p[0] * (p[1] - com) ** 2 for p in parts)  # eq. 7.19
-            if not (mass > 0 and inertia > 0):
-                raise InputError(f"link {b.name}: non-physical result m = {mass:g} kg, "
-                                 f"I = {inertia:g} kg m^2; expected both > 0")
-            out.append(LinkParameters(b.name, lengths[b.name], mass, com, inertia, m_bar, i_bar,
-                                      start, end, width[b.name], ba))
-        return tuple(out)
+        return width
+
+    def _link_body(self, b: Bar, extent: tuple[float, float], width: float, changed: bool,
+                   ba: Balancing | None) -> LinkParameters:
+        """The rigid body of one link: its bar, balancing mass and (last link) the load.
+
+        ``changed`` bars are homogeneous with the initial bar's density over ``extent`` and
+        ``width``; the others keep the tabled mass and inertia.  Parts combine by eq. 7.19.
+        """
+        start, end = extent
+        if changed:
+            material = end - start
+            m_bar = b.density * width ** 2 * material
+            i_bar = m_bar * (material ** 2 + width ** 2) / 12
+        else:
+            m_bar, i_bar = b.mass, b.inertia
+        parts = [(m_bar, 0.5 * (start + end), i_bar)]
+        if ba is not None:
+            parts.append((ba.mass, ba.position, ba.mass * ba.offset ** 2))
+        if b.name == self.layout.bars[-1].name:
+            parts.append((self.layout.load_mass, end, self.layout.load_inertia))
+        mass = sum(p[0] for p in parts)
+        com = sum(p[0] * p[1] for p in parts) / mass if mass > 0 else math.nan
+        inertia = sum(p[2] + p[0] * (p[1] - com) ** 2 for p in parts)  # eq. 7.19
+        if not (mass > 0 and inertia > 0):
+            raise InputError(f"link {b.name}: non-physical result m = {mass:g} kg, "
+                             f"I = {inertia:g} kg m^2; expected both > 0")
+        return LinkParameters(b.name, end, mass, com, inertia, m_bar, i_bar, start, end, width,
+                              ba)
 
     def total_mass(self, design: ArmDesign | None = None) -> float:
         """Moving mass of ``design`` (default: the one applied last), cart included [kg]."""

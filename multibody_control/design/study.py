@@ -157,13 +157,30 @@ def load_study(path: str | Path) -> Study:
     return study_from_mapping(raw if raw is not None else {}, path)
 
 
-def study_from_mapping(raw, path: str | Path | None = None, name: str | None = None) -> Study:  # noqa: C901
+def study_from_mapping(raw, path: str | Path | None = None, name: str | None = None) -> Study:
     """Validate a study given as a mapping (the content of a study file).
 
     ``path`` names the source in error messages; the problem is built here, so that bad options
     and bad bounds are reported before any work starts.
     """
     where = str(path) if path is not None else "study"
+    problem_name, description, options = _study_header(where, raw)
+    settings = _swarm_settings(where, raw.get("optimizer") or {})
+    problem = _make_problem(where, problem_name, options)
+    names, lower, upper = _problem_bounds(where, problem_name, problem)
+    _narrow_bounds(where, raw.get("bounds") or {}, names, lower, upper)
+    reference = raw.get("reference")
+    if reference is not None:
+        reference = _reference(where, reference, names, lower, upper)
+    return Study(name=name or (Path(path).stem if path is not None else problem_name),
+                 problem=problem_name, options=dict(options), names=names, lower=lower,
+                 upper=upper, optimizer=settings, description=description,
+                 reference=reference, path=Path(path) if path is not None else None,
+                 _problem=problem)
+
+
+def _study_header(where, raw) -> tuple[str, str, dict]:
+    """The file's top level: known keys only; the problem name, description and options."""
     if not isinstance(raw, dict):
         raise _err(where, "file", f"expected a mapping, got {type(raw).__name__}")
     unknown = sorted(set(raw) - _TOP)
@@ -180,8 +197,11 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
     options = raw.get("options") or {}
     if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
         raise _err(where, "options", f"expected a mapping of option names, got {options!r}")
+    return problem_name, description, options
 
-    optimizer = raw.get("optimizer") or {}
+
+def _swarm_settings(where, optimizer) -> SwarmSettings:
+    """The ``optimizer`` section: known keys of the expected types, then SwarmSettings' checks."""
     if not isinstance(optimizer, dict):
         raise _err(where, "optimizer", f"expected a mapping, got {type(optimizer).__name__}")
     for key, value in optimizer.items():
@@ -197,20 +217,24 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
             raise _err(where, f"optimizer.{key}", f"expected {_TYPE_WORDS[expected]}, got "
                        f"{value!r}")
     try:
-        settings = SwarmSettings(**optimizer)
+        return SwarmSettings(**optimizer)
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
 
+
+def _make_problem(where, problem_name: str, options: dict) -> DesignProblem:
+    """The registered problem built with ``options`` (its errors named ``problem``/``options``)."""
     try:
-        problem = get_problem(problem_name, **options)
+        return get_problem(problem_name, **options)
     except InputError as exc:
         key = "problem" if "unknown design problem" in str(exc) else "options"
         raise _err(where, key, " ".join(str(exc).split())) from None
     except TypeError as exc:  # an option the problem does not take
         raise _err(where, "options", f"{problem_name}: {' '.join(str(exc).split())}") from None
-    names, lower, upper = _problem_bounds(where, problem_name, problem)
 
-    bounds = raw.get("bounds") or {}
+
+def _narrow_bounds(where, bounds, names: tuple, lower: np.ndarray, upper: np.ndarray) -> None:
+    """The ``bounds`` section: narrow ``lower``/``upper`` in place, inside the problem's box."""
     if not isinstance(bounds, dict):
         raise _err(where, "bounds", f"expected a mapping name: [lower, upper], got {bounds!r}")
     for key, pair in bounds.items():
@@ -230,15 +254,6 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
             raise _err(where, f"bounds.{key}", f"[{lo:g}, {hi:g}] is outside the problem's "
                        f"bounds [{lower[i]:g}, {upper[i]:g}]")
         lower[i], upper[i] = lo, hi
-
-    reference = raw.get("reference")
-    if reference is not None:
-        reference = _reference(where, reference, names, lower, upper)
-    return Study(name=name or (Path(path).stem if path is not None else problem_name),
-                 problem=problem_name, options=dict(options), names=names, lower=lower,
-                 upper=upper, optimizer=settings, description=description,
-                 reference=reference, path=Path(path) if path is not None else None,
-                 _problem=problem)
 
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
@@ -657,7 +672,7 @@ def _save_checkpoint(out: Path, study: Study, swarm, records, wall_time) -> None
     _atomic_write(out / CHECKPOINT, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def run_study(study: Study, out: str | Path | None = None, *,  # noqa: C901
+def run_study(study: Study, out: str | Path | None = None, *,
               executor: StudyExecutor | None = None, kind: str = "pool",
               workers: int | None = None, scheduler: str | None = None, resume: bool = False,
               overwrite: bool = False, stop_after: int | None = None, progress: bool = True,
@@ -701,11 +716,7 @@ def run_study(study: Study, out: str | Path | None = None, *,  # noqa: C901
     out = check_output(out, resume, overwrite) if out is not None else None
     problem = study.make_problem()
     settings = study.optimizer
-    if resume:
-        state = _load_checkpoint(out, study)
-        swarm, records, wall_before = state["swarm"], state["records"], state["wall_time"]
-    else:
-        swarm, records, wall_before = ParticleSwarm(study.lower, study.upper, settings), [], 0.0
+    swarm, records, wall_before = _initial_state(study, out, resume)
 
     own = executor is None
     backend = open_executor(kind, workers, scheduler) if own else executor
@@ -725,15 +736,7 @@ def run_study(study: Study, out: str | Path | None = None, *,  # noqa: C901
         while swarm.iteration < settings.iterations and (stop_after is None
                                                          or done_here < stop_after):
             k = swarm.iteration
-            X = swarm.ask()
-            for x in X:  # the swarm's designs must lie in the box
-                check_design_vector(problem, x)
-            tick.iteration = k + 1
-            outcomes = evaluate_batch(backend, problem, X, on_done=tick)
-            new = [EvaluationRecord(k + 1, i, X[i].copy(), ev, sec)
-                   for i, (ev, sec) in enumerate(outcomes)]
-            swarm.tell([r.evaluation.value for r in new],
-                       [_violation(r.evaluation, settings.violation) for r in new])
+            new = _iterate(swarm, problem, backend, tick, settings.violation)
             records = records + new
             run_evaluations += len(new)
             done_here += 1
@@ -758,15 +761,51 @@ def run_study(study: Study, out: str | Path | None = None, *,  # noqa: C901
                          wall_time=wall_before + run_wall, run_wall_time=run_wall,
                          run_evaluations=run_evaluations, executor=description, out=out)
     if out is not None:
-        write_outputs(result, out)
-        if interrupted:
-            raise StudyInterrupted(result)
-        if plots and records:
-            _, failures = write_plots(result, out, problem)
-            for name, message in failures:
-                print(f"multibody design: warning: {name} not written: {message}",
-                      file=sys.stderr)
+        _write_study_outputs(result, out, problem, interrupted, plots)
     return result
+
+
+def _initial_state(study: Study, out: Path | None, resume: bool):
+    """``(swarm, records, wall_time)``: from the checkpoint in ``out`` or a new swarm."""
+    if resume:
+        state = _load_checkpoint(out, study)
+        return state["swarm"], state["records"], state["wall_time"]
+    return ParticleSwarm(study.lower, study.upper, study.optimizer), [], 0.0
+
+
+def _iterate(swarm, problem: DesignProblem, backend: StudyExecutor, tick: _Progress,
+             violation: str | None) -> list[EvaluationRecord]:
+    """One swarm iteration: ask for its designs, evaluate them on ``backend``, tell the criteria.
+
+    Returns the iteration's records (1-based iteration number, particle index).
+    """
+    k = swarm.iteration
+    X = swarm.ask()
+    for x in X:  # the swarm's designs must lie in the box
+        check_design_vector(problem, x)
+    tick.iteration = k + 1
+    outcomes = evaluate_batch(backend, problem, X, on_done=tick)
+    new = [EvaluationRecord(k + 1, i, X[i].copy(), ev, sec)
+           for i, (ev, sec) in enumerate(outcomes)]
+    swarm.tell([r.evaluation.value for r in new],
+               [_violation(r.evaluation, violation) for r in new])
+    return new
+
+
+def _write_study_outputs(result: StudyResult, out: Path, problem: DesignProblem,
+                         interrupted: bool, plots: bool) -> None:
+    """``result.json`` and ``evaluations.csv``; then StudyInterrupted, or the plots.
+
+    A plot that fails is a warning on stderr (the numbers are written already).
+    """
+    write_outputs(result, out)
+    if interrupted:
+        raise StudyInterrupted(result)
+    if plots and result.records:
+        _, failures = write_plots(result, out, problem)
+        for name, message in failures:
+            print(f"multibody design: warning: {name} not written: {message}",
+                  file=sys.stderr)
 
 
 def evaluate_one(study: Study, params: dict[str, float]) -> tuple[np.ndarray, Evaluation]:
