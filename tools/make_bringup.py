@@ -51,6 +51,8 @@ PLAN = {
     "passive_arm": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
     "passive_arm_minphase": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
     "passive_arm_nonminphase": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
+    "passive_arm2": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
+    "passive_arm4": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
     "prr_surface": ("projected_inverse_dynamics", {"q2": 0.1, "q3": -0.1}),
     "slider_crank": ("projected_inverse_dynamics", {"crank": 0.2}),
     "two_wheeled_cart": ("pd", {"left_wheel": 1.0, "right_wheel": 1.0}),
@@ -62,7 +64,8 @@ INDEPENDENT = {"prr_surface": ["q2", "q3"]}
 #: (tools' docstring); these gains, those of test_ros_inverter.py (N/m | N m/rad,
 #: N s/m | N m s/rad), keep the tracking error below 0.1 rad up to 5 periods (10 ms) of delay.
 PD_GAINS = {name: ([400.0, 400.0, 100.0], [40.0, 40.0, 2.0])
-            for name in ("passive_arm", "passive_arm_minphase", "passive_arm_nonminphase")}
+            for name in ("passive_arm", "passive_arm_minphase", "passive_arm_nonminphase",
+                         "passive_arm2", "passive_arm4")}  # Ch. 7 arms: same cart and drives
 DURATION = 2.0  # s of the demo move
 
 
