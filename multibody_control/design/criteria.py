@@ -318,21 +318,8 @@ def attenuation(model: MultibodyModel, gamma, q_u0, v_u0=None, *, t1: float = 3.
     def blow_up(t, z):
         return rhs.bound - np.max(np.abs(z[:2 * n]))
 
-    blow_up.terminal = True
-    z0 = np.concatenate([q_u0, v_u0, np.zeros(n)])
-    try:
-        sol = solve_ivp(augmented, (0.0, t1), z0, method="DOP853", rtol=rtol, atol=atol,
-                        events=blow_up, dense_output=False)
-    except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
-        return Attenuation(penalty, False, f"integration failed: {exc}", nan, empty, empty)
-    if sol.status != 0 or not np.all(np.isfinite(sol.y[:, -1])):
-        why = "unbounded zero dynamics" if sol.status == 1 else sol.message
-        return Attenuation(penalty, False, f"integration failed at t = {sol.t[-1]:.4g} s: {why}",
-                           nan, empty, empty)
-    integrals = sol.y[2 * n:, -1].copy()
-    t = sol.t if keep_response else empty
-    resp = sol.y[:n].T.copy() if keep_response else empty
-    return Attenuation(float(np.max(integrals)), True, "", integrals, t, resp)
+    return _integrate_attenuation(augmented, blow_up, np.concatenate([q_u0, v_u0, np.zeros(n)]),
+                                  t1, n, penalty, rtol, atol, keep_response)
 
 
 def transmission_zeros(model: MultibodyModel, gamma, q=None, *,
@@ -382,6 +369,28 @@ def output_zeros(model: MultibodyModel, output, q=None) -> np.ndarray:
     out = output if isinstance(output, Output) else Output(model, output)
     q_eq = bent_guess(model) if q is None else np.asarray(q, dtype=float)
     return _rosenbrock_zeros(_equilibrium(model, q_eq, None), out.jacobian(q_eq))
+
+
+def _integrate_attenuation(augmented, blow_up, z0, t1, n, penalty, rtol, atol, keep_response,
+                           offset=0.0) -> Attenuation:
+    """(7.26) from the zero dynamics with the integrals of the squared deviations appended
+    (state ``z = [q_u, v_u, integrals]``, ``2 n + n``); ``blow_up`` ends a diverging run, whose
+    design then gets ``penalty``. The response is reported relative to ``offset``."""
+    nan, empty = np.full(n, np.nan), np.zeros(0)
+    blow_up.terminal = True
+    try:
+        sol = solve_ivp(augmented, (0.0, t1), z0, method="DOP853", rtol=rtol, atol=atol,
+                        events=blow_up)
+    except (SolverError, np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+        return Attenuation(penalty, False, f"integration failed: {exc}", nan, empty, empty)
+    if sol.status != 0 or not np.all(np.isfinite(sol.y[:, -1])):
+        why = "unbounded zero dynamics" if sol.status == 1 else sol.message
+        return Attenuation(penalty, False, f"integration failed at t = {sol.t[-1]:.4g} s: {why}",
+                           nan, empty, empty)
+    integrals = sol.y[2 * n:, -1].copy()
+    t = sol.t if keep_response else empty
+    resp = (sol.y[:n].T - offset) if keep_response else empty
+    return Attenuation(float(np.max(integrals)), True, "", integrals, t, resp)
 
 
 def servo_attenuation(model: MultibodyModel, output, q_u0, v_u0=None, *, q=None,
@@ -444,18 +453,6 @@ def servo_attenuation(model: MultibodyModel, output, q_u0, v_u0=None, *, q=None,
     def blow_up(t, z):
         return 1e3 - np.max(np.abs(z[:2 * n]))
 
-    blow_up.terminal = True
     z0 = np.concatenate([qu_e + q_u0, v_u0, np.zeros(n)])
-    try:
-        sol = solve_ivp(augmented, (0.0, t1), z0, method="DOP853", rtol=rtol, atol=atol,
-                        events=blow_up)
-    except (SolverError, np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
-        return Attenuation(penalty, False, f"integration failed: {exc}", nan, empty, empty)
-    if sol.status != 0 or not np.all(np.isfinite(sol.y[:, -1])):
-        why = "unbounded zero dynamics" if sol.status == 1 else sol.message
-        return Attenuation(penalty, False, f"integration failed at t = {sol.t[-1]:.4g} s: {why}",
-                           nan, empty, empty)
-    integrals = sol.y[2 * n:, -1].copy()
-    t = sol.t if keep_response else empty
-    resp = (sol.y[:n].T - qu_e) if keep_response else empty
-    return Attenuation(float(np.max(integrals)), True, "", integrals, t, resp)
+    return _integrate_attenuation(augmented, blow_up, z0, t1, n, penalty, rtol, atol,
+                                  keep_response, offset=qu_e)
