@@ -39,7 +39,7 @@ demo: venv
 	$(VENV)/bin/multibody requirements arm7 demo --payload-mass 5 --payload-com 0 0 0.05 --out $(OUT)
 	$(VENV)/bin/multibody analyze passive_arm --gamma 0 0 0.5
 	$(VENV)/bin/multibody invert config/scenarios/invert_passive_arm.yaml --out $(OUT)
-	$(VENV)/bin/multibody simulate slider_crank --duration 2 --v0 12 -12 --out $(OUT)/slider_crank.csv --plot $(OUT)/slider_crank.png --animate $(OUT)/slider_crank.html
+	$(VENV)/bin/multibody simulate slider_crank --duration 2 --v0 12 -24 --out $(OUT)/slider_crank.csv --plot $(OUT)/slider_crank.png --animate $(OUT)/slider_crank.html
 
 test: venv
 	$(VENV)/bin/ruff check .
