@@ -55,6 +55,7 @@ import numpy as np
 import yaml
 
 from multibody_dynamics.errors import InputError
+from multibody_dynamics.yaml_io import load_yaml
 
 from .executors import StudyExecutor, evaluate_batch, open_executor
 from .optimizer import ParticleSwarm, SwarmSettings
@@ -151,7 +152,7 @@ def load_study(path: str | Path) -> Study:
     if not path.is_file():
         raise InputError(f"{path}: study file not found")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())  # 1e-3 is a number, as in every file of the suite
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: malformed YAML ({' '.join(str(exc).split())})") from None
     return study_from_mapping(raw if raw is not None else {}, path)
