@@ -50,12 +50,14 @@ def energy_balance_error(res, model):
 
 # ------------------------------------------------------------------ open chain unchanged
 def test_open_chain_is_plain_rk4_with_aba(models, rng):
-    """The open-chain path is still RK4 around pinocchio's aba, bit for bit."""
+    """The open-chain reference path is still RK4 around pinocchio's aba, bit for bit (the
+    compiled step, an implementation of its own, is checked against this path in
+    test_fast_step.py)."""
     model = models["arm7"]
     pm, data = model.pin_model, model.create_data()
     q, v = pin.randomConfiguration(pm), rng.normal(size=model.nv)
     tau = rng.normal(size=model.nv)
-    sim = Simulator(model, SimulatorConfig(dt=1e-3))
+    sim = Simulator(model, SimulatorConfig(dt=1e-3, compiled=False))
     assert not sim.constrained
     sim.reset(q, v)
     h = 1e-3
