@@ -60,24 +60,34 @@ def verify(model: MultibodyModel, result: InversionResult, task: Task, output: O
         raise InputError(f"cannot verify a failed inversion: {result.message}")
     if model.closures:
         return _verify_closed_loop(model, result, task, output, rtol, atol)
-    dyn = RigidDynamics(model)
+    sol, t, q, v = _open_loop(model, result, RigidDynamics(model).forward_dynamics, rtol, atol)
+    ee = end_effector_error(model, task, t, q)
+    return VerificationResult(t, q, v, ee, float(ee.max()), _output_error(output, result, q),
+                              sol.status == 0, sol.message)
+
+
+def _open_loop(model, result, acceleration, rtol, atol):
+    """The feedforward ``result.u`` applied open loop from the first state: ``q' = v``,
+    ``v' = acceleration(q, v, B u(t))`` with DOP853, sampled at ``result.t``; returns
+    ``(sol, t, q, v)``."""
     u_spline = result.u_interpolant()
     B, nq = model.B, model.nq
 
     def rhs(t, x):
-        return np.concatenate([x[nq:], dyn.forward_dynamics(x[:nq], x[nq:], B @ u_spline(t))])
+        return np.concatenate([x[nq:], acceleration(x[:nq], x[nq:], B @ u_spline(t))])
 
     x0 = np.concatenate([result.q[0], result.v[0]])
     sol = solve_ivp(rhs, (result.t[0], result.t[-1]), x0, method="DOP853", t_eval=result.t,
                     rtol=rtol, atol=atol)
-    q, v = sol.y[:nq].T, sol.y[nq:].T
-    t = sol.t
-    ee = end_effector_error(model, task, t, q)
-    out_err = np.inf
-    if output is not None:
-        out_err = float(np.max(np.abs(np.array([output.value(qk) for qk in q])
-                                      - result.y_desired[: len(t)])))
-    return VerificationResult(t, q, v, ee, float(ee.max()), out_err, sol.status == 0, sol.message)
+    return sol, sol.t, sol.y[:nq].T, sol.y[nq:].T
+
+
+def _output_error(output, result, q) -> float:
+    """``max |y(q) - y_desired|`` over the samples (inf without an output)."""
+    if output is None:
+        return np.inf
+    return float(np.max(np.abs(np.array([output.value(qk) for qk in q])
+                               - result.y_desired[: len(q)])))
 
 
 def _verify_closed_loop(model, result, task, output, rtol, atol):
@@ -93,25 +103,13 @@ def _verify_closed_loop(model, result, task, output, rtol, atol):
                          "needs nq == nv (use multibody_dynamics.simulate)")
     cons = Constraints(model)
     pd = ProjectedDynamics(model, cons)
-    u_spline = result.u_interpolant()
-    B, nq = model.B, model.nq
-
-    def rhs(t, x):
-        return np.concatenate([x[nq:], pd.acceleration(x[:nq], x[nq:], B @ u_spline(t))])
-
-    x0 = np.concatenate([result.q[0], result.v[0]])
-    sol = solve_ivp(rhs, (result.t[0], result.t[-1]), x0, method="DOP853", t_eval=result.t,
-                    rtol=rtol, atol=atol)
-    q, v, t = sol.y[:nq].T, sol.y[nq:].T, sol.t
+    sol, t, q, v = _open_loop(model, result, pd.acceleration, rtol, atol)
     drift = max((float(np.max(np.abs(cons.residual(qk)))) for qk in q), default=0.0)
     if any("." in n and n.split(".")[0] not in model.coordinate_names for n in task.names):
         ee = end_effector_error(model, task, t, q)
         max_ee = float(ee.max())
     else:  # a joint task: no end-effector point to measure
         ee, max_ee = np.full(t.size, np.nan), np.nan
-    out_err = np.inf
-    if output is not None:
-        out_err = float(np.max(np.abs(np.array([output.value(qk) for qk in q])
-                                      - result.y_desired[: len(t)])))
     msg = f"{sol.message} (projected dynamics; closure drift {drift:.3g})"
-    return VerificationResult(t, q, v, ee, max_ee, out_err, sol.status == 0, msg)
+    return VerificationResult(t, q, v, ee, max_ee, _output_error(output, result, q),
+                              sol.status == 0, msg)
