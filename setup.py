@@ -51,8 +51,7 @@ setup(
     install_requires=["setuptools"] if under_ament else ["setuptools", *CORE],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro",
-                 "example-robot-data",  # real robot URDFs (test_real_robots.py)
-                 "pytest-rerunfailures"],  # one rerun of a timing-dependent DDS loop test
+                 "example-robot-data"],  # real robot URDFs (test_real_robots.py)
         "ros": ROS,
         "dev": ["ruff", "mypy", "types-PyYAML", "mkdocs-material"],  # lint, types, `make docs`
     },

@@ -1,6 +1,6 @@
 """The closed flexible machine tool over DDS, on simulated time: inverter_node (stable inversion
 of a closed scenario) -> controller_node (cart PD + the trajectory's effort) -> simulator_node
-(ClosedFlexibleStepper, realtime false, /clock).
+(ClosedFlexibleStepper, realtime false, in lockstep with the controller, /clock).
 
 The plant steps at about 0.08 x real time here, so the loop runs on the simulator's /clock; the
 scenario is the shipped one with 0.2 s of pre- and post-actuation (0.3 s there) and 1 ms
@@ -40,10 +40,10 @@ W = 2 * np.pi * 10.0
 KP = [3.0 * W * W] * 2    # N/m
 KD = [2 * 3.0 * W] * 2    # N s/m
 AFTER = 0.1               # s of holding after the last point that are checked
-# the library bound's loop timing (see the test): commands applied 2 steps late (the loop: 1),
-# computed from the state of their step
-DELAY_STEPS, STATE_DELAY = 2, 0
-MARGIN = 1.5
+# the library bound's loop timing (see the test): commands act on the step after the state they
+# were computed from (lockstep)
+DELAY_STEPS, STATE_DELAY = 0, 0
+MARGIN = 1.25
 
 
 def scenario_text() -> str:
@@ -85,12 +85,6 @@ def library_loop(sc, interp, q0, t_first: float, delay_steps: int, feedforward: 
     return err_s, err_p
 
 
-# One rerun (pytest-rerunfailures, fresh nodes): in about 3 of 10 runs of the merged suite
-# the DDS loop missed its bound by 100-700x (cart error 3-14 mm against 0.02 mm, above the
-# 0.32 mm without feedforward), each time with the controller's trajectory starting at
-# t = 0.1 s instead of about 1.7 s; the cause is open (see the issue note). Both attempts
-# print their figures; the bound of each attempt is unchanged.
-@pytest.mark.flaky(reruns=1)
 def test_closed_flexible_inversion_loop_over_dds(launch, probe, tmp_path):
     """The stable inversion of the machine tool's task (combined output) tracked over DDS.
 
@@ -100,18 +94,18 @@ def test_closed_flexible_inversion_loop_over_dds(launch, probe, tmp_path):
     coordinates, ``point_position`` of the tree), stay below MARGIN x the library run of the
     same PD, feedforward, stepper, rate and zero-order hold with the loop timing below.
 
-    Loop timing on simulated time: the simulator drains the commands, steps (about 12 ms of wall
-    time) and publishes the state and then /clock; the controller ticks on /clock, finds the
-    state of that instant (sent first) and answers within a few ms, after the simulator took
-    its commands for the next step: a command is applied exactly one step late, whatever the
-    load. Library runs of this loop (cart error / tool error): 1-step delay 0.0099 / 0.023 mm;
-    3-step delay 0.018 / 0.024 mm; states one step old (the PD then sees the reference one step
-    ahead of the state: a bias of K_P v dt, up to 2 N) 0.16 / 0.28 mm; without feedforward
-    0.32 / 0.85 mm. Measured over DDS: 0.0097-0.0098 / 0.0225-0.0226 mm in three runs, one
-    with two CPU-bound processes beside (the library's 1-step figures); with /clock sent before
-    the state, 0.019-0.044 mm (the controller often acted on the previous state). The bound is
-    the 2-step delay's with MARGIN: it holds a command late now and then and catches a loop
-    that acts on old states. Without the feedforward the same PD misses both bounds.
+    Loop timing: the simulator runs in lockstep (one step per command) and the controller
+    answers each state with one command (timing state), so the command computed from the state
+    at t_k acts over [t_k, t_k + dt] whatever the load: the library loop without delay. Library
+    runs of this loop (cart error / tool error): no delay 0.0098 / 0.022 mm; commands one step
+    late 0.0099 / 0.023 mm, two 0.013 / 0.023 mm, three 0.018 / 0.024 mm; states one step old
+    (the PD then sees the reference one step ahead of the state: a bias of K_P v dt, up to 2 N)
+    0.16 / 0.28 mm; without feedforward 0.32 / 0.85 mm. Measured over DDS: 0.0097 / 0.0222 mm.
+    The bound (MARGIN x the no-delay run) fails a loop that holds commands two steps late or
+    acts on old states. Before the lockstep (the simulator stepping as fast as it could and the
+    controller ticking on /clock) this loop missed the bound in about 3 of 10 runs of the
+    suite: commands sent before DDS matched the plant's subscription were lost while the
+    trajectory ran, and under load commands came several steps late.
     """
     from sensor_msgs.msg import JointState
     from trajectory_msgs.msg import JointTrajectory
@@ -150,7 +144,8 @@ def test_closed_flexible_inversion_loop_over_dds(launch, probe, tmp_path):
 
     start, nodes = ros_helpers.start_late_controller(
         launch, probe, inv, states, ROBOT, RATE, TOPIC, q0.tolist(),
-        simulator={"realtime": False}, law="pd", kp=KP, kd=KD)
+        simulator={"realtime": False, "lockstep": True}, law="pd", kp=KP, kd=KD,
+        timing="state")
     end = start + interp.end + AFTER
     probe.wait_for(lambda: states and stamp_to_sec(states[-1].header.stamp) > end, 240.0,
                    "the simulation to pass the end of the trajectory", nodes)
@@ -190,3 +185,16 @@ def test_inverter_refuses_a_closed_loop_without_scenario(capfd):
     assert run_node(InverterNode, args=args) == 1
     lines = [ln for ln in capfd.readouterr().err.splitlines() if "cannot start" in ln]
     assert len(lines) == 1 and "scenario:=invert_flexible_parallel_tool" in lines[0], lines
+
+
+def test_lockstep_needs_realtime_false(capfd):
+    """``lockstep`` steps on the commands, so with the default ``realtime: true`` the simulator
+    refuses to start: one ``cannot start`` line naming realtime:=false, exit code 1."""
+    pytest.importorskip("rclpy")
+    from multibody_dynamics.ros.runtime import run_node
+    from multibody_dynamics.ros.simulator_node import SimulatorNode
+
+    args = [SimulatorNode.node_name, "--ros-args", "-p", "robot:=arm7", "-p", "lockstep:=true"]
+    assert run_node(SimulatorNode, args=args) == 1
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if "cannot start" in ln]
+    assert len(lines) == 1 and "realtime:=false" in lines[0], lines

@@ -108,6 +108,7 @@ from multibody_dynamics.ros.conversions import (
     MessageError,
     input_effort_limits,
     joint_state_to_arrays,
+    stamp_to_sec,
     trajectory_from_msg,
     vector_msg,
 )
@@ -169,8 +170,11 @@ PARAMETERS = (
                   "states) or paced (a thread of its own at absolute wall-clock deadlines that "
                   "takes the /joint_states queued since the last tick and publishes the "
                   "commands; the executor keeps references, parameters and the action); with "
-                  "use_sim_time always the timer on the node clock",
-                  choices=TIMINGS, read_only=True),
+                  "use_sim_time the timer on the node clock; state: one tick per received "
+                  "/joint_states at its header stamp (the loop with a simulator_node in "
+                  "lockstep; rate_hz should then be the plant's step rate, which the sampled-"
+                  "gain checks and tv_lqr use)",
+                  choices=TIMINGS + ("state",), read_only=True),
     ParameterSpec("thread_priority", 0, "timing paced: 0 keeps normal scheduling; 1-99 asks "
                   "SCHED_FIFO at this priority for the control thread (as ros2_control's "
                   "thread_priority; needs an rtprio limit or CAP_SYS_NICE, else a warning)",
@@ -537,6 +541,9 @@ class ControllerNode(Node):
                                            ["data"], log=self.get_logger().info)
         sim_time = self.get_parameter("use_sim_time").value
         self._paced = p["timing"] == "paced" and not sim_time
+        # timing state: every received state is a tick at its stamp (self._stamp_now)
+        self._on_each_state = p["timing"] == "state"
+        self._stamp_now: float | None = None
         # paced: the ticks take /joint_states themselves (no executor wake-up per state)
         self._states = None
         if self._paced and node_executor(self) != "events":
@@ -568,6 +575,8 @@ class ControllerNode(Node):
             offered = [f"twist on {self.resolve_topic_name('~/twist_command')} (frame "
                        f"{p['rmrc_frame'] or model.end_effector}, {p['rmrc_inner']} inner loop)"]
         pacing = "paced by a thread of its own" if self._paced else "rclpy timer"
+        if self._on_each_state:
+            pacing = "one tick per /joint_states, at its stamp"
         if p["timing"] == "paced" and sim_time:
             pacing += " (timing paced applies to the wall clock; with use_sim_time the timer runs)"
         self.get_logger().info(
@@ -621,7 +630,10 @@ class ControllerNode(Node):
         return run
 
     def _start_ticks(self, rate: float):
-        """Start (or re-time) the control ticks: the paced thread or an rclpy timer."""
+        """Start (or re-time) the control ticks: the paced thread or an rclpy timer (none
+        with timing state: the states are the ticks)."""
+        if self._on_each_state:
+            return
         if self._paced:
             if self._loop is None:
                 self._loop = PacedLoop(self._locked(self._tick), 1.0 / rate,
@@ -713,18 +725,25 @@ class ControllerNode(Node):
 
     # -- inputs ------------------------------------------------------------------------------
     def _now(self) -> float:
+        if self._stamp_now is not None:  # timing state: the time of the state being answered
+            return self._stamp_now
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_state(self, msg: JointState):
         try:
-            self.state = joint_state_to_arrays(msg, self.coords)
+            state = joint_state_to_arrays(msg, self.coords)
         except MessageError as exc:
             self.rejected["state"] += 1
             self.throttle.warn("state", f"rejected /joint_states: {exc}")
             return
+        self.state = state
+        if self._on_each_state:
+            self._stamp_now = stamp_to_sec(msg.header.stamp)
         self._state_time = self._now()
         if self._hold is None:
             self._hold = Reference.hold(self.model, self.state.q)
+        if self._on_each_state:
+            self._tick()
 
     def _on_twist(self, msg: TwistStamped):
         if self.setup.law != "rmrc":

@@ -41,6 +41,14 @@ one effort per joint. A closed flexible loop (flexible_parallel_tool) is stepped
 every step; ``~/constraint_forces`` carries the closure multipliers) and, far slower than real
 time, only with ``realtime: false``: use ``publish_clock: true`` and ``use_sim_time`` in the
 other nodes (``realtime: true`` is refused with the measured real-time factor).
+
+``lockstep: true`` (with ``realtime: false``) makes the loop deterministic whatever the load, as
+Gazebo's lockstep does for PX4: every valid command steps the plant once, then the node
+publishes the state and /clock. A controller_node with ``timing: state`` answers each state
+with one command computed from it, so the command computed from the state at t_k acts over
+[t_k, t_k + dt], exactly as a zero-order-hold loop in the library. Without a command for
+``lockstep_timeout`` of wall time the plant steps anyway (counted in /diagnostics and in the
+exit log), so a missing controller does not stop the clock.
 """
 
 from __future__ import annotations
@@ -109,6 +117,16 @@ PARAMETERS = (
                   read_only=True),
     ParameterSpec("realtime", True, "true: pace the steps by the wall clock (at most one step "
                   "per 1/rate_hz); false: step as fast as possible (use with publish_clock)"),
+    ParameterSpec("lockstep", False, "realtime false: step once per valid command received (a "
+                  "controller_node with timing:=state answers every state with one command, "
+                  "so each command acts on the step after the state it was computed from, "
+                  "whatever the load); without a command for lockstep_timeout of wall time "
+                  "the plant steps anyway with the command it holds (braked before the first)",
+                  read_only=True),
+    ParameterSpec("lockstep_timeout", 0.1, "lockstep: wall time after which a step is taken "
+                  "without a new command (counted and reported); also the step period while "
+                  "the plant waits for its first command", unit="s", range=(0.001, 60.0),
+                  read_only=True),
     ParameterSpec("timing", DEFAULT_TIMING, "how the steps are paced with realtime true: timer "
                   "(an rclpy timer on the executor, which also takes the commands) or paced (a "
                   "thread of its own at absolute wall-clock deadlines that takes the commands "
@@ -147,6 +165,10 @@ class SimulatorNode(Node):
         p = self.params
         self.throttle = Throttle(self.get_logger())
         config = SimulatorConfig(dt=1.0 / p["rate_hz"], method=p["integrator"])
+        if p["lockstep"] and p["realtime"]:
+            raise StartupError("lockstep: the steps follow the commands, not the wall clock; "
+                               "set realtime:=false (and publish_clock:=true for the other "
+                               "nodes' use_sim_time)")
         self.flexible = is_flexible_model(p["robot"])
         if self.flexible:
             model = load_flexible_model(p["robot"])
@@ -186,6 +208,10 @@ class SimulatorNode(Node):
         self._t_cmd: float | None = None
         self._failed = False
         self.rejected = 0
+        # lockstep: steps taken on a command and on the timeout, wall time of the last step
+        self._lockstep = p["lockstep"]
+        self.lockstep_steps = {"command": 0, "timeout": 0}
+        self._last_step_wall = time.monotonic()
 
         qos = QoSProfile(depth=10)
         self.topic = f"/{p['controller_name']}/commands"
@@ -193,7 +219,7 @@ class SimulatorNode(Node):
         self._pub_clock = self.create_publisher(ClockMsg, "/clock", qos) if p["publish_clock"] else None
         # timing paced: the steps take the commands themselves (no executor wake-up per command)
         self._commands = None
-        if p["timing"] == "paced" and node_executor(self) != "events":
+        if p["timing"] == "paced" and not self._lockstep and node_executor(self) != "events":
             self._commands = PolledSubscription(self, Float64MultiArray, self.topic,
                                                 self._on_command, qos, serialized=True)
         else:
@@ -213,6 +239,9 @@ class SimulatorNode(Node):
                                               "header.stamp", log=self.get_logger().info)
         self._clock_msg = ClockMsg()
         pacing = "wall-clock paced" if p["realtime"] else "as fast as possible"
+        if self._lockstep:
+            pacing = (f"in lockstep: one step per command, after {p['lockstep_timeout']:g} s "
+                      "of wall time without one")
         if p["realtime"]:
             pacing += " by a thread of its own" if p["timing"] == "paced" else " by an rclpy timer"
         method = p["integrator"]
@@ -247,6 +276,9 @@ class SimulatorNode(Node):
         realtime = changes.get("realtime", self.params["realtime"])
         if realtime and self.flexible and self.sim.constrained:  # a closed flexible loop
             raise ValueError(self._too_slow(getattr(self.model, "name", "model")))
+        if realtime and self._lockstep:
+            raise ValueError("realtime: the node runs in lockstep (steps follow the commands); "
+                             "restart it with lockstep:=false to pace it by the wall clock")
         if "rate_hz" in changes:
             with self._lock:
                 self.sim.config = SimulatorConfig(dt=1.0 / rate, method=self.sim.config.method,
@@ -275,6 +307,11 @@ class SimulatorNode(Node):
         self._stop_loop()
         if self._timer is not None:
             self.destroy_timer(self._timer)
+        if self._lockstep:  # the commands step the plant; the timer only catches their absence
+            self._held_pacing = False
+            self._timer = self.create_timer(self.params["lockstep_timeout"] / 4,
+                                            self._lockstep_timeout, clock=self._steady)
+            return
         # off the wall clock a held plant still steps at the wall-clock rate: nothing moves, and
         # its simulated time does not race ahead of the nodes that start after it; its first
         # command switches to full speed (_tick)
@@ -299,6 +336,8 @@ class SimulatorNode(Node):
         loop = self._stop_loop() if hasattr(self, "_loop") else None
         if loop is not None and loop.steps:
             self.get_logger().info(f"stepping thread: {loop.describe()}")
+        if getattr(self, "_lockstep", False):
+            self.get_logger().info(f"lockstep: {self._describe_lockstep()}")
         return super().destroy_node()
 
     # -- commands ----------------------------------------------------------------------------
@@ -349,6 +388,9 @@ class SimulatorNode(Node):
         with self._lock:
             self.u = u
             self._t_cmd = self.sim.t
+        if self._lockstep:
+            self.lockstep_steps["command"] += 1
+            self._tick()
 
     def _effort(self) -> np.ndarray:
         if self._t_cmd is None:
@@ -365,7 +407,21 @@ class SimulatorNode(Node):
         """Braked at the start: no valid command yet and ``hold_until_command``."""
         return self._t_cmd is None and self.params["hold_until_command"]
 
+    def _lockstep_timeout(self):
+        """Lockstep: no command for ``lockstep_timeout`` of wall time, step with the one held."""
+        if time.monotonic() - self._last_step_wall >= self.params["lockstep_timeout"]:
+            if not self._holding():
+                self.lockstep_steps["timeout"] += 1
+            self._tick()
+
+    def _describe_lockstep(self) -> str:
+        n = self.lockstep_steps
+        return (f"{n['command']} steps on a command, {n['timeout']} after "
+                f"{self.params['lockstep_timeout']:g} s without one (the waits for the first "
+                "command not counted)")
+
     def _tick(self):
+        self._last_step_wall = time.monotonic()
         if self._commands is not None:
             self._commands.drain()
         with self._lock:
@@ -464,6 +520,9 @@ class SimulatorNode(Node):
             if phi > self.RESIDUAL_WARN and level == "ok":
                 level, message = "warn", (f"loop-closure residual {phi:.3g} above "
                                           f"{self.RESIDUAL_WARN:g}")
+        if self._lockstep:
+            values["lockstep steps on a command"] = self.lockstep_steps["command"]
+            values["lockstep steps on the timeout"] = self.lockstep_steps["timeout"]
         if loop is not None:
             st = loop.timing_stats()
             values["missed periods skipped (since the last report)"] = skipped - skipped0
