@@ -90,4 +90,17 @@ def run() -> list[dict]:
                           quiet[k].metrics["path_error_rms"] * 1e3 for k in ("lqr", "lqr_disturbed")],
                       path_error_rms_ratio_without_initial_error=ratio_path,
                       path_error_max_ratio_without_initial_error=ratio_path_max))
+    # feedback linearization of a minimum-phase design: the output error follows the closed
+    # form up to the zero-order hold (first order in dt: the deviation halves at twice the rate)
+    fl, _, wf = _run("run_minphase_feedback_linearization.yaml")
+    fl2, _, _ = _run("run_minphase_feedback_linearization.yaml", {"plant": {"rate": 2000.0}})
+    e0 = 0.02  # rad | m, the scenario's initial error
+    dev, dev2 = fl.metrics["analytic_deviation"], fl2.metrics["analytic_deviation"]
+    beta = max(fl.metrics["error_max.beta1"], fl.metrics["error_max.beta2"])
+    out.append(_entry("minphase_feedback_linearization (Seifried 3.1.3, 7.4)", fl, wf,
+                      "output error e'' + K_D e' + K_P e = 0 up to the ZOH (first order in dt); "
+                      "passive joints bounded (minimum phase)",
+                      dev < 0.1 * e0 and 1.8 < dev / dev2 < 2.2 and beta < 0.1,
+                      output_error_max=fl.metrics["output_error_max"],
+                      analytic_deviation_2khz=dev2, passive_error_max=beta))
     return out

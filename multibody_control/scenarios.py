@@ -27,7 +27,8 @@ Schema (every key validated; unknown keys and wrong types are errors naming the 
       guess: {q2: 1.3, q3: 4.0}     # start of the assembly Newton iterations (closed loops)
       lambda_d: [50.0]              # N | N m, desired constraint multipliers (force control)
     controller:
-      law: pd | pid | computed_torque | projected_inverse_dynamics | tv_lqr
+      law: pd | pid | computed_torque | projected_inverse_dynamics | tv_lqr | quasi_velocity
+           | feedback_linearization
       kp: 3.0                       # scalar or list; units as in make_controller
       kd: 5.0
       ki: 0.0                       # pid only
@@ -36,7 +37,8 @@ Schema (every key validated; unknown keys and wrong types are errors naming the 
       options: {...}                # law-specific: projected_inverse_dynamics: independent,
                                     # force_control, force_kp, force_ki, force_integral_limit;
                                     # tv_lqr: R, terminal, interpolation; computed_torque:
-                                    # add_feedforward
+                                    # add_feedforward; feedback_linearization: output (rows,
+                                    # one per input; default: the inversion reference's output)
     plant:
       rate: 1000.0                  # Hz, control rate; the input is held between samples (ZOH)
       substeps: 1                   # simulator steps per control period
@@ -103,6 +105,7 @@ _OPTIONS = {
                                    "force_integral_limit"},
     "tv_lqr": {"R", "terminal", "interpolation"},
     "quasi_velocity": {"independent", "force_control"},
+    "feedback_linearization": {"output"},
 }
 _PLANT = {"rate", "substeps", "method", "max_speed", "effort_limit", "disturbances", "noise"}
 _DISTURBANCES = {"link", "mass", "inertia", "com", "stiffness", "damping"}
@@ -113,6 +116,26 @@ _EXACT_LAWS = ("computed_torque", "projected_inverse_dynamics")
 
 
 # -- validation helpers --------------------------------------------------------------------------
+def _tracked_output(where, model, rows, inversion) -> tuple[str, ...]:
+    """The output rows feedback_linearization tracks: ``controller.options.output``, else the
+    output of the inversion reference (the output it was inverted for), checked on ``model``:
+    one row per input."""
+    if rows is None:
+        if inversion is None:
+            raise _err(where, "controller.options.output", "missing; feedback_linearization "
+                       "needs the output rows it linearizes (one per input, e.g. ['x', "
+                       "'tip.x', 'tip.y']), or an inversion reference whose output it tracks")
+        rows = tuple(inversion.output.names)
+    try:
+        out = Output(model, list(rows))
+    except InputError as exc:
+        raise _err(where, "controller.options.output", str(exc)) from None
+    if out.m != model.nu:
+        raise _err(where, "controller.options.output", f"{out.m} rows for {model.nu} inputs "
+                   f"({', '.join(model.input_names)}); expected one row per input")
+    return tuple(rows)
+
+
 def _err(where, key, msg):
     return InputError(f"{where}: {key}: {msg}")
 
@@ -329,6 +352,11 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
                     raise _err(where, key, f"unknown joint {n!r}; expected one of "
                                f"{', '.join(model.coordinate_names)}")
             options[k] = tuple(v)
+        elif k == "output":
+            if not (isinstance(v, list) and v and all(isinstance(r, str) for r in v)):
+                raise _err(where, key, "expected a list of output rows, one per input (e.g. "
+                           f"['x', 'tip.x', 'tip.y']), got {v!r}")
+            options[k] = tuple(v)
         elif k == "interpolation":
             if not isinstance(v, str):
                 raise _err(where, key, f"expected 'hold' or 'linear', got {v!r}")
@@ -341,6 +369,9 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
     if law == "tv_lqr" and "inversion" not in ref:
         raise _err(where, "controller.law", "tv_lqr needs an inversion reference (the nominal "
                    "motion and feedforward it is designed along)")
+    if law == "feedback_linearization":
+        options["output"] = _tracked_output(where, model, options.get("output"),
+                                            ref.get("inversion"))
     if options.get("force_control") and ref.get("lambda_d") is None:
         raise _err(where, "reference.lambda_d", "missing; force_control needs the desired "
                    "multipliers")
@@ -620,6 +651,9 @@ class RunResult:
     message: str
     wall_time: float
     metrics: dict = field(default_factory=dict)
+    #: feedback_linearization: (N, m) output error y(q_ref) - y(q) of its output rows, whose
+    #: closed form ``analytic_error`` then is
+    output_error: np.ndarray | None = None
 
 
 def error_dynamics_solution(t, e0, de0, kp, kd) -> np.ndarray:
@@ -746,13 +780,18 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
     controlled = np.asarray(getattr(ctl, "independent", None) if
                             getattr(ctl, "independent", None) is not None else
                             np.arange(model.nv), int)
-    analytic = None
+    analytic = output_err = None
     if sc.controller["law"] in _EXACT_LAWS:
         e0 = err[0, controlled]
         de0 = (Vr[0] - Vs[0])[controlled]
         analytic = error_dynamics_solution(T - T[0], e0, de0, ctl.kp, ctl.kd)
+    elif sc.controller["law"] == "feedback_linearization":
+        out = ctl.output
+        output_err = np.array([out.value(qr) - out.value(q) for q, qr in zip(Qs, Qr)])
+        de0 = out.jacobian(Qr[0]) @ Vr[0] - out.jacobian(Qs[0]) @ Vs[0]
+        analytic = error_dynamics_solution(T - T[0], output_err[0], de0, ctl.kp, ctl.kd)
     res = RunResult(sc, T, Qs, Vs, Qr, Vr, U, err, task, L, labels, R, analytic, controlled,
-                    passive_torque, success, message, wall)
+                    passive_torque, success, message, wall, output_error=output_err)
     res.metrics.update(_metrics(res, ref))
     return res
 
@@ -814,7 +853,10 @@ def _metrics(res: RunResult, ref: SampledReference) -> dict:
         dl = res.lam - ref.lambda_d
         mt["force_error_max"] = float(np.max(np.abs(dl)))
         mt["force_error_final"] = float(np.max(np.abs(dl[-1])))
-    if res.analytic_error is not None:
+    if res.output_error is not None:
+        mt["output_error_max"] = float(np.max(np.abs(res.output_error)))
+        mt["analytic_deviation"] = float(np.max(np.abs(res.output_error - res.analytic_error)))
+    elif res.analytic_error is not None:
         mt["analytic_deviation"] = float(np.max(np.abs(res.joint_error[:, res.controlled]
                                                        - res.analytic_error)))
     return mt
@@ -833,6 +875,9 @@ def summary_table(res: RunResult) -> str:
     for name in model.coordinate_names:
         rows.append((f"  {name}", f"{mt[f'error_max.{name}']:.4g}",
                      f"max; rms {mt[f'error_rms.{name}']:.4g}"))
+    if "output_error_max" in mt:
+        rows.append(("output error max", f"{mt['output_error_max']:.4g}",
+                     "rad | m (y(q_ref) - y(q), the rows feedback_linearization tracks)"))
     if "task_error_max" in mt:
         rows += [("task error max", f"{mt['task_error_max'] * 1e3:.4g}", f"mm ({sc.task_frame})"),
                  ("task error rms", f"{mt['task_error_rms'] * 1e3:.4g}", "mm"),
@@ -891,10 +936,15 @@ def plot(res: RunResult, path: str | Path, title: str = "") -> Path:
     t = res.t
     for i, name in enumerate(model.coordinate_names):
         axes[0].plot(t, res.joint_error[:, i], lw=1.1, label=name)
+    if res.output_error is not None:  # feedback_linearization: its output rows instead
+        axes[0].cla()
+        for j, name in enumerate(res.scenario.controller["options"]["output"]):
+            axes[0].plot(t, res.output_error[:, j], lw=1.1, label=name)
     if res.analytic_error is not None:
         for j in range(res.analytic_error.shape[1]):
             axes[0].plot(t, res.analytic_error[:, j], "k--", lw=0.8)
-    axes[0].set_ylabel("joint error\nq_ref - q [rad | m]")
+    axes[0].set_ylabel("output error\ny(q_ref) - y(q) [rad | m]" if res.output_error is not None
+                       else "joint error\nq_ref - q [rad | m]")
     if res.task_error.size:
         axes[1].plot(t, res.task_error * 1e3, lw=1.1, label=res.scenario.task_frame)
     axes[1].set_ylabel("task error [mm]")

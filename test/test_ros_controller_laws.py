@@ -22,6 +22,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 
 from multibody_control.controllers import (  # noqa: E402
     ComputedTorqueController,
+    FeedbackLinearizationController,
     PDController,
     ProjectedInverseDynamicsController,
     QuasiVelocityController,
@@ -70,6 +71,9 @@ def values(**changes):
     ("arm7", {"law": "tv_lqr"}, PDController),                    # the fallback runs first
     ("passive_arm", {"law": "tv_lqr", "kp": [1e3], "kd": [10.0], "lqr_r": [0.1]}, PDController),
     ("passive_arm", {"law": "tv_lqr", "fallback_law": "zero"}, type(None)),
+    ("passive_arm_minphase", {"law": "feedback_linearization"}, FeedbackLinearizationController),
+    ("passive_arm_minphase", {"law": "feedback_linearization",
+                              "output": ["x", "tip.x", "tip.y"]}, FeedbackLinearizationController),
 ])
 def test_law_setup_accepts(models, robot, params, kind):
     setup = law_setup(models[robot], values(**params))
@@ -78,6 +82,20 @@ def test_law_setup_accepts(models, robot, params, kind):
     if setup.law == "tv_lqr":
         assert setup.lqr["R"] == params.get("lqr_r", [1.0])[0]
         assert setup.fallback == params.get("fallback_law", "pd")
+
+
+def test_feedback_linearization_output_default_and_change(models):
+    """Without ``output`` the law linearizes the actuated joints (the collocated output); the
+    rows given are the ones it tracks, and changing them rebuilds the law (LAW_PARAMETERS)."""
+    from multibody_control.ros.controller_node import LAW_PARAMETERS
+
+    model = models["passive_arm_minphase"]
+    setup = law_setup(model, values(law="feedback_linearization"))
+    assert setup.controller.output.names == ("x", "alpha1", "alpha2")
+    rows = ["x", "alpha1", "alpha2 + 0.6667*beta1 + 0.3333*beta2"]
+    assert law_setup(model, values(law="feedback_linearization",
+                                   output=rows)).controller.output.names == tuple(rows)
+    assert "output" in LAW_PARAMETERS
 
 
 @pytest.mark.parametrize("robot, params, message", [
@@ -99,6 +117,14 @@ def test_law_setup_accepts(models, robot, params, kind):
      "force control needs every coordinate actuated"),
     ("prr_surface", {"law": "projected_inverse_dynamics", "force_control": True,
                      "lambda_d": [1.0, 2.0]}, "lambda_d: expected 1 values"),
+    ("five_bar", {"law": "feedback_linearization"},
+     "law feedback_linearization: .*five_bar has loop closures"),
+    ("passive_arm_minphase", {"law": "feedback_linearization", "output": ["x", "alpha1"]},
+     "law feedback_linearization: .*2 output rows for 3 inputs"),
+    ("passive_arm_minphase", {"law": "feedback_linearization", "output": ["x", "a", "tip.y"]},
+     "law feedback_linearization: .*unknown joint 'a'"),
+    ("passive_arm_minphase", {"law": "feedback_linearization", "kd": [2000.0]},
+     "law feedback_linearization: gains unstable"),
 ])
 def test_law_setup_refuses(models, robot, params, message):
     with pytest.raises(LawError, match=message):

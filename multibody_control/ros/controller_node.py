@@ -137,6 +137,7 @@ from ..controllers import (
 from ..controllers.lqr import INTERPOLATIONS
 from ..controllers.rmrc import INNER_LOOPS
 from ..controllers.sampled import input_inertias, unstable_gains
+from ..outputs import Output
 
 DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a double delivery
 #: Laws of constrained systems (closures, passive joints): their reference is the independent
@@ -148,14 +149,14 @@ NODE_LAWS = tuple(LAWS)
 #: Laws checked for the stability of the sampled loop (multibody_control.controllers.sampled):
 #: pd and pid per input with its joint inertia, the error-dynamics laws with unit inertia.
 SAMPLED_CHECK = {"pd": "inertia", "pid": "inertia", "computed_torque": "unit",
-                 "projected_inverse_dynamics": "unit"}
+                 "projected_inverse_dynamics": "unit", "feedback_linearization": "unit"}
 #: Laws run on a flexible robot: joint feedback only (its joint view has no dynamics).
 FLEXIBLE_LAWS = ("pd", "pid")
 #: Laws tv_lqr can fall back on while its gains are computed; "zero": zero effort.
 FALLBACK_LAWS = ("pd", "pid", "computed_torque", "zero")
 #: Parameters whose change rebuilds the law (and re-solves tv_lqr).
-LAW_PARAMETERS = ("law", "kp", "kd", "ki", "integral_limit", "effort_limit", "force_control",
-                  "force_kp", "force_ki", "lambda_d", "lqr_r", "lqr_dt",
+LAW_PARAMETERS = ("law", "output", "kp", "kd", "ki", "integral_limit", "effort_limit",
+                  "force_control", "force_kp", "force_ki", "lambda_d", "lqr_r", "lqr_dt",
                   "lqr_interpolation", "fallback_law", "fallback_kp", "fallback_kd", "rmrc_frame",
                   "rmrc_redundant_joint", "rmrc_inner", "rmrc_damping",
                   "rmrc_singular_threshold", "rmrc_pose_gain")
@@ -221,6 +222,11 @@ PARAMETERS = (
                   "must name; empty: the law's default (the actuated joints of a robot with "
                   "passive joints, else a pivoted QR of the constraint Jacobian)",
                   type=ParameterType.PARAMETER_STRING_ARRAY, read_only=True),
+    ParameterSpec("output", [], "feedback_linearization: the output rows y = h(q) it linearizes, "
+                  "one per input: joints, linear combinations or frame coordinates (e.g. x, "
+                  "tip.x, tip.y or 'alpha2 + 0.667*beta1'); empty: the actuated joints (the "
+                  "collocated output, whose zero dynamics are the passive joints with the "
+                  "actuated ones held)", type=ParameterType.PARAMETER_STRING_ARRAY),
     ParameterSpec("force_control", False, "projected_inverse_dynamics, quasi_velocity: command "
                   "the constraint force lambda_d (Aghili 2005 Sect. 7.3; needs every coordinate "
                   "actuated)"),
@@ -342,7 +348,11 @@ def law_setup(model, values: dict, flexible: bool = False) -> LawSetup:
                 singular_threshold=values["rmrc_singular_threshold"],
                 pose_gain=values["rmrc_pose_gain"])
             return LawSetup(law, ctl)
-        if law in CONSTRAINED_LAWS:
+        if law == "feedback_linearization":
+            rows = tuple(values["output"]) or Output.collocated(model).names
+            ctl = make_controller(law, model, _gain(values["kp"]), _gain(values["kd"]),
+                                  effort_limit=limit, output=rows)
+        elif law in CONSTRAINED_LAWS:
             opts = {"independent": tuple(values["independent"]) or None,
                     "force_control": bool(values["force_control"])}
             if law == "projected_inverse_dynamics":
