@@ -749,11 +749,31 @@ class ControllerNode(Node):
         self.state = state
         if self._on_each_state:
             self._stamp_now = stamp_to_sec(msg.header.stamp)
-        self._state_time = self._now()
+        now = self._now()
+        gap = 0.0 if self._state_time is None else now - self._state_time
+        self._state_time = now
+        timeout = self.params["state_timeout"]
         if self._hold is None:
             self._hold = Reference.hold(self.model, self.state.q)
+        elif timeout > 0 and gap > timeout:
+            self._hold_measured(f"/joint_states resumed after {gap:.3g} s without")
         if self._on_each_state:
             self._tick()
+
+    def _hold_measured(self, reason: str):
+        """The states resumed after a gap or the clock went back: the plant may have restarted
+        elsewhere or moved, so a held target or a running trajectory would make it jump.  Hold
+        the measured position instead (the trajectory and its goal are aborted, integrators
+        reset), as joint_trajectory_controller holds the measured position on activation."""
+        self._reset_laws()
+        self._hold = Reference.hold(self.model, self.state.q)
+        dropped = ""
+        if self._traj is not None:
+            self._traj = None
+            self._request_design(keep_plan=False)
+            self._finish_goals(False, f"{reason}: trajectory aborted")
+            dropped = "; the trajectory was aborted"
+        self.get_logger().warning(f"{reason}: holding the measured position{dropped}")
 
     def _on_twist(self, msg: TwistStamped):
         if self.setup.law != "rmrc":
@@ -977,8 +997,8 @@ class ControllerNode(Node):
             self.throttle.info("wait", "waiting for /joint_states")
             return
         if self._t_prev is not None and now < self._t_prev:  # clock went back (sim restarted)
-            self._reset_laws()
             self._state_time = now
+            self._hold_measured(f"the clock went back from {self._t_prev:.6g} s to {now:.6g} s")
         self._t_prev = now
         if self._pending_msg is not None and self._pub.get_subscription_count() == 0:
             # DDS matches the two directions of the loop independently: the states can flow
