@@ -50,7 +50,8 @@ The published trajectory
     pre-actuation for stable inversion), so the first point is at 0.  ``header.stamp`` is
     zero (start on receipt, as joint_trajectory_controller does) for the scenario and for
     messages with a zero stamp; a message with stamp s gives the stamp s + t_first (the
-    pre-actuation starts before s).
+    pre-actuation starts before s). A request that ends in the past (stamp + last
+    time_from_start before now) is refused, as controller_node refuses such a trajectory.
 
 Flexible robots (``robot`` a flexible model, see
 :func:`~multibody_dynamics.flexible.loader.is_flexible_model`; open chains such as
@@ -479,6 +480,11 @@ class InverterNode(Node):
             if arr.effort is not None:
                 raise MessageError("effort given; an output trajectory carries positions "
                                    "[, velocities [, accelerations]] of the outputs only")
+            now = self.get_clock().now().nanoseconds * 1e-9
+            if arr.start is not None and arr.start + arr.t[-1] < now:
+                raise MessageError(f"JointTrajectory: ends in the past (header.stamp "
+                                   f"{arr.start:.6g} s + last time_from_start {arr.t[-1]:g} s, "
+                                   f"now {now:.6g} s); a zero stamp starts on receipt")
             task = WaypointTask(setup.output.names, arr.t, arr.positions, arr.velocities,
                                 arr.accelerations)
         except (MessageError, MultibodyError) as exc:

@@ -187,6 +187,13 @@ def _select(coords, names, what: str):
     return take, coords.order(names, what)
 
 
+#: Largest magnitude a value of a message may have [rad | m | rad/s | m/s | N m | N | ...]:
+#: beyond it a finite number (1e300) is not a plausible state, command or reference but a
+#: broken sender, and one such value taken as valid saturates every law and plant (measured:
+#: a 1e300 position in one /joint_states sent arm7's simulation past max_speed).
+PLAUSIBLE = 1e6
+
+
 def _finite_array(values, n: int, what: str, allow_empty: bool = False) -> np.ndarray | None:
     arr = np.asarray(values, dtype=float).ravel()
     if arr.size == 0 and allow_empty:
@@ -196,6 +203,10 @@ def _finite_array(values, n: int, what: str, allow_empty: bool = False) -> np.nd
     if not np.isfinite(arr).all():
         bad = np.flatnonzero(~np.isfinite(arr))
         raise MessageError(f"{what}: NaN or inf at index {bad[:5].tolist()}")
+    if np.any(np.abs(arr) > PLAUSIBLE):
+        k = int(np.argmax(np.abs(arr)))
+        raise MessageError(f"{what}: {arr[k]:.6g} at index {k} is beyond +-{PLAUSIBLE:g} "
+                           "(finite but not a plausible value in SI units)")
     return arr
 
 
