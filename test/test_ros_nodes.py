@@ -380,12 +380,17 @@ def test_dynamics_node_closed_loop_holding_torque(launch, probe):
 
 
 def test_simulator_saturates_commands_at_the_urdf_effort_limits(launch, probe):
-    """A finite but absurd command (1e300 N m on arm7's joint1) is applied as the URDF limit of
-    joint1 (320 N m in urdf/arm7.urdf), with a warning naming it; the state stays finite."""
+    """A command beyond the URDF limit (1e5 N m on arm7's joint1) is applied as the URDF limit
+    of joint1 (320 N m in urdf/arm7.urdf), with a warning naming it; the state stays finite.
+    A finite but absurd one (1e300, beyond conversions.PLAUSIBLE) is rejected instead."""
     sim = launch("simulator_node", robot="arm7", rate_hz=200.0)
     states = probe.record(JointState, "/joint_states")
     pub = probe.publisher(Float64MultiArray, "/effort_controller/commands")
-    cmd = Float64MultiArray(data=[1e300] + [0.0] * 6)
+    probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0, "discovery", [sim])
+    pub.publish(Float64MultiArray(data=[1e300] + [0.0] * 6))
+    probe.wait_for(lambda: "is beyond +-1e+06" in sim.log(), 20.0, "the rejection of 1e300",
+                   [sim])
+    cmd = Float64MultiArray(data=[1e5] + [0.0] * 6)
 
     def saturated():
         pub.publish(cmd)
