@@ -54,6 +54,7 @@ docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: venv
+	$(PY) -m pip install -qq -e '.[bench]'
 	$(PY) bench/run.py --out bench/results.json
 
 lint: venv

@@ -226,6 +226,21 @@ def design(results: dict, suites: list[str]) -> str:
                   "ms per evaluation (baseline / this)", "load average"], rows)
 
 
+def peers(results: dict, suites: list[str]) -> str:
+    """The suite beside MuJoCo, Exudyn and Drake on the same mechanisms, same run (bench_peers)."""
+    def row(e: dict) -> list[str]:
+        robot = e["name"].split()[0]
+        if "skipped" in e:
+            return [robot, e["tool"], e["method"], e["skipped"], "—", "—", "—", "—"]
+        return [robot, f"{e['tool']} {e['version']}", e["method"], _num(e["sim_s_per_wall_s"]),
+                _num(e["throughput_vs_suite"], 2) + "×", _num(e["max_closure_gap_m"], 2),
+                _num(e["energy_error_J"], 2), _num(e.get("load_average_1min"), 2)]
+
+    return _rows(["mechanism", "tool", "method", "sim s / wall s", "throughput / suite's",
+                  "max closure gap [m]", "energy error [J]", "load average"],
+                 (row(e) for e in _suites(results, suites or ["peers"])))
+
+
 def machine(results: dict, suites: list[str]) -> str:
     """When and where the figures were measured."""
     m = results.get("machine", {})
@@ -239,7 +254,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "ratios": ratios, "skipped": skipped, "simulate": simulate, "inversion": inversion,
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
-    "speed": speed, "design": design, "machine": machine,
+    "speed": speed, "design": design, "peers": peers, "machine": machine,
 }
 
 
@@ -263,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     results = load(args.results)
     specs = args.tables or ["machine", "ratios:rigid,constrained,controllers,flexible,"
                             "elastic_joints", "simulate", "inversion", "scenarios", "ros_loop",
-                            "release", "flexible_designs", "flexible_parallel", "speed", "design"]
+                            "release", "flexible_designs", "flexible_parallel", "speed", "design",
+                            "peers"]
     for spec in specs:
         name, _, suites = spec.partition(":")
         print(table(results, name, suites.split(",") if suites else None), end="\n\n")

@@ -1,0 +1,272 @@
+"""The suite beside MuJoCo (RK4, Euler), Exudyn and Drake on the same closed loops, same run.
+
+four_bar and slider_crank, 10 s of passive motion at a 1 ms fixed step, from the initial states
+of ``bench_speed`` assembled by the suite (position and mass-metric velocity projection), in
+every tool.  The peers' models are built from the loaded robot by ``bench/peer_models.py``.
+Every figure is measured the same way for every tool, from its recorded joint trajectory
+(every step):
+
+- throughput: simulated seconds per wall second of the simulation loop (model building
+  excluded; best of two runs), and its ratio to the suite's run in the same process;
+- closure gap: ``max |phi(q)|`` of the suite's own closure kinematics on the tool's q [m];
+- energy error: ``max |E(q, v) - E(q0, v0)|`` with the suite's energy function [J].
+
+The suite runs ``simulate`` with its compiled fixed step (``multibody_dynamics/fast_step.py``):
+RK4, projection after every step.  MuJoCo: ``mj_step`` in a Python loop, default soft
+constraints (``solref``/``solimp``).  Exudyn: ``ObjectKinematicTree`` (joint coordinates) with
+closure constraints, generalized-alpha (index 3, its defaults).  Drake: discrete
+``MultibodyPlant`` with SAP and ball constraints.  A peer that is not installed is an entry
+``skipped: not installed`` (``pip install -e '.[bench]'`` installs them).  Run with
+``python bench/run.py --only peers``; ``python bench/report.py peers`` prints the table.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import importlib.util
+import os
+import time
+
+import numpy as np
+import pinocchio as pin
+
+from bench import peer_models
+from bench.bench_speed import _cases
+from multibody_dynamics import RigidDynamics
+from multibody_dynamics.constraints import Constraints
+from multibody_dynamics.projection import ProjectedDynamics
+from multibody_dynamics.simulate import SimulatorConfig, simulate
+
+DURATION = 10.0  # [s]
+DT = 1e-3        # [s]
+ROUNDS = 2       # best of
+
+
+def initial_state(model, q0, v0) -> tuple[np.ndarray, np.ndarray]:
+    """The assembled state every tool starts from: q on phi = 0, v on A v = 0 (mass metric)."""
+    pd = ProjectedDynamics(model)
+    res = pd.project_position(np.asarray(q0, float))
+    if not res.success:
+        raise RuntimeError(f"{model.name}: initial state does not assemble: {res.message}")
+    return res.q, pd.project_velocity(res.q, np.asarray(v0, float))
+
+
+def line_coordinates(model, mech, q, v) -> tuple[np.ndarray, np.ndarray]:
+    """Slider positions [m] and velocities [m/s] of the point-on-line closures at (q, v).
+
+    ``s = d . (p_a - p_b)`` with ``d`` the line direction in the world; its rate
+    ``(w_b x d) . (p_a - p_b) + d . (pdot_a - pdot_b)`` from pinocchio's frame velocities.
+    """
+    pm = model.pin_model
+    data = pm.createData()
+    pin.forwardKinematics(pm, data, q, v)
+    pin.updateFramePlacements(pm, data)
+    s, sd = [], []
+    spec = {c.name: c for c in model.closures}
+    for c in mech.closures:
+        if c.kind != "line":
+            continue
+        fa, fb = pm.getFrameId(spec[c.name].frame_a), pm.getFrameId(spec[c.name].frame_b)
+        oMa, oMb = data.oMf[fa], data.oMf[fb]
+        d = oMb.rotation @ c.axis_b
+        r = oMa.translation - oMb.translation
+        world = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+        va = pin.getFrameVelocity(pm, data, fa, world)
+        vb = pin.getFrameVelocity(pm, data, fb, world)
+        s.append(float(d @ r))
+        sd.append(float(np.cross(vb.angular, d) @ r + d @ (va.linear - vb.linear)))
+    return np.array(s), np.array(sd)
+
+
+def measure(model, Q: np.ndarray, V: np.ndarray, e0: float) -> tuple[float, float]:
+    """(max closure gap [m], max energy error [J]) of the samples Q (N, nq), V (N, nv)."""
+    con, rd = Constraints(model), RigidDynamics(model)
+    gap = max(float(np.max(np.abs(con.residual(q)))) for q in Q)
+    energy = max(abs(rd.energy(q, v) - e0) for q, v in zip(Q, V))
+    return gap, float(energy)
+
+
+def _best(fn):
+    best, out = np.inf, None
+    for _ in range(ROUNDS):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            out = fn()
+            best = min(best, time.perf_counter() - t0)
+        finally:
+            gc.enable()
+    return best, out
+
+
+def run_suite(model, mech, q, v):
+    """The suite's compiled fixed step: RK4 1 ms, projection every step."""
+    def go():
+        return simulate(model, DURATION, q0=q, v0=v, config=SimulatorConfig(dt=DT))
+
+    simulate(model, 0.01, q0=q, v0=v)  # compile (or load the cache) outside the timed runs
+    wall, res = _best(go)
+    if not res.success:
+        raise RuntimeError(f"{model.name}: the suite's run failed: {res.message}")
+    return wall, res.q, res.v, res.nsteps
+
+
+def run_mujoco(model, mech, q, v, integrator):
+    import mujoco
+
+    mm = peer_models.mujoco_model(mech, integrator, DT)
+    ids = [mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_JOINT, lk.name) for lk in mech.links]
+    qa, va = mm.jnt_qposadr[ids], mm.jnt_dofadr[ids]
+    sl = [mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_JOINT, f"{c.name}_slide")
+          for c in mech.closures if c.kind == "line"]
+    s, sd = line_coordinates(model, mech, q, v)
+    n = int(round(DURATION / DT))
+
+    def go():
+        d = mujoco.MjData(mm)
+        d.qpos[qa], d.qvel[va] = q, v
+        d.qpos[mm.jnt_qposadr[sl]], d.qvel[mm.jnt_dofadr[sl]] = s, sd
+        Q, V = np.empty((n + 1, mm.nq)), np.empty((n + 1, mm.nv))
+        Q[0], V[0] = d.qpos, d.qvel
+        step = mujoco.mj_step
+        for k in range(1, n + 1):
+            step(mm, d)
+            Q[k], V[k] = d.qpos, d.qvel
+        return Q, V
+
+    wall, (Q, V) = _best(go)
+    return wall, Q[:, qa], V[:, va], n
+
+
+def run_exudyn(model, mech, q, v):
+    import exudyn as exu
+    from exudyn import itemInterface as ei
+
+    n = int(round(DURATION / DT))
+
+    def go():
+        SC, mbs, node = peer_models.exudyn_system(mech, q, v)
+        sq = mbs.AddSensor(ei.SensorNode(nodeNumber=node, storeInternal=True,
+                                         outputVariableType=exu.OutputVariableType.Coordinates))
+        sv = mbs.AddSensor(ei.SensorNode(nodeNumber=node, storeInternal=True,
+                                         outputVariableType=exu.OutputVariableType.Coordinates_t))
+        mbs.Assemble()
+        ss = exu.SimulationSettings()
+        ss.timeIntegration.numberOfSteps = n
+        ss.timeIntegration.endTime = DURATION
+        ss.timeIntegration.verboseMode = 0
+        ss.solution.file.write = False
+        ss.solution.sensors.writePeriod = DT
+        ss.show.computationTime = False
+        ss.show.statistics = False
+        t0 = time.perf_counter()
+        ok = mbs.SolveDynamic(ss, solverType=exu.DynamicSolverType.GeneralizedAlpha)
+        wall = time.perf_counter() - t0
+        if not ok:
+            raise RuntimeError(f"{model.name}: Exudyn's solver failed")
+        return wall, mbs.GetSensorStoredData(sq)[:, 1:], mbs.GetSensorStoredData(sv)[:, 1:]
+
+    best = (np.inf, None, None)
+    for _ in range(ROUNDS):  # the solve alone is timed (assembly excluded, as for the others)
+        gc.collect()
+        out = go()
+        best = min(best, out, key=lambda r: r[0])
+    return best[0], best[1], best[2], n
+
+
+def run_drake(model, mech, q, v):
+    from pydrake.systems.analysis import Simulator
+    from pydrake.systems.primitives import LogVectorOutput
+
+    builder, plant, joints = peer_models.drake_plant(mech, DT)
+    logger = LogVectorOutput(plant.get_state_output_port(), builder, publish_period=DT)
+    diagram = builder.Build()
+    qi = [j.position_start() for j in joints]
+    vi = [j.velocity_start() for j in joints]
+    slides = [plant.GetJointByName(f"{c.name}_slide") for c in mech.closures if c.kind == "line"]
+    s, sd = line_coordinates(model, mech, q, v)
+    n = int(round(DURATION / DT))
+
+    def go():
+        sim = Simulator(diagram)
+        ctx = sim.get_mutable_context()
+        pctx = plant.GetMyMutableContextFromRoot(ctx)
+        x = np.zeros(plant.num_positions() + plant.num_velocities())
+        x[qi], x[plant.num_positions() + np.array(vi)] = q, v
+        for j, sj, sdj in zip(slides, s, sd):
+            x[j.position_start()] = sj
+            x[plant.num_positions() + j.velocity_start()] = sdj
+        plant.SetPositionsAndVelocities(pctx, x)
+        sim.Initialize()
+        sim.AdvanceTo(DURATION)
+        return logger.FindLog(ctx).data().T.copy()
+
+    wall, X = _best(go)
+    nq = plant.num_positions()
+    return wall, X[:, qi], X[:, nq + np.array(vi)], n
+
+
+#: (tool, method, distribution to report the version of, import name, runner)
+PEERS = [
+    ("MuJoCo", "RK4", "mujoco", "mujoco",
+     lambda m, mech, q, v: run_mujoco(m, mech, q, v, "RK4")),
+    ("MuJoCo", "semi-implicit Euler", "mujoco", "mujoco",
+     lambda m, mech, q, v: run_mujoco(m, mech, q, v, "Euler")),
+    ("Exudyn", "generalized-alpha", "exudyn", "exudyn", run_exudyn),
+    ("Drake", "SAP (discrete)", "drake", "pydrake", run_drake),
+]
+
+
+def _entry(name, tool, method, version, wall, Q, V, nsteps, model, e0, suite_rate):
+    gap, energy = measure(model, Q, V, e0)
+    rate = DURATION / wall
+    return {"name": name, "tool": tool, "method": method, "version": version,
+            "sim_s_per_wall_s": rate, "wall_s": wall, "steps": int(nsteps),
+            "samples": int(len(Q)), "max_closure_gap_m": gap, "energy_error_J": energy,
+            "initial_energy_J": e0,
+            "throughput_vs_suite": rate / suite_rate if suite_rate else 1.0}
+
+
+def run() -> list[dict]:
+    out = []
+    for robot, model, q0, v0 in _cases():
+        if not model.closures:
+            continue
+        q, v = initial_state(model, q0, v0)
+        mech = peer_models.mechanism(model)
+        e0 = RigidDynamics(model).energy(q, v)
+        wall, Q, V, nsteps = run_suite(model, mech, q, v)
+        suite = _entry(f"{robot} multibody_suite", "multibody_suite", "RK4 + projection",
+                       _version("multibody_suite"), wall, Q, V, nsteps, model, e0, None)
+        out.append(suite)
+        for tool, method, dist, module, runner in PEERS:
+            name = f"{robot} {tool} {method}"
+            if not _installed(module):
+                out.append({"name": name, "tool": tool, "method": method,
+                            "skipped": "not installed"})
+                continue
+            wall, Q, V, nsteps = runner(model, mech, q, v)
+            out.append(_entry(name, tool, method, _version(dist), wall, Q, V,
+                              nsteps, model, e0, suite["sim_s_per_wall_s"]))
+    load = round(os.getloadavg()[0], 2)  # the shared machine's load during the run
+    for e in out:
+        e["load_average_1min"] = load
+    return out
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+if __name__ == "__main__":
+    for e in run():
+        print(e)

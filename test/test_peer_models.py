@@ -1,0 +1,136 @@
+"""The peers' models of bench/bench_peers.py are the suite's mechanisms (bench/peer_models.py).
+
+At one configuration that is *not* assembled (so that the closure points are told apart) each
+peer's mass matrix, its gravity and velocity-product forces, and the world positions of the
+two points of every closure equal the suite's (pinocchio's ``crba``, ``nonLinearEffects`` and
+frame placements).  The peers are optional (the ``bench`` extra): a missing one skips.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from bench import peer_models
+from multibody_dynamics import load_model
+from multibody_dynamics.errors import ModelError
+
+ROBOTS = ["four_bar", "slider_crank"]
+# Same numbers read from the same model, summed in another order: round-off only.
+RTOL, ATOL = 1e-12, 1e-12
+
+
+def _state(model, seed=3):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1.5, 1.5, model.nq), rng.uniform(-2.0, 2.0, model.nv)
+
+
+def _reference(model, q, v):
+    """pinocchio's M, h(q, v) and the world positions of each closure's two frames."""
+    pm = model.pin_model
+    data = pm.createData()
+    M = pin.crba(pm, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    h = pin.nonLinearEffects(pm, data, q, v)
+    pin.framesForwardKinematics(pm, data, q)
+    points = [(data.oMf[pm.getFrameId(c.frame_a)].translation.copy(),
+               data.oMf[pm.getFrameId(c.frame_b)].translation.copy()) for c in model.closures]
+    return M, h, points
+
+
+def test_mechanism_reads_the_model():
+    model = load_model("four_bar")
+    mech = peer_models.mechanism(model)
+    pm = model.pin_model
+    assert [lk.name for lk in mech.links] == list(pm.names[1:])
+    # masses from the URDF through pinocchio, not retyped: 0.157, 0.5495, 0.3925 kg
+    np.testing.assert_allclose([lk.mass for lk in mech.links],
+                               [pm.inertias[i].mass for i in range(1, pm.njoints)], rtol=0)
+    np.testing.assert_allclose(mech.normal, [0, 0, 1], atol=1e-15)
+    assert [c.kind for c in mech.closures] == ["point"]
+    assert [c.kind for c in peer_models.mechanism(load_model("slider_crank")).closures] == \
+        ["line"]
+
+
+def test_non_planar_model_is_refused():
+    with pytest.raises(ModelError, match="planar|revolute"):
+        peer_models.mechanism(load_model("arm7"))
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_mujoco_model_is_the_suites(robot):
+    mujoco = pytest.importorskip("mujoco")
+    model = load_model(robot)
+    mech = peer_models.mechanism(model)
+    q, v = _state(model)
+    M_ref, h_ref, points = _reference(model, q, v)
+    mm = peer_models.mujoco_model(mech)
+    d = mujoco.MjData(mm)
+    ids = [mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_JOINT, lk.name) for lk in mech.links]
+    qa, va = mm.jnt_qposadr[ids], mm.jnt_dofadr[ids]
+    d.qpos[qa], d.qvel[va] = q, v
+    mujoco.mj_forward(mm, d)
+    M = np.zeros((mm.nv, mm.nv))
+    mujoco.mj_fullM(mm, d, M)
+    np.testing.assert_allclose(M[np.ix_(va, va)], M_ref, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(d.qfrc_bias[va], h_ref, rtol=RTOL, atol=ATOL)
+    for c, (pa, pb) in zip(model.closures, points):
+        site_a = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_SITE, f"{c.name}_a")
+        np.testing.assert_allclose(d.site_xpos[site_a], pa, atol=ATOL)
+        if c.type == "point_on_line":  # the slider sits on the line through frame_b
+            site_b = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_SITE, f"{c.name}_b")
+            np.testing.assert_allclose(np.cross(d.site_xpos[site_b] - pb, c.axis), 0, atol=ATOL)
+        else:
+            site_b = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_SITE, f"{c.name}_b")
+            np.testing.assert_allclose(d.site_xpos[site_b], pb, atol=ATOL)
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_exudyn_model_is_the_suites(robot):
+    exu = pytest.importorskip("exudyn")
+    model = load_model(robot)
+    mech = peer_models.mechanism(model)
+    q, v = _state(model)
+    M_ref, _, points = _reference(model, q, v)
+    _, mbs, _ = peer_models.exudyn_system(mech, q, v)
+    M = np.asarray(mbs.ComputeLinearizedSystem()[0])  # ODE2 mass matrix, constraints aside
+    np.testing.assert_allclose(M, M_ref, rtol=RTOL, atol=ATOL)
+    # markers in closure order: frame_b then frame_a of each closure
+    pos = [np.asarray(mbs.GetMarkerOutput(k, exu.OutputVariableType.Position))
+           for k in range(2 * len(points))]
+    for k, (pa, pb) in enumerate(points):
+        np.testing.assert_allclose(pos[2 * k], pb, atol=ATOL)
+        np.testing.assert_allclose(pos[2 * k + 1], pa, atol=ATOL)
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_drake_model_is_the_suites(robot):
+    pytest.importorskip("pydrake")
+    from pydrake.multibody.tree import JacobianWrtVariable  # noqa: F401  (API present)
+
+    model = load_model(robot)
+    mech = peer_models.mechanism(model)
+    q, v = _state(model)
+    M_ref, h_ref, points = _reference(model, q, v)
+    builder, plant, joints = peer_models.drake_plant(mech)
+    ctx = plant.CreateDefaultContext()
+    qi = [j.position_start() for j in joints]
+    vi = [j.velocity_start() for j in joints]
+    x = np.zeros(plant.num_positions() + plant.num_velocities())
+    x[qi], x[plant.num_positions() + np.array(vi)] = q, v
+    plant.SetPositionsAndVelocities(ctx, x)
+    M = plant.CalcMassMatrix(ctx)
+    np.testing.assert_allclose(M[np.ix_(vi, vi)], M_ref, rtol=RTOL, atol=ATOL)
+    # Drake's bias term is C(q, v) v without gravity; gravity enters as a generalized force
+    h = plant.CalcBiasTerm(ctx) - plant.CalcGravityGeneralizedForces(ctx)
+    np.testing.assert_allclose(h[vi], h_ref, rtol=RTOL, atol=ATOL)
+    world = plant.world_frame()
+    for c, (pa, pb) in zip(mech.closures, points):
+        body_a = plant.GetBodyByName(f"{mech.links[c.link_a - 1].name}_body")
+        p = plant.CalcPointsPositions(ctx, body_a.body_frame(), c.p_a, world).ravel()
+        np.testing.assert_allclose(p, pa, atol=ATOL)
+        if c.kind == "point":
+            body_b = plant.GetBodyByName(f"{mech.links[c.link_b - 1].name}_body")
+            p = plant.CalcPointsPositions(ctx, body_b.body_frame(), c.p_b, world).ravel()
+            np.testing.assert_allclose(p, pb, atol=ATOL)
