@@ -134,3 +134,34 @@ def test_drake_model_is_the_suites(robot):
             body_b = plant.GetBodyByName(f"{mech.links[c.link_b - 1].name}_body")
             p = plant.CalcPointsPositions(ctx, body_b.body_frame(), c.p_b, world).ravel()
             np.testing.assert_allclose(p, pb, atol=ATOL)
+
+
+def test_bench_runs_all_tools_and_records_a_missing_peer(monkeypatch):
+    """bench_peers.run() end to end on 0.05 s, Drake reported as not installed."""
+    pytest.importorskip("mujoco")
+    pytest.importorskip("exudyn")
+    from bench import bench_peers, report
+
+    monkeypatch.setattr(bench_peers, "DURATION", 0.05)
+    monkeypatch.setattr(bench_peers, "ROUNDS", 1)
+    real = bench_peers._installed
+    monkeypatch.setattr(bench_peers, "_installed", lambda m: m != "pydrake" and real(m))
+    entries = bench_peers.run()
+    by = {e["name"]: e for e in entries}
+    assert set(by) == {f"{r} {t}" for r in ROBOTS for t in (
+        "multibody_suite", "MuJoCo RK4", "MuJoCo semi-implicit Euler",
+        "Exudyn generalized-alpha", "Drake SAP (discrete)")}
+    for r in ROBOTS:
+        assert by[f"{r} Drake SAP (discrete)"]["skipped"] == "not installed"
+        suite = by[f"{r} multibody_suite"]
+        assert suite["steps"] == 50 and suite["samples"] == 51
+        # the suite projects every step (tolerance 1e-12 m); Exudyn solves its index-3
+        # constraints by Newton: both close the loop to round-off, MuJoCo's soft ones do not
+        assert suite["max_closure_gap_m"] < 1e-10
+        assert by[f"{r} Exudyn generalized-alpha"]["max_closure_gap_m"] < 1e-9
+        assert by[f"{r} MuJoCo RK4"]["max_closure_gap_m"] > 1e-9
+        for e in (suite, by[f"{r} MuJoCo RK4"], by[f"{r} Exudyn generalized-alpha"]):
+            # 50 steps of a 0.5-1.2 J mechanism: every tool keeps its energy within 5 %
+            assert e["energy_error_J"] < 0.05 * e["initial_energy_J"], e["name"]
+    table = report.table({"suites": {"peers": entries}}, "peers")
+    assert "| four_bar | Drake | SAP (discrete) | not installed |" in table
