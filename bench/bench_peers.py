@@ -12,7 +12,7 @@ Every figure is measured the same way for every tool, from its recorded joint tr
 - energy error: ``max |E(q, v) - E(q0, v0)|`` with the suite's energy function [J].
 
 The suite runs ``simulate`` with its compiled fixed step (``multibody_dynamics/fast_step.py``):
-RK4, projection after every step.  MuJoCo: ``mj_step`` in a Python loop, default soft
+RK4, projection after every step.  MuJoCo: ``mujoco.rollout`` (its C loop), default soft
 constraints (``solref``/``solimp``).  Exudyn: ``ObjectKinematicTree`` (joint coordinates) with
 closure constraints, generalized-alpha (index 3, its defaults).  Drake: discrete
 ``MultibodyPlant`` with SAP and ball constraints.  A peer that is not installed is an entry
@@ -114,7 +114,9 @@ def run_suite(model, mech, q, v):
 
 
 def run_mujoco(model, mech, q, v, integrator):
+    """``mujoco.rollout`` (MuJoCo's own C loop, every step's state returned)."""
     import mujoco
+    from mujoco import rollout
 
     mm = peer_models.mujoco_model(mech, integrator, DT)
     ids = [mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_JOINT, lk.name) for lk in mech.links]
@@ -123,20 +125,23 @@ def run_mujoco(model, mech, q, v, integrator):
           for c in mech.closures if c.kind == "line"]
     s, sd = line_coordinates(model, mech, q, v)
     n = int(round(DURATION / DT))
+    d = mujoco.MjData(mm)
+    d.qpos[qa], d.qvel[va] = q, v
+    d.qpos[mm.jnt_qposadr[sl]], d.qvel[mm.jnt_dofadr[sl]] = s, sd
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    x0 = np.empty(mujoco.mj_stateSize(mm, spec))
+    mujoco.mj_getState(mm, d, x0, spec)
+    # the full physics state starts with time, qpos, qvel
+    if not (np.array_equal(x0[1:1 + mm.nq], d.qpos)
+            and np.array_equal(x0[1 + mm.nq:1 + mm.nq + mm.nv], d.qvel)):
+        raise RuntimeError("unexpected layout of MuJoCo's mjSTATE_FULLPHYSICS")
 
     def go():
-        d = mujoco.MjData(mm)
-        d.qpos[qa], d.qvel[va] = q, v
-        d.qpos[mm.jnt_qposadr[sl]], d.qvel[mm.jnt_dofadr[sl]] = s, sd
-        Q, V = np.empty((n + 1, mm.nq)), np.empty((n + 1, mm.nv))
-        Q[0], V[0] = d.qpos, d.qvel
-        step = mujoco.mj_step
-        for k in range(1, n + 1):
-            step(mm, d)
-            Q[k], V[k] = d.qpos, d.qvel
-        return Q, V
+        return rollout.rollout(mm, mujoco.MjData(mm), x0[None], nstep=n)[0][0]
 
-    wall, (Q, V) = _best(go)
+    wall, X = _best(go)
+    X = np.vstack([x0, X])
+    Q, V = X[:, 1:1 + mm.nq], X[:, 1 + mm.nq:1 + mm.nq + mm.nv]
     return wall, Q[:, qa], V[:, va], n
 
 
