@@ -7,15 +7,16 @@ Every figure is measured the same way for every tool, from its recorded joint tr
 (every step):
 
 - throughput: simulated seconds per wall second of the simulation loop (model building
-  excluded; best of two runs), and its ratio to the suite's run in the same process;
+  excluded; best of three rounds, the tools interleaved in each), and its ratio to the
+  suite's run in the same process;
 - closure gap: ``max |phi(q)|`` of the suite's own closure kinematics on the tool's q [m];
 - energy error: ``max |E(q, v) - E(q0, v0)|`` with the suite's energy function [J].
 
 The suite runs ``simulate`` with its compiled fixed step (``multibody_dynamics/fast_step.py``):
 RK4, projection after every step.  MuJoCo: ``mujoco.rollout`` (its C loop), default soft
 constraints (``solref``/``solimp``).  Exudyn: ``ObjectKinematicTree`` (joint coordinates) with
-closure constraints, generalized-alpha (index 3, its defaults).  Drake: discrete
-``MultibodyPlant`` with SAP and ball constraints.  A peer that is not installed is an entry
+closure constraints, generalized-alpha (index 3, full Newton, its default tolerances).  Drake:
+discrete ``MultibodyPlant`` with SAP and ball constraints.  A peer that is not installed is an entry
 ``skipped: not installed`` (``pip install -e '.[bench]'`` installs them).  Run with
 ``python bench/run.py --only peers``; ``python bench/report.py peers`` prints the table.
 """
@@ -40,7 +41,7 @@ from multibody_dynamics.simulate import SimulatorConfig, simulate
 
 DURATION = 10.0  # [s]
 DT = 1e-3        # [s]
-ROUNDS = 2       # best of
+ROUNDS = 3       # best of, the tools interleaved
 
 
 def initial_state(model, q0, v0) -> tuple[np.ndarray, np.ndarray]:
@@ -87,33 +88,36 @@ def measure(model, Q: np.ndarray, V: np.ndarray, e0: float) -> tuple[float, floa
     return gap, float(energy)
 
 
-def _best(fn):
-    best, out = np.inf, None
-    for _ in range(ROUNDS):
-        gc.collect()
-        gc.disable()
-        try:
-            t0 = time.perf_counter()
-            out = fn()
-            best = min(best, time.perf_counter() - t0)
-        finally:
-            gc.enable()
-    return best, out
+def _timed(fn):
+    """(wall time [s], fn()) with the garbage collector off."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        out = fn()
+        return time.perf_counter() - t0, out
+    finally:
+        gc.enable()
 
 
-def run_suite(model, mech, q, v):
-    """The suite's compiled fixed step: RK4 1 ms, projection every step."""
+def prepare_suite(model, mech, q, v):
+    """The suite's compiled fixed step: RK4 1 ms, projection every step.
+
+    Each ``prepare_*`` builds its tool's model and returns ``go() -> (wall [s], Q, V)``, one
+    timed run with the joint trajectory (N, nq), (N, nv) in the suite's coordinates.
+    """
     def go():
-        return simulate(model, DURATION, q0=q, v0=v, config=SimulatorConfig(dt=DT))
+        wall, res = _timed(lambda: simulate(model, DURATION, q0=q, v0=v,
+                                            config=SimulatorConfig(dt=DT)))
+        if not res.success:
+            raise RuntimeError(f"{model.name}: the suite's run failed: {res.message}")
+        return wall, res.q, res.v
 
     simulate(model, 0.01, q0=q, v0=v)  # compile (or load the cache) outside the timed runs
-    wall, res = _best(go)
-    if not res.success:
-        raise RuntimeError(f"{model.name}: the suite's run failed: {res.message}")
-    return wall, res.q, res.v, res.nsteps
+    return go
 
 
-def run_mujoco(model, mech, q, v, integrator):
+def prepare_mujoco(model, mech, q, v, integrator):
     """``mujoco.rollout`` (MuJoCo's own C loop, every step's state returned)."""
     import mujoco
     from mujoco import rollout
@@ -137,15 +141,15 @@ def run_mujoco(model, mech, q, v, integrator):
         raise RuntimeError("unexpected layout of MuJoCo's mjSTATE_FULLPHYSICS")
 
     def go():
-        return rollout.rollout(mm, mujoco.MjData(mm), x0[None], nstep=n)[0][0]
+        wall, X = _timed(lambda: rollout.rollout(mm, mujoco.MjData(mm), x0[None], nstep=n)[0][0])
+        X = np.vstack([x0, X])
+        Q, V = X[:, 1:1 + mm.nq], X[:, 1 + mm.nq:1 + mm.nq + mm.nv]
+        return wall, Q[:, qa], V[:, va]
 
-    wall, X = _best(go)
-    X = np.vstack([x0, X])
-    Q, V = X[:, 1:1 + mm.nq], X[:, 1 + mm.nq:1 + mm.nq + mm.nv]
-    return wall, Q[:, qa], V[:, va], n
+    return go
 
 
-def run_exudyn(model, mech, q, v):
+def prepare_exudyn(model, mech, q, v):
     import exudyn as exu
     from exudyn import itemInterface as ei
 
@@ -162,26 +166,24 @@ def run_exudyn(model, mech, q, v):
         ss.timeIntegration.numberOfSteps = n
         ss.timeIntegration.endTime = DURATION
         ss.timeIntegration.verboseMode = 0
+        # full Newton: on these loops the default modified Newton takes about 7 iterations
+        # per step and the whole run is about 1.8x slower (measured), for the same gap
+        ss.timeIntegration.newton.useModifiedNewton = False
         ss.solution.file.write = False
         ss.solution.sensors.writePeriod = DT
         ss.show.computationTime = False
         ss.show.statistics = False
-        t0 = time.perf_counter()
-        ok = mbs.SolveDynamic(ss, solverType=exu.DynamicSolverType.GeneralizedAlpha)
-        wall = time.perf_counter() - t0
+        # the solve alone is timed (model building excluded, as for the others)
+        wall, ok = _timed(lambda: mbs.SolveDynamic(
+            ss, solverType=exu.DynamicSolverType.GeneralizedAlpha))
         if not ok:
             raise RuntimeError(f"{model.name}: Exudyn's solver failed")
         return wall, mbs.GetSensorStoredData(sq)[:, 1:], mbs.GetSensorStoredData(sv)[:, 1:]
 
-    best = (np.inf, None, None)
-    for _ in range(ROUNDS):  # the solve alone is timed (assembly excluded, as for the others)
-        gc.collect()
-        out = go()
-        best = min(best, out, key=lambda r: r[0])
-    return best[0], best[1], best[2], n
+    return go
 
 
-def run_drake(model, mech, q, v):
+def prepare_drake(model, mech, q, v):
     from pydrake.systems.analysis import Simulator
     from pydrake.systems.primitives import LogVectorOutput
 
@@ -192,9 +194,9 @@ def run_drake(model, mech, q, v):
     vi = [j.velocity_start() for j in joints]
     slides = [plant.GetJointByName(f"{c.name}_slide") for c in mech.closures if c.kind == "line"]
     s, sd = line_coordinates(model, mech, q, v)
-    n = int(round(DURATION / DT))
+    nq = plant.num_positions()
 
-    def go():
+    def run():
         sim = Simulator(diagram)
         ctx = sim.get_mutable_context()
         pctx = plant.GetMyMutableContextFromRoot(ctx)
@@ -208,53 +210,64 @@ def run_drake(model, mech, q, v):
         sim.AdvanceTo(DURATION)
         return logger.FindLog(ctx).data().T.copy()
 
-    wall, X = _best(go)
-    nq = plant.num_positions()
-    return wall, X[:, qi], X[:, nq + np.array(vi)], n
+    def go():
+        wall, X = _timed(run)
+        return wall, X[:, qi], X[:, nq + np.array(vi)]
+
+    return go
 
 
-#: (tool, method, distribution to report the version of, import name, runner)
-PEERS = [
+#: (tool, method, distribution to report the version of, import name, prepare)
+TOOLS = [
+    ("multibody_suite", "RK4 + projection", "multibody_suite", "multibody_dynamics",
+     prepare_suite),
     ("MuJoCo", "RK4", "mujoco", "mujoco",
-     lambda m, mech, q, v: run_mujoco(m, mech, q, v, "RK4")),
+     lambda m, mech, q, v: prepare_mujoco(m, mech, q, v, "RK4")),
     ("MuJoCo", "semi-implicit Euler", "mujoco", "mujoco",
-     lambda m, mech, q, v: run_mujoco(m, mech, q, v, "Euler")),
-    ("Exudyn", "generalized-alpha", "exudyn", "exudyn", run_exudyn),
-    ("Drake", "SAP (discrete)", "drake", "pydrake", run_drake),
+     lambda m, mech, q, v: prepare_mujoco(m, mech, q, v, "Euler")),
+    ("Exudyn", "generalized-alpha", "exudyn", "exudyn", prepare_exudyn),
+    ("Drake", "SAP (discrete)", "drake", "pydrake", prepare_drake),
 ]
 
 
-def _entry(name, tool, method, version, wall, Q, V, nsteps, model, e0, suite_rate):
-    gap, energy = measure(model, Q, V, e0)
-    rate = DURATION / wall
-    return {"name": name, "tool": tool, "method": method, "version": version,
-            "sim_s_per_wall_s": rate, "wall_s": wall, "steps": int(nsteps),
-            "samples": int(len(Q)), "max_closure_gap_m": gap, "energy_error_J": energy,
-            "initial_energy_J": e0,
-            "throughput_vs_suite": rate / suite_rate if suite_rate else 1.0}
+def run_robot(robot, model, q0, v0) -> list[dict]:
+    """Every tool on one robot: ``ROUNDS`` rounds, the tools interleaved in each (the machine's
+    noise then falls on all of them), best wall time of each; accuracy of its last run."""
+    q, v = initial_state(model, q0, v0)
+    mech = peer_models.mechanism(model)
+    e0 = RigidDynamics(model).energy(q, v)
+    entries, runs = [], []
+    for tool, method, dist, module, prepare in TOOLS:
+        entry = {"name": f"{robot} {tool} {method}", "tool": tool, "method": method}
+        entries.append(entry)
+        if _installed(module):
+            entry["version"] = _version(dist)
+            runs.append((entry, prepare(model, mech, q, v)))
+        else:
+            entry["skipped"] = "not installed"
+    best: dict[str, tuple] = {}
+    for _ in range(ROUNDS):
+        for entry, go in runs:
+            wall, Q, V = go()
+            if entry["name"] not in best or wall < best[entry["name"]][0]:
+                best[entry["name"]] = (wall, Q, V)
+    suite_rate = DURATION / best[entries[0]["name"]][0]
+    for entry, _ in runs:
+        wall, Q, V = best[entry["name"]]
+        gap, energy = measure(model, Q, V, e0)
+        entry.update({"sim_s_per_wall_s": DURATION / wall, "wall_s": wall,
+                      "steps": int(round(DURATION / DT)), "samples": int(len(Q)),
+                      "max_closure_gap_m": gap, "energy_error_J": energy,
+                      "initial_energy_J": e0,
+                      "throughput_vs_suite": DURATION / wall / suite_rate})
+    return entries
 
 
 def run() -> list[dict]:
     out = []
     for robot, model, q0, v0 in _cases():
-        if not model.closures:
-            continue
-        q, v = initial_state(model, q0, v0)
-        mech = peer_models.mechanism(model)
-        e0 = RigidDynamics(model).energy(q, v)
-        wall, Q, V, nsteps = run_suite(model, mech, q, v)
-        suite = _entry(f"{robot} multibody_suite", "multibody_suite", "RK4 + projection",
-                       _version("multibody_suite"), wall, Q, V, nsteps, model, e0, None)
-        out.append(suite)
-        for tool, method, dist, module, runner in PEERS:
-            name = f"{robot} {tool} {method}"
-            if not _installed(module):
-                out.append({"name": name, "tool": tool, "method": method,
-                            "skipped": "not installed"})
-                continue
-            wall, Q, V, nsteps = runner(model, mech, q, v)
-            out.append(_entry(name, tool, method, _version(dist), wall, Q, V,
-                              nsteps, model, e0, suite["sim_s_per_wall_s"]))
+        if model.closures:
+            out += run_robot(robot, model, q0, v0)
     load = round(os.getloadavg()[0], 2)  # the shared machine's load during the run
     for e in out:
         e["load_average_1min"] = load

@@ -149,11 +149,11 @@ def test_bench_runs_all_tools_and_records_a_missing_peer(monkeypatch):
     entries = bench_peers.run()
     by = {e["name"]: e for e in entries}
     assert set(by) == {f"{r} {t}" for r in ROBOTS for t in (
-        "multibody_suite", "MuJoCo RK4", "MuJoCo semi-implicit Euler",
+        "multibody_suite RK4 + projection", "MuJoCo RK4", "MuJoCo semi-implicit Euler",
         "Exudyn generalized-alpha", "Drake SAP (discrete)")}
     for r in ROBOTS:
         assert by[f"{r} Drake SAP (discrete)"]["skipped"] == "not installed"
-        suite = by[f"{r} multibody_suite"]
+        suite = by[f"{r} multibody_suite RK4 + projection"]
         assert suite["steps"] == 50 and suite["samples"] == 51
         # the suite projects every step (tolerance 1e-12 m); Exudyn solves its index-3
         # constraints by Newton: both close the loop to round-off, MuJoCo's soft ones do not
