@@ -14,7 +14,7 @@ Every figure is measured the same way for every tool, from its recorded joint tr
 
 The suite runs ``simulate`` with its compiled fixed step (``multibody_dynamics/fast_step.py``):
 RK4, projection after every step.  MuJoCo: ``mujoco.rollout`` (its C loop), default soft
-constraints (``solref``/``solimp``).  Exudyn: ``ObjectKinematicTree`` (joint coordinates) with
+constraints (``solref``/``solimp``), and RK4 with the closures' ``solref`` at two steps.  Exudyn: ``ObjectKinematicTree`` (joint coordinates) with
 closure constraints, generalized-alpha (index 3, full Newton, its default tolerances).  Drake:
 discrete ``MultibodyPlant`` with SAP and ball constraints.  A peer that is not installed is an entry
 ``skipped: not installed`` (``pip install -e '.[bench]'`` installs them).  Run with
@@ -117,12 +117,12 @@ def prepare_suite(model, mech, q, v):
     return go
 
 
-def prepare_mujoco(model, mech, q, v, integrator):
+def prepare_mujoco(model, mech, q, v, integrator, solref=None):
     """``mujoco.rollout`` (MuJoCo's own C loop, every step's state returned)."""
     import mujoco
     from mujoco import rollout
 
-    mm = peer_models.mujoco_model(mech, integrator, DT)
+    mm = peer_models.mujoco_model(mech, integrator, DT, solref)
     ids = [mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_JOINT, lk.name) for lk in mech.links]
     qa, va = mm.jnt_qposadr[ids], mm.jnt_dofadr[ids]
     sl = [mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_JOINT, f"{c.name}_slide")
@@ -223,6 +223,9 @@ TOOLS = [
      prepare_suite),
     ("MuJoCo", "RK4", "mujoco", "mujoco",
      lambda m, mech, q, v: prepare_mujoco(m, mech, q, v, "RK4")),
+    # the stiffest closure MuJoCo recommends: time constant two steps, critical damping
+    ("MuJoCo", "RK4, solref 2 ms", "mujoco", "mujoco",
+     lambda m, mech, q, v: prepare_mujoco(m, mech, q, v, "RK4", (2 * DT, 1.0))),
     ("MuJoCo", "semi-implicit Euler", "mujoco", "mujoco",
      lambda m, mech, q, v: prepare_mujoco(m, mech, q, v, "Euler")),
     ("Exudyn", "generalized-alpha", "exudyn", "exudyn", prepare_exudyn),

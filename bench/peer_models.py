@@ -172,7 +172,8 @@ def _inertial(lk: Link) -> str:
             f'fullinertia="{_vec(full)}"/>')
 
 
-def mjcf(mech: PlanarMechanism, integrator: str = "RK4", dt: float = 1e-3) -> str:
+def mjcf(mech: PlanarMechanism, integrator: str = "RK4", dt: float = 1e-3,
+         solref: tuple[float, float] | None = None) -> str:
     """MJCF text of ``mech``: one body per joint, hinge joints, ``connect`` closures.
 
     Parameters
@@ -180,11 +181,13 @@ def mjcf(mech: PlanarMechanism, integrator: str = "RK4", dt: float = 1e-3) -> st
     mech : PlanarMechanism
     integrator : str  MuJoCo's ``option/integrator`` (``"RK4"``, ``"Euler"``, ...)
     dt : float  time step [s]
+    solref : (time constant [s], damping ratio), optional
+        The closures' ``solref``; default MuJoCo's (0.02 s, 1).
 
     Notes
     -----
-    The closure constraints keep MuJoCo's default ``solref``/``solimp`` (soft constraints):
-    the closure gap measured is the one a default model shows.  The ``qpos`` order is the
+    The closures are MuJoCo's soft constraints (default ``solimp``): the closure gap measured
+    is the one a model with that ``solref`` shows.  The ``qpos`` order is the
     suite's ``q`` followed by one slide joint per point-on-line closure.
     """
     sites: dict[int, list[str]] = {}
@@ -202,7 +205,8 @@ def mjcf(mech: PlanarMechanism, integrator: str = "RK4", dt: float = 1e-3) -> st
                 f'<inertial pos="0 0 0" mass="{SLIDER_MASS}" '
                 f'diaginertia="{_vec([SLIDER_MASS * 1e-4] * 3)}"/>'
                 f'<site name="{c.name}_b" pos="0 0 0"/></body>')
-        eqs.append(f'<connect name="{c.name}" site1="{c.name}_a" site2="{c.name}_b"/>')
+        ref = "" if solref is None else f' solref="{_vec(solref)}"'
+        eqs.append(f'<connect name="{c.name}" site1="{c.name}_a" site2="{c.name}_b"{ref}/>')
     # bodies after sliders: slide joints follow the hinges in qpos (body order = dof order)
     children: dict[int, list[Link]] = {}
     for lk in mech.links:
@@ -224,7 +228,8 @@ def mjcf(mech: PlanarMechanism, integrator: str = "RK4", dt: float = 1e-3) -> st
             f'<equality>{"".join(eqs)}</equality></mujoco>')
 
 
-def mujoco_model(mech: PlanarMechanism, integrator: str = "RK4", dt: float = 1e-3):
+def mujoco_model(mech: PlanarMechanism, integrator: str = "RK4", dt: float = 1e-3,
+                 solref: tuple[float, float] | None = None):
     """A compiled ``mujoco.MjModel`` of :func:`mjcf`.
 
     MuJoCo scales the softness of an equality constraint by the inverse weights of its two
@@ -236,7 +241,7 @@ def mujoco_model(mech: PlanarMechanism, integrator: str = "RK4", dt: float = 1e-
     """
     import mujoco
 
-    mm = mujoco.MjModel.from_xml_string(mjcf(mech, integrator, dt))
+    mm = mujoco.MjModel.from_xml_string(mjcf(mech, integrator, dt, solref))
     for c in mech.closures:
         if c.kind == "line":
             slider = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_BODY, f"{c.name}_slider")
