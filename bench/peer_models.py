@@ -7,8 +7,9 @@ same mechanism as the suite (``test/test_peer_models.py`` checks the mass matrix
 points at one state).
 
 Supported: planar mechanisms whose joints are all revolute about one common axis ``n`` (in
-world coordinates), closed by ``revolute`` or ``spherical`` closures (both frames' origins
-coincide; for a planar loop about ``n`` the in-plane point rows are the independent ones) and
+world coordinates), closed by ``revolute``, ``planar_revolute`` or ``spherical`` closures (both
+frames' origins coincide; for a planar loop about ``n`` the in-plane point rows are the
+independent ones) and
 ``point_on_line`` closures with ``normal`` along ``n`` (the point of ``frame_a`` stays on the
 line through ``frame_b`` along ``axis``).  MuJoCo and Drake have no point-on-line constraint:
 there it is a slider body on a prismatic joint along the line, of mass :data:`SLIDER_MASS`,
@@ -133,7 +134,13 @@ def mechanism(model: MultibodyModel) -> PlanarMechanism:
         jb, pb = _frame(pm, spec.frame_b)
         Rwb = data.oMi[jb].rotation
         n_b = Rwb.T @ normal
-        if spec.type in ("revolute", "spherical"):
+        if spec.type == "planar_revolute":
+            nrm = np.asarray(spec.normal if spec.normal is not None else (0, 0, 1), float)
+            if abs(abs(float(pb.rotation @ nrm / np.linalg.norm(nrm) @ n_b)) - 1.0) > 1e-12:
+                raise ModelError(f"peer model {model.name!r}: closure {spec.name!r} normal is "
+                                 "not the plane normal; expected a planar loop")
+            kind, axis_b = "point", np.zeros(3)
+        elif spec.type in ("revolute", "spherical"):
             if spec.type == "revolute" and abs(abs(float(
                     (data.oMi[ja].rotation @ pa.rotation @ np.asarray(spec.axis, float)
                      / np.linalg.norm(spec.axis)) @ normal)) - 1.0) > 1e-12:
@@ -149,7 +156,8 @@ def mechanism(model: MultibodyModel) -> PlanarMechanism:
             kind = "line"
         else:
             raise ModelError(f"peer model {model.name!r}: closure {spec.name!r} has type "
-                             f"{spec.type!r}; expected revolute, spherical or point_on_line")
+                             f"{spec.type!r}; expected revolute, planar_revolute, spherical or "
+                             "point_on_line")
         closures.append(Closure(spec.name, kind, ja, np.array(pa.translation), jb,
                                 np.array(pb.translation), np.array(pb.rotation), axis_b, n_b))
     return PlanarMechanism(model.name, np.asarray(model.gravity, float), normal, tuple(links),

@@ -8,6 +8,8 @@ frame placements).  The peers are optional (the ``bench`` extra): a missing one 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -17,8 +19,38 @@ from multibody_dynamics import load_model
 from multibody_dynamics.errors import ModelError
 
 ROBOTS = ["four_bar", "slider_crank"]
+# five_bar: a planar_revolute closure (not in the bench); "rotated": the same mechanism with
+# every link frame turned about its joint axis, so that no placement is the identity
+MODELS = [*ROBOTS, "five_bar", "four_bar rotated", "slider_crank rotated"]
 # Same numbers read from the same model, summed in another order: round-off only.
 RTOL, ATOL = 1e-12, 1e-12
+
+
+def _rotated(mech, seed=5):
+    """``mech`` with link frame i turned by Rz(theta_i) about its joint axis (z): the same
+    bodies at the same q, every placement, centre of mass, inertia and closure point
+    re-expressed in the turned frames."""
+    rng = np.random.default_rng(seed)
+    R = {0: np.eye(3)}
+    for lk in mech.links:
+        assert np.allclose(lk.axis, [0, 0, 1])
+        R[lk.index] = pin.exp3(np.array([0.0, 0.0, rng.uniform(-np.pi, np.pi)]))
+    links = tuple(replace(
+        lk, placement=pin.SE3(R[lk.parent].T @ lk.placement.rotation @ R[lk.index],
+                              R[lk.parent].T @ lk.placement.translation),
+        com=R[lk.index].T @ lk.com, inertia=R[lk.index].T @ lk.inertia @ R[lk.index])
+        for lk in mech.links)
+    closures = tuple(replace(
+        c, p_a=R[c.link_a].T @ c.p_a, p_b=R[c.link_b].T @ c.p_b, R_b=R[c.link_b].T @ c.R_b,
+        normal_link_b=R[c.link_b].T @ c.normal_link_b) for c in mech.closures)
+    return replace(mech, links=links, closures=closures)
+
+
+def _mech(case):
+    robot, _, variant = case.partition(" ")
+    model = load_model(robot)
+    mech = peer_models.mechanism(model)
+    return model, (_rotated(mech) if variant == "rotated" else mech)
 
 
 def _state(model, seed=3):
@@ -58,11 +90,10 @@ def test_non_planar_model_is_refused():
         peer_models.mechanism(load_model("arm7"))
 
 
-@pytest.mark.parametrize("robot", ROBOTS)
-def test_mujoco_model_is_the_suites(robot):
+@pytest.mark.parametrize("case", MODELS)
+def test_mujoco_model_is_the_suites(case):
     mujoco = pytest.importorskip("mujoco")
-    model = load_model(robot)
-    mech = peer_models.mechanism(model)
+    model, mech = _mech(case)
     q, v = _state(model)
     M_ref, h_ref, points = _reference(model, q, v)
     mm = peer_models.mujoco_model(mech)
@@ -86,11 +117,10 @@ def test_mujoco_model_is_the_suites(robot):
             np.testing.assert_allclose(d.site_xpos[site_b], pb, atol=ATOL)
 
 
-@pytest.mark.parametrize("robot", ROBOTS)
-def test_exudyn_model_is_the_suites(robot):
+@pytest.mark.parametrize("case", MODELS)
+def test_exudyn_model_is_the_suites(case):
     exu = pytest.importorskip("exudyn")
-    model = load_model(robot)
-    mech = peer_models.mechanism(model)
+    model, mech = _mech(case)
     q, v = _state(model)
     M_ref, _, points = _reference(model, q, v)
     _, mbs, _ = peer_models.exudyn_system(mech, q, v)
@@ -104,13 +134,12 @@ def test_exudyn_model_is_the_suites(robot):
         np.testing.assert_allclose(pos[2 * k + 1], pa, atol=ATOL)
 
 
-@pytest.mark.parametrize("robot", ROBOTS)
-def test_drake_model_is_the_suites(robot):
+@pytest.mark.parametrize("case", MODELS)
+def test_drake_model_is_the_suites(case):
     pytest.importorskip("pydrake")
     from pydrake.multibody.tree import JacobianWrtVariable  # noqa: F401  (API present)
 
-    model = load_model(robot)
-    mech = peer_models.mechanism(model)
+    model, mech = _mech(case)
     q, v = _state(model)
     M_ref, h_ref, points = _reference(model, q, v)
     builder, plant, joints = peer_models.drake_plant(mech)
