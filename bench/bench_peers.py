@@ -235,7 +235,8 @@ TOOLS = [
 
 def run_robot(robot, model, q0, v0) -> list[dict]:
     """Every tool on one robot: ``ROUNDS`` rounds, the tools interleaved in each (the machine's
-    noise then falls on all of them), best wall time of each; accuracy of its last run."""
+    noise then falls on all of them), best wall time of each and the accuracy of that run (the
+    runs of a tool are deterministic)."""
     q, v = initial_state(model, q0, v0)
     mech = peer_models.mechanism(model)
     e0 = RigidDynamics(model).energy(q, v)
