@@ -54,6 +54,9 @@ setup(
                  "example-robot-data"],  # real robot URDFs (test_real_robots.py)
         "ros": ROS,
         "dev": ["ruff", "mypy", "types-PyYAML", "mkdocs-material"],  # lint, types, `make docs`
+        # `make bench` only: the peer simulators of bench/bench_peers.py (never imported by
+        # the library; the bench records a missing one as "not installed")
+        "bench": ["mujoco>=4.0", "exudyn>=1.13", "drake>=1.51"],
     },
     zip_safe=True,
     maintainer="multibody_suite maintainers",

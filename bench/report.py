@@ -4,13 +4,18 @@
 The documentation's benchmark tables are built from the measurements when the site is built
 (``tools/docs_hooks.py`` replaces ``<!-- bench:TABLE [SUITE,...] -->`` markers with
 :func:`table`), so the published figures cannot drift from the last ``make bench`` run.
-Usage: ``python bench/report.py [--results bench/results.json] [TABLE ...]`` prints the tables.
+README.md is not built: there a table stands between ``<!-- bench:TABLE -->`` and
+``<!-- /bench:TABLE -->`` and :func:`refresh` rewrites it (``bench/run.py`` does after each run;
+``test/test_docs_site.py`` checks that it matches bench/results.json).
+Usage: ``python bench/report.py [--results bench/results.json] [TABLE ...]`` prints the tables;
+``python bench/report.py --refresh README.md`` rewrites the README's tables.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -226,6 +231,21 @@ def design(results: dict, suites: list[str]) -> str:
                   "ms per evaluation (baseline / this)", "load average"], rows)
 
 
+def peers(results: dict, suites: list[str]) -> str:
+    """The suite beside MuJoCo, Exudyn and Drake on the same mechanisms, same run (bench_peers)."""
+    def row(e: dict) -> list[str]:
+        robot = e["name"].split()[0]
+        if "skipped" in e:
+            return [robot, e["tool"], e["method"], e["skipped"], "—", "—", "—", "—"]
+        return [robot, f"{e['tool']} {e['version']}", e["method"], _num(e["sim_s_per_wall_s"]),
+                _num(e["throughput_vs_suite"], 2) + "×", _num(e["max_closure_gap_m"], 2),
+                _num(e["energy_error_J"], 2), _num(e.get("load_average_1min"), 2)]
+
+    return _rows(["mechanism", "tool", "method", "sim s / wall s", "throughput / suite's",
+                  "max closure gap [m]", "energy error [J]", "load average"],
+                 (row(e) for e in _suites(results, suites or ["peers"])))
+
+
 def machine(results: dict, suites: list[str]) -> str:
     """When and where the figures were measured."""
     m = results.get("machine", {})
@@ -239,7 +259,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "ratios": ratios, "skipped": skipped, "simulate": simulate, "inversion": inversion,
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
-    "speed": speed, "design": design, "machine": machine,
+    "speed": speed, "design": design, "peers": peers, "machine": machine,
 }
 
 
@@ -255,15 +275,35 @@ def table(results: dict, name: str, suites: list[str] | None = None) -> str:
         raise ReportError(f"table {name!r}: an entry lacks the field {exc}") from None
 
 
+#: a table kept in a page that is not built (README.md): opening marker, table, closing marker
+BLOCK = re.compile(r"^(?P<open><!--\s*bench:(?P<table>\w+)(?:\s+(?P<suites>[\w,]+))?\s*-->)\n"
+                   r"(?P<body>.*?)^(?P<close><!--\s*/bench:(?P=table)\s*-->)$", re.M | re.S)
+
+
+def refresh(text: str, results: dict) -> str:
+    """``text`` with the table between each opening and closing marker rebuilt from results."""
+    def one(m: re.Match) -> str:
+        suites = m["suites"].split(",") if m["suites"] else None
+        return f"{m['open']}\n{table(results, m['table'], suites)}\n{m['close']}"
+
+    return BLOCK.sub(one, text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--refresh", metavar="PAGE", help="rewrite the marked tables of PAGE")
     parser.add_argument("tables", nargs="*", help="TABLE or TABLE:SUITE,SUITE (default: all)")
     args = parser.parse_args(argv)
     results = load(args.results)
+    if args.refresh:
+        page = Path(args.refresh)
+        page.write_text(refresh(page.read_text(), results))
+        return 0
     specs = args.tables or ["machine", "ratios:rigid,constrained,controllers,flexible,"
                             "elastic_joints", "simulate", "inversion", "scenarios", "ros_loop",
-                            "release", "flexible_designs", "flexible_parallel", "speed", "design"]
+                            "release", "flexible_designs", "flexible_parallel", "speed", "design",
+                            "peers"]
     for spec in specs:
         name, _, suites = spec.partition(":")
         print(table(results, name, suites.split(",") if suites else None), end="\n\n")

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 SUITES = ["rigid", "constrained", "simulate", "speed", "controllers", "inversion", "ros_loop", "scenarios", "flexible",
-          "elastic_joints", "flexible_parallel", "design"]  # bench/bench_<name>.py, each with run() -> list of entries
+          "elastic_joints", "flexible_parallel", "design", "peers"]  # bench/bench_<name>.py, each with run() -> list of entries
 
 
 def main(argv=None) -> int:
@@ -59,6 +59,14 @@ def main(argv=None) -> int:
                 print(f"  {e['name']:40s} " + ", ".join(f"{k}={v}" for k, v in e.items() if k != "name"))
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out}")
+    if out.resolve() == (HERE / "results.json").resolve():  # README's tables (bench/report.py)
+        from bench import report
+
+        readme = HERE.parent / "README.md"
+        try:
+            readme.write_text(report.refresh(readme.read_text(), results))
+        except report.ReportError as exc:
+            print(f"README.md tables not refreshed: {exc}")
     if failed:
         print(f"{len(failed)} figure(s) above target: {', '.join(failed)}")
     return 0

@@ -75,3 +75,18 @@ def test_documented_schema_has_exactly_the_validated_top_level_keys(path, block,
     documented = set(re.findall(r"^([A-Za-z_]\w*):", text, re.M))
     assert documented == set(getattr(importlib.import_module(module), keys))
     assert schema(path, block).startswith("```yaml\n")
+
+
+def test_readme_tables_are_those_of_the_committed_results():
+    # README.md is not built: its tables are rewritten by `make bench` (report.refresh)
+    text = (ROOT / "README.md").read_text()
+    assert report.BLOCK.search(text), "README.md has no <!-- bench:TABLE --> block"
+    assert report.refresh(text, report.load()) == text
+
+
+def test_refresh_rewrites_only_the_marked_block():
+    page = "a\n<!-- bench:ratios rigid -->\nold | table\n<!-- /bench:ratios -->\nb\n"
+    out = report.refresh(page, RESULTS)
+    assert out.startswith("a\n<!-- bench:ratios rigid -->\n| benchmark |")
+    assert "old | table" not in out and out.endswith("| ≤ 100 µs (**missed**) |\n"
+                                                     "<!-- /bench:ratios -->\nb\n")
