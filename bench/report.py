@@ -246,6 +246,20 @@ def peers(results: dict, suites: list[str]) -> str:
                  (row(e) for e in _suites(results, suites or ["peers"])))
 
 
+def ros_memory(results: dict, suites: list[str]) -> str:
+    """Resident memory of the four nodes over a long 500 Hz loop (bench_ros_memory)."""
+    def row(e: dict) -> list[str]:
+        if "skipped" in e:
+            return [e["name"], e["skipped"], "—", "—", "—", "—"]
+        return [e["name"], _num(e["duration_s"] / 60.0, 2), _num(e["rss_mb_after_warmup"]),
+                _num(e["rss_mb_end"]), _num(e["growth_mb_per_10min"], 2),
+                "yes" if e["holds"] else "NO"]
+
+    return _rows(["node", "minutes", "RSS after warm-up [MB]", "RSS at the end [MB]",
+                  "growth [MB / 10 min]", "flat"],
+                 (row(e) for e in _suites(results, suites or ["ros_memory"])))
+
+
 def machine(results: dict, suites: list[str]) -> str:
     """When and where the figures were measured."""
     m = results.get("machine", {})
@@ -259,7 +273,8 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "ratios": ratios, "skipped": skipped, "simulate": simulate, "inversion": inversion,
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
-    "speed": speed, "design": design, "peers": peers, "machine": machine,
+    "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
+    "machine": machine,
 }
 
 
