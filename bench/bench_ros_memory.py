@@ -57,19 +57,11 @@ def rss_mb(pid: int) -> float:
 
 
 def _trajectory(names, q0, q1, duration=1.0):
-    from builtin_interfaces.msg import Duration
-    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    from multibody_dynamics.ros.conversions import trajectory_msg
 
     t = np.linspace(0.0, duration, 21)
     wp = rest_to_rest(t, q0, q1, 0.0, duration)
-    msg = JointTrajectory(joint_names=list(names))
-    for k, tk in enumerate(t):
-        sec = int(tk)
-        msg.points.append(JointTrajectoryPoint(
-            positions=wp.q[k].tolist(), velocities=wp.v[k].tolist(),
-            accelerations=wp.a[k].tolist(),
-            time_from_start=Duration(sec=sec, nanosec=int(round((tk - sec) * 1e9)))))
-    return msg
+    return trajectory_msg(names, t, wp.q, wp.v, wp.a)
 
 
 def _loop(procs: dict, names) -> dict[str, list[tuple[float, float]]]:

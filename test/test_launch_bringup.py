@@ -72,21 +72,12 @@ def _defaults(robot):
 
 
 def _trajectory_msg(names, q0, q1, duration, n=21):
-    from builtin_interfaces.msg import Duration
-    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-
     from multibody_control.trajectories import rest_to_rest
+    from multibody_dynamics.ros.conversions import trajectory_msg
 
     t = np.linspace(0.0, duration, n)
     wp = rest_to_rest(t, q0, q1, 0.0, duration)
-    msg = JointTrajectory(joint_names=list(names))
-    for k, tk in enumerate(t):
-        sec = int(tk)
-        msg.points.append(JointTrajectoryPoint(
-            positions=wp.q[k].tolist(), velocities=wp.v[k].tolist(),
-            accelerations=wp.a[k].tolist(),
-            time_from_start=Duration(sec=sec, nanosec=int(round((tk - sec) * 1e9)))))
-    return msg
+    return trajectory_msg(names, t, wp.q, wp.v, wp.a)
 
 
 def _positions(msg, names):

@@ -26,11 +26,11 @@ rclpy = pytest.importorskip("rclpy")
 
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from multibody_control.trajectories import rest_to_rest  # noqa: E402
 from multibody_dynamics.model import load_model  # noqa: E402
-from multibody_dynamics.ros.conversions import sec_to_duration  # noqa: E402
+from multibody_dynamics.ros.conversions import trajectory_msg  # noqa: E402
 
 launch = ros_helpers.launch  # fixtures
 probe = ros_helpers.probe
@@ -44,12 +44,7 @@ def trajectory(names, q0, dq, duration=1.0) -> JointTrajectory:
     """A rest-to-rest move from ``q0`` by ``dq`` in ``duration`` s, starting on receipt."""
     t = np.linspace(0.0, duration, 26)
     wp = rest_to_rest(t, q0, q0 + dq, 0.0, duration)
-    msg = JointTrajectory(joint_names=list(names))
-    for k, tk in enumerate(t):
-        msg.points.append(JointTrajectoryPoint(
-            positions=wp.q[k].tolist(), velocities=wp.v[k].tolist(),
-            accelerations=wp.a[k].tolist(), time_from_start=sec_to_duration(tk)))
-    return msg
+    return trajectory_msg(names, t, wp.q, wp.v, wp.a)
 
 
 def sim_states(states, since: float):

@@ -750,7 +750,8 @@ class ControllerNode(Node):
         if self._on_each_state:
             self._stamp_now = stamp_to_sec(msg.header.stamp)
         now = self._now()
-        gap = 0.0 if self._state_time is None else now - self._state_time
+        # a clock not yet received (use_sim_time) reads 0: no gap measured from it
+        gap = 0.0 if not self._state_time else now - self._state_time
         self._state_time = now
         timeout = self.params["state_timeout"]
         if self._hold is None:

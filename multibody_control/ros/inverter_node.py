@@ -107,7 +107,7 @@ from rcl_interfaces.msg import ParameterType
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 
 from multibody_dynamics.errors import InputError, MultibodyError
 from multibody_dynamics.flexible.joint_view import joint_space_model
@@ -118,9 +118,8 @@ from multibody_dynamics.model.resources import share_dir
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
     MessageError,
-    sec_to_duration,
-    sec_to_stamp,
     trajectory_from_msg,
+    trajectory_msg,
 )
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import StartupError, Throttle, main_for
@@ -262,20 +261,11 @@ class _OutputNames:
 def joint_trajectory_msg(model, coords: JointCoordinates, result: InversionResult,
                          start: float | None = None) -> JointTrajectory:
     """The published trajectory of an inversion result (see the module docstring)."""
-    msg = JointTrajectory()
-    if start is not None:
-        msg.header.stamp = sec_to_stamp(max(start + float(result.t[0]), 0.0))
-    msg.joint_names = list(coords.names)
-    B = np.asarray(model.B, float)
-    effort = result.u @ B.T
-    t0 = float(result.t[0])
-    for k, tk in enumerate(result.t):
-        msg.points.append(JointTrajectoryPoint(
-            positions=coords.positions(result.q[k]).tolist(),
-            velocities=np.asarray(result.v[k], float).tolist(),
-            accelerations=np.asarray(result.a[k], float).tolist(),
-            effort=effort[k].tolist(),
-            time_from_start=sec_to_duration(float(tk) - t0)))
+    effort = result.u @ np.asarray(model.B, float).T
+    stamp = None if start is None else max(start + float(result.t[0]), 0.0)
+    positions = np.array([coords.positions(q) for q in result.q])
+    msg = trajectory_msg(coords.names, np.asarray(result.t, float) - float(result.t[0]),
+                         positions, result.v, result.a, effort, stamp=stamp)
     return msg
 
 

@@ -29,6 +29,7 @@ from builtin_interfaces.msg import Duration as DurationMsg
 from builtin_interfaces.msg import Time as TimeMsg
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ..errors import InputError, ModelError
 
@@ -246,6 +247,25 @@ def joint_state_to_arrays(msg: JointState, coords: JointCoordinates,
 
     return JointStateArrays(stamp_to_sec(msg.header.stamp), coords.configuration(ordered(pos)),
                             ordered(vel), ordered(eff))
+
+
+def trajectory_msg(names, t, positions, velocities=None, accelerations=None, effort=None,
+                   stamp: float | None = None) -> JointTrajectory:
+    """``JointTrajectory`` of ``names`` with one point per time ``t`` (N,) [s from start]:
+    ``positions`` (N, n) and optionally ``velocities``, ``accelerations``, ``effort`` (N, n);
+    ``stamp`` [s] the header stamp (None: zero, start on receipt)."""
+    msg = JointTrajectory(joint_names=list(names))
+    if stamp is not None:
+        msg.header.stamp = sec_to_stamp(stamp)
+    fields = {"positions": positions, "velocities": velocities,
+              "accelerations": accelerations, "effort": effort}
+    rows = {k: np.asarray(v, float) for k, v in fields.items() if v is not None}
+    for k, tk in enumerate(np.asarray(t, float)):
+        point = JointTrajectoryPoint(time_from_start=sec_to_duration(float(tk)))
+        for name, arr in rows.items():
+            setattr(point, name, arr[k].tolist())
+        msg.points.append(point)
+    return msg
 
 
 def joint_state_msg(coords: JointCoordinates, q, v, effort, stamp: TimeMsg,
