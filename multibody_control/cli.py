@@ -495,11 +495,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("models", help="list the shipped robots (rigid and flexible)")
+    p = sub.add_parser(
+        "models", help="list the shipped robots (rigid and flexible)",
+        description="List every shipped robot (config/robots/*.yaml) with one line each: its "
+        "configuration and velocity sizes nq, nv, the number of inputs nu, elastic coordinates, "
+        "loop closures (type and rows), passive joints and a description.  Any command that "
+        "takes ROBOT accepts these names, or the path of your own model YAML (see "
+        "docs/getting-started.md and examples/).")
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("assemble", help="solve a closed loop for the joints not given; list "
-                       "the assembly modes and the mobility")
+                       "the assembly modes and the mobility",
+                       description="Assemble a closed-loop model: the joints given with --given "
+                       "are held, the others solved from the loop closures (Levenberg-Marquardt "
+                       "from several starts).  Prints the mobility (degrees of freedom, redundant "
+                       "closure rows), the chosen assembly mode and the other modes found; --out "
+                       "writes the chosen configuration as one CSV row.  Exit status 1 when the "
+                       "loop cannot close.")
     _robot_arg(p)
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
                    help="known joint values [rad | m] (e.g. left_motor=2.0 right_motor=1.1)")
@@ -513,7 +525,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.csv", help="write the chosen configuration (one row)")
     p.set_defaults(func=cmd_assemble, outputs={"out": "file"})
 
-    p = sub.add_parser("check", help="load and validate a model, print its summary")
+    p = sub.add_parser("check", help="load and validate a model, print its summary",
+                       description="Load a shipped robot or a model YAML (rigid or flexible), "
+                       "validate it and print its summary (coordinates, inputs, passive and "
+                       "elastic joints, closures); closed loops also get their mobility and "
+                       "whether they assemble.  Exit status 2 with a one-line error when the "
+                       "model is invalid.")
     _robot_arg(p)
     p.set_defaults(func=cmd_check)
 
