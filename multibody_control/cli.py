@@ -271,7 +271,7 @@ def _simulation_start(model, args):
 
 def cmd_simulate(args) -> int:
     from multibody_dynamics.model import load_model
-    from multibody_dynamics.result_meta import write_model_meta
+    from multibody_dynamics.result_meta import mark_partial, write_model_meta
     from multibody_dynamics.rolling import model_constraints
     from multibody_dynamics.simulate import SimulationInterrupted, SimulatorConfig, simulate
 
@@ -302,6 +302,8 @@ def cmd_simulate(args) -> int:
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
         write_model_meta(args.out, "simulate", model)  # the robot, for `multibody animate`
+        if interrupted:
+            mark_partial(args.out, result.message)
     if args.plot:
         print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation', model=model)}")
     if interrupted:
@@ -378,6 +380,7 @@ def cmd_invert(args) -> int:
     from pathlib import Path
 
     from .inversion import flexible_scenario as fs
+    from .inversion.result import InversionInterrupted
     from .inversion.scenario import (
         load_inversion_scenario,
         plot,
@@ -396,7 +399,10 @@ def cmd_invert(args) -> int:
                              f"{', '.join(METHODS)}, got {args.method!r}")
     if sc.combined_gamma is not None:
         print("initial guess: inversion with the linearly combined output first")
-    result, ver, _ = run_inversion_scenario(sc, method=args.method, progress=not args.quiet)
+    try:
+        result, ver, _ = run_inversion_scenario(sc, method=args.method, progress=not args.quiet)
+    except InversionInterrupted as exc:  # Ctrl-C: write the samples computed so far
+        return _write_interrupted_inversion(args, sc, exc.result)
     print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")
     print(summary(result, ver))
     if result.success:
@@ -408,6 +414,20 @@ def cmd_invert(args) -> int:
     else:  # a solver failure is a result (exit 1), bad input an exception (exit 2)
         print(f"multibody invert: failed: {' '.join(result.message.split())}", file=sys.stderr)
     return 0 if result.success else 1
+
+
+def _write_interrupted_inversion(args, sc, result) -> int:
+    from .inversion.scenario import plot, write_csv
+
+    csv_path = None
+    if result.t.size:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = Path(args.scenario).stem
+        csv_path = write_csv(result, sc.model, out / f"{stem}.csv")
+        print(f"wrote {csv_path}")
+        print(f"wrote {plot(result, sc.model, out / f'{stem}.png')}")
+    return _interrupted("invert", csv_path, result.message)
 
 
 def _invert_flexible(args, fs) -> int:
@@ -473,10 +493,25 @@ def cmd_run(args) -> int:
     stem = Path(args.scenario).stem
     print(f"wrote {write_csv(result, out / f'{stem}.csv')}")
     print(f"wrote {plot(result, out / f'{stem}.png')}")
+    if result.interrupted:
+        return _interrupted("run", out / f"{stem}.csv", result.message)
     if not result.success:
         print(f"multibody run: diverged: {result.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _interrupted(command: str, csv_path, message: str) -> int:
+    """Ctrl-C: mark the partial result written to ``csv_path`` (None: nothing to write),
+    say so on stderr; exit status 130 (128 + SIGINT)."""
+    from multibody_dynamics.result_meta import mark_partial
+
+    if csv_path is not None:
+        mark_partial(csv_path, message)
+    kept = f"; partial result written to {csv_path}" if csv_path is not None else ""
+    print(f"multibody {command}: interrupted: {' '.join(message.split())}{kept}",
+          file=sys.stderr)
+    return 130
 
 
 def _version() -> str:

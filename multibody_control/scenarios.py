@@ -599,6 +599,7 @@ class RunResult:
     passive_torque : float  largest generalized force on a passive coordinate [N m | N]
     success, message : outcome (the simulator's message when it diverged)
     wall_time : [s]
+    interrupted : bool  Ctrl-C stopped the run: the samples before it are kept
     """
 
     scenario: RunScenario
@@ -620,6 +621,7 @@ class RunResult:
     message: str
     wall_time: float
     metrics: dict = field(default_factory=dict)
+    interrupted: bool = False
 
 
 def error_dynamics_solution(t, e0, de0, kp, kd) -> np.ndarray:
@@ -655,7 +657,11 @@ def _frame_positions(model, frame, Q):
 
 def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
                  reference: SampledReference | None = None) -> RunResult:
-    """Run the closed loop (see the module docstring); never raises on divergence."""
+    """Run the closed loop (see the module docstring); never raises on divergence.
+
+    Ctrl-C during the control periods returns the samples completed so far with
+    ``interrupted`` True (``success`` False); before the first period it propagates.
+    """
     model = sc.model
     ref = reference if reference is not None else sample_reference(sc, progress)
     ctl = build_controller(sc, ref)
@@ -685,6 +691,7 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
         bar = tqdm(total=n, desc="run", unit="step", leave=False)
     success, message, k = True, f"completed {n} control periods of {sc.dt:g} s", 0
     tau_prev = None
+    interrupted = False
     try:
         for k in range(n + 1):
             T[k], Qs[k], Vs[k] = sim.t, sim.q, sim.v
@@ -730,11 +737,18 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
                 break
             if bar is not None:
                 bar.update(1)
+    except KeyboardInterrupt:  # Ctrl-C: keep the samples completed before the current one
+        if k == 0:
+            raise
+        k -= 1
+        interrupted, success = True, False
+        message = (f"interrupted (Ctrl-C) after t = {T[k]:.6g} s; the {k + 1} samples "
+                   "recorded until then are kept")
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - start
-    N = k + 1 if success else k + 1
+    N = k + 1
     # on failure the last recorded sample is the one that failed to advance: keep it
     T, Qs, Vs, U, L, R = T[:N], Qs[:N], Vs[:N], U[:N], L[:N], R[:N]
     Qr, Vr = ref.q[:N], ref.v[:N]
@@ -752,7 +766,7 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
         de0 = (Vr[0] - Vs[0])[controlled]
         analytic = error_dynamics_solution(T - T[0], e0, de0, ctl.kp, ctl.kd)
     res = RunResult(sc, T, Qs, Vs, Qr, Vr, U, err, task, L, labels, R, analytic, controlled,
-                    passive_torque, success, message, wall)
+                    passive_torque, success, message, wall, interrupted=interrupted)
     res.metrics.update(_metrics(res, ref))
     return res
 
@@ -824,7 +838,8 @@ def summary_table(res: RunResult) -> str:
     """The summary printed by ``multibody run``: one quantity per line with its unit."""
     sc, mt = res.scenario, res.metrics
     model = sc.model
-    rows = [("outcome", "ok" if res.success else "DIVERGED", res.message),
+    outcome = "ok" if res.success else ("INTERRUPTED" if res.interrupted else "DIVERGED")
+    rows = [("outcome", outcome, res.message),
             ("simulated", f"{res.t[-1] - res.t[0]:.4g}", f"s in {res.wall_time:.3g} s wall, "
              f"control {sc.rate:g} Hz (ZOH), {sc.substeps} substep(s)"),
             ("joint error max", f"{mt['joint_error_max']:.4g}", "rad | m (largest coordinate)"),
@@ -917,7 +932,8 @@ def plot(res: RunResult, path: str | Path, title: str = "") -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper right", ncol=4)
     axes[-1].set_xlabel("t [s]")
-    status = "" if res.success else f" (DIVERGED: {res.message})"
+    status = "" if res.success else (f" (INTERRUPTED: {res.message})" if res.interrupted else
+                                     f" (DIVERGED: {res.message})")
     fig.suptitle((title or f"{model.name}: {res.scenario.controller['law']}") + status,
                  fontsize=10)
     return save_figure(fig, path)
