@@ -159,6 +159,20 @@ def _constant_input(model, values):
                          f"or {model.nv} generalized forces, got {u.size}")
 
 
+def _simulate_input(model, args):
+    """The input of ``simulate``: --tau (constant, (nv,)) or --tau-file (callable
+    tau(t, q, v) = B u(t), :mod:`.input_file`)."""
+    if args.tau_file is None:
+        return _constant_input(model, args.tau)
+    if args.tau is not None:
+        raise MultibodyError("--tau and --tau-file: give a constant input or a file, not both")
+    from .input_file import read_input_file
+
+    u_of_t = read_input_file(args.tau_file, model.input_names, args.duration, args.tau_hold)
+    B = np.asarray(model.B, float)
+    return lambda t, q, v: B @ u_of_t(t)
+
+
 def _pairs(values, flag: str, convert) -> dict:
     """``["a=1", "b=2"]`` -> ``{"a": convert("1"), ...}``; one-line errors naming the flag."""
     out = {}
@@ -279,8 +293,8 @@ def cmd_simulate(args) -> int:
     if _is_flexible_robot(args.robot):
         return _simulate_flexible(args)
     model = load_model(args.robot)
+    tau = _simulate_input(model, args)  # before the start: a bad input file fails at once
     q0, v0 = _simulation_start(model, args)
-    tau = _constant_input(model, args.tau)
     if args.rtol is not None:
         config = SimulatorConfig(rtol=args.rtol, atol=args.atol, position_tol=args.position_tol,
                                  singular_branch=args.singular_branch)
@@ -320,6 +334,9 @@ def _simulate_flexible(args) -> int:
     from multibody_dynamics.result_meta import write_result_meta
 
     model = load_flexible_model(args.robot)
+    if args.tau_file is not None:
+        raise MultibodyError("--tau-file: replays inputs on rigid models; flexible models take "
+                             "a constant --tau")
     for flag, value, n in (("--q0", args.q0, model.nv), ("--v0", args.v0, model.nv),
                            ("--tau", args.tau, model.nu)):
         if value is not None and len(value) != n:
@@ -594,12 +611,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "simulate",
         help="simulate a robot (closed loops and rolling contacts included) from an initial state",
-        description="Forward simulation with a constant input: projected constrained dynamics "
-        "(Aghili 2005) with Newton projection of the state onto the constraint manifold after "
-        "every step (fixed steps) or at every output sample (adaptive, --rtol).  Prints a "
-        "summary; --out writes a CSV (t, q.<joint>, v.<joint>, lambda.<row>, residual [m | rad], "
-        "energy [J]), --plot a PNG.  Exit status 1 when the run fails (NaN, divergence, "
-        "projection).",
+        description="Forward simulation with a constant input (--tau) or one replayed from a "
+        "file (--tau-file): projected constrained dynamics (Aghili 2005) with Newton "
+        "projection of the state onto the constraint manifold after every step (fixed steps) "
+        "or at every output sample (adaptive, --rtol).  Prints a summary; --out writes a CSV "
+        "(t, q.<joint>, v.<joint>, lambda.<row>, residual [m | rad], energy [J]), --plot a PNG. "
+        " Exit status 1 when the run fails (NaN, divergence, projection).",
     )
     _robot_arg(p)
     p.add_argument("--duration", type=float, default=1.0, metavar="S",
@@ -637,6 +654,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tau", type=float, nargs="+", metavar="U",
                    help="constant input: nu values (tau = B u) or nv generalized forces [N m | N]; "
                    "flexible models: nu joint inputs")
+    p.add_argument("--tau-file", metavar="FILE.csv",
+                   help="time-varying input: CSV with a column t [s] and one per input named as "
+                   "the model's inputs (or u.<input>, e.g. an invert result); must cover "
+                   "[0, duration]")
+    p.add_argument("--tau-hold", choices=("linear", "zoh"), default="linear",
+                   help="--tau-file between its samples: linear interpolation or zero-order "
+                   "hold (default: %(default)s)")
     p.add_argument("--out", metavar="FILE.csv", help="write the samples as CSV")
     p.add_argument("--plot", metavar="FILE.png", help="write positions, residual, energy drift")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
