@@ -721,6 +721,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import animate_cli  # `multibody animate` and --animate FILE on simulate/run/invert
     animate_cli.add_parser(sub)
     animate_cli.add_option(sub.choices)
+    from . import result_format  # --format csv|npz|both on simulate/run/invert
+
+    result_format.add_option(sub.choices)
 
     from .design.design_cli import add_parser as add_design_parser
 
