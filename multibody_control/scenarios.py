@@ -8,7 +8,7 @@ Schema (every key validated; unknown keys and wrong types are errors naming the 
     duration: 10.0                  # s, simulated time from the start of the reference
     task_frame: tip                 # frame of the task-space error (default: the model's
                                     #   end effector; null: no task-space error)
-    reference:                      # exactly one of joints, sines, inversion
+    reference:                      # exactly one of joints, sines, inversion, file
       joints:                       # rest-to-rest polynomial in joint coordinates
         t0: 0.0                     #   s
         tf: 1.0                     #   s
@@ -24,6 +24,10 @@ Schema (every key validated; unknown keys and wrong types are errors naming the 
                                     # the keys of an inversion scenario (invert_*.yaml, without
                                     # robot); its t, q, v, a and feedforward u are the reference,
                                     # starting at the first sample (pre-actuation included)
+      file: motion.csv              # a joint trajectory CSV (relative to this file): t [s],
+                                    # q.<joint> for every joint, v./a. optional (else from a
+                                    # smoothing spline), covering [0, duration]; open chains
+                                    # with nq == nv; quintic Hermite between the samples
       guess: {q2: 1.3, q3: 4.0}     # start of the assembly Newton iterations (closed loops)
       lambda_d: [50.0]              # N | N m, desired constraint multipliers (force control)
     controller:
@@ -89,11 +93,11 @@ from .inversion.scenario import (
     run_inversion_scenario,
 )
 from .outputs import Output
-from .trajectories import rest_to_rest
+from .trajectories import read_trajectory_csv, rest_to_rest
 
 _TOP = {"description", "robot", "duration", "task_frame", "reference", "controller", "plant",
         "initial_error"}
-_REFERENCE = {"joints", "sines", "inversion", "guess", "lambda_d"}
+_REFERENCE = {"joints", "sines", "inversion", "file", "guess", "lambda_d"}
 _JOINTS = {"t0", "tf", "order", "start", "end"}
 _SINE = {"offset", "amplitude", "frequency", "phase"}
 _CONTROLLER = {"law", "kp", "kd", "ki", "integral_limit", "effort_limit", "options"}
@@ -209,6 +213,28 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _reference_file(where, value, model: MultibodyModel, path: Path | None, duration: float):
+    """``reference.file``: the joint trajectory CSV, read and checked (a SampledTrajectory)."""
+    key = "reference.file"
+    if not isinstance(value, str):
+        raise _err(where, key, f"expected the path of a trajectory CSV, got {value!r}")
+    file = Path(value)
+    if not file.is_absolute() and path is not None:
+        file = Path(path).parent / file
+    if model.closures or model.nq != model.nv:
+        raise _err(where, key, f"open chains with nq == nv only; {model.name} has "
+                   + ("loop closures" if model.closures else f"nq = {model.nq}, nv = {model.nv}")
+                   + " (use reference.joints or reference.sines)")
+    try:
+        traj = read_trajectory_csv(file, model.coordinate_names)
+    except InputError as exc:
+        raise _err(where, key, str(exc)) from None
+    if traj.t[0] > 0 or traj.t[-1] < duration - 1e-9:
+        raise _err(where, key, f"{file}: covers t = {traj.t[0]:g} s to {traj.t[-1]:g} s; "
+                   f"expected at least 0 s to the duration {duration:g} s")
+    return traj
+
+
 def load_run_scenario(path: str | Path, overrides: dict | None = None) -> RunScenario:
     """Read and validate a closed-loop scenario YAML.
 
@@ -246,11 +272,13 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
             raise _err(where, "task_frame", str(exc)) from None
 
     ref = dict(_mapping(where, "reference", raw["reference"], _REFERENCE))
-    kinds = [k for k in ("joints", "sines", "inversion") if k in ref]
+    kinds = [k for k in ("joints", "sines", "inversion", "file") if k in ref]
     if len(kinds) != 1:
-        raise _err(where, "reference", "expected exactly one of joints, sines, inversion, got "
-                   f"{', '.join(kinds) or 'none'}")
-    if "joints" in ref:
+        raise _err(where, "reference", "expected exactly one of joints, sines, inversion, file, "
+                   f"got {', '.join(kinds) or 'none'}")
+    if "file" in ref:
+        ref["file"] = _reference_file(where, ref["file"], model, path, duration)
+    elif "joints" in ref:
         j = _mapping(where, "reference.joints", ref["joints"], _JOINTS)
         for req in ("t0", "tf", "start", "end"):
             if req not in j:
@@ -506,6 +534,13 @@ def sample_reference(sc: RunScenario, progress: bool = False) -> SampledReferenc
         U = np.column_stack([np.interp(t, res.t, c) for c in res.u.T])
         return SampledReference(t, Q, V, A_, U, lam_d, res)
     t = sc.dt * np.arange(n + 1)
+    if "file" in ref:  # quintic Hermite through the file's (q, v, a)
+        tr = ref["file"]
+        interp = TrajectoryInterpolator(tr.t, tr.q, tr.v, tr.a)
+        Q, V, A_ = (np.empty((n + 1, model.nv)) for _ in range(3))
+        for k, tk in enumerate(t):
+            Q[k], V[k], A_[k], _ = interp.sample(tk)
+        return SampledReference(t, Q, V, A_, None, lam_d)
     if "joints" in ref:
         j = ref["joints"]
         names = list(j["start"])
