@@ -23,16 +23,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = share_dir() / "config" / "scenarios"
 
 
-def _interrupt(argv, bar: str, timeout: float = 180.0):
+def _interrupt(argv, bar: bytes, timeout: float = 180.0, pattern=None):
     """Start ``multibody argv``, send SIGINT once the progress bar ``bar`` has counted at least
     two units of work (the bar is drawn inside the update of the first, before that unit is
-    handed back), return (exit status, stderr, stdout)."""
+    handed back) or ``pattern`` is on stderr, return (exit status, stderr, stdout)."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OPENBLAS_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "multibody_control.cli", *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     err, deadline = b"", time.monotonic() + timeout
-    pattern = re.compile(re.escape(bar) + rb":\s+\d+%\|[^|]*\|\s*([2-9]|[1-9]\d+)/")
+    pattern = re.compile(pattern or re.escape(bar) + rb":\s+\d+%\|[^|]*\|\s*([2-9]|[1-9]\d+)/")
     try:
         while not pattern.search(err):
             assert proc.poll() is None, f"ended before the interrupt: {err.decode()[-2000:]}"
@@ -98,3 +98,18 @@ def test_invert_interrupted_keeps_the_samples(tmp_path):
     assert np.max(np.abs(y - y_d)) < 1e-9  # Newton tolerance 1e-12, CSV has 10 digits
     meta = json.loads((tmp_path / "a" / "fine.meta.json").read_text())
     assert meta["partial"] is True and "interrupted" in meta["message"]
+
+
+def test_simulate_interrupted_keeps_the_samples_as_npz(tmp_path):
+    """The same for simulate, with the result as a NumPy archive (--out FILE.npz)."""
+    code, err, _ = _interrupt(["simulate", "arm7", "--duration", "1000", "--output-dt", "0.1",
+                               "--out", str(tmp_path / "s.npz")], b"simulate",
+                              pattern=rb"simulate:\s+[1-9]\d*%")  # 10 s of 1000 simulated
+    assert code == 130, err[-2000:]
+    assert "multibody simulate: interrupted" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["s.npz"]
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as r:
+        t, q = r["t"], r["data"][:, 1:8]
+        meta = json.loads(str(r["meta"]))
+    assert 100 <= t.size < 10001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(q))
+    assert meta["partial"] is True and "interrupted at t = " in meta["message"]
