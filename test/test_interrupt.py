@@ -113,3 +113,23 @@ def test_simulate_interrupted_keeps_the_samples_as_npz(tmp_path):
         meta = json.loads(str(r["meta"]))
     assert 100 <= t.size < 10001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(q))
     assert meta["partial"] is True and "interrupted at t = " in meta["message"]
+
+
+def test_invert_interrupted_in_the_check_keeps_every_sample(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in the open-loop check (after the inversion): all samples are written, marked
+    partial (unverified)."""
+    import multibody_control.inversion.scenario as scenario_module
+    from multibody_control.cli import main
+
+    def interrupted_verify(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scenario_module, "verify", interrupted_verify)
+    assert main(["invert", str(SCENARIOS / "invert_five_bar_path.yaml"), "--quiet", "--out",
+                 str(tmp_path)]) == 130
+    assert "verification was interrupted" in capsys.readouterr().err
+    header, data = _read(tmp_path / "invert_five_bar_path.csv")
+    t = data[:, header.index("t")]
+    assert t[0] == 0 and abs(t[-1] - 1.0) < 1e-12 and t.size == 1001  # dt 1 ms, t_end 1 s
+    meta = json.loads((tmp_path / "invert_five_bar_path.meta.json").read_text())
+    assert meta["partial"] is True and "unverified" in meta["message"]
