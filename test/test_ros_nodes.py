@@ -209,8 +209,10 @@ def test_robustness(launch, probe):
 
     # A message sent once can miss its node under load: the node may not have matched the
     # probe's new writer yet (a volatile topic does not replay), or the simulator's 200 Hz
-    # states push it out of a busy node's 10-deep queue before the node takes it.  So the bad
-    # input is sent again every half second until every node has logged its rejection.
+    # states push it out of a busy node's 10-deep queue before the node takes it (reproduced by
+    # freezing simulator_node for 2 s while two bad commands were sent once: no rejection was
+    # ever logged).  So the bad input is sent again every half second until every node has
+    # logged its rejection.
     expected = (("rejected command", sim), ("rejected /joint_states", ctl),
                 ("rejected trajectory", ctl), ("rejected /joint_states", dyn))
     deadline = time.monotonic() + 120.0
