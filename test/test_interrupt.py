@@ -104,14 +104,14 @@ def test_simulate_interrupted_keeps_the_samples_as_npz(tmp_path):
     """The same for simulate, with the result as a NumPy archive (--out FILE.npz)."""
     code, err, _ = _interrupt(["simulate", "arm7", "--duration", "1000", "--output-dt", "0.1",
                                "--out", str(tmp_path / "s.npz")], b"simulate",
-                              pattern=rb"simulate:\s+[1-9]\d*%")  # 10 s of 1000 simulated
+                              pattern=rb"simulate:\s+[1-9]\d*%")  # >= 0.5 %: 5 s simulated
     assert code == 130, err[-2000:]
     assert "multibody simulate: interrupted" in err
     assert [p.name for p in tmp_path.iterdir()] == ["s.npz"]
     with np.load(tmp_path / "s.npz", allow_pickle=False) as r:
         t, q = r["t"], r["data"][:, 1:8]
         meta = json.loads(str(r["meta"]))
-    assert 100 <= t.size < 10001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(q))
+    assert 10 <= t.size < 10001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(q))
     assert meta["partial"] is True and "interrupted at t = " in meta["message"]
 
 

@@ -42,7 +42,8 @@ def test_bad_files_are_refused_up_front(tmp_path, capsys, text, words):
 
 
 def test_missing_file_and_tau_with_tau_file(tmp_path, capsys):
-    assert main(["simulate", "passive_arm", "--quiet", "--tau-file", str(tmp_path / "no.csv")]) == 2
+    assert main(["simulate", "passive_arm", "--quiet", "--tau-file",
+                 str(tmp_path / "no.csv")]) == 2
     err = capsys.readouterr().err
     assert "--tau-file" in err and "not found" in err
     path = _write(tmp_path / "u.csv", "t,F,T1,T2\n0,0,0,0\n1,0,0,0\n")

@@ -118,27 +118,30 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
             if k:  # second-order prediction from the previous sample
                 h = t_out[k] - t_out[k - 1]
                 qk = pin.integrate(pm, q[k - 1], h * v[k - 1] + 0.5 * h * h * a[k - 1])
-            qk, K, res, its = _assemble_closed_loop(cons, task_map, qk, p[k], 100 if k == 0 else 30)
+            qk, K, res, its = _assemble_closed_loop(cons, task_map, qk, p[k],
+                                                    100 if k == 0 else 30)
             iterations[bool(k)] = max(iterations[bool(k)], its)
             if res > 1e-10:
                 want = ", ".join(f"{name} = {x:.6g}" for name, x in zip(task.names, p[k]))
-                return stop(k, f"the closures and the task ({want}) cannot be met together (residual {res:.3g} after {its} Newton "
-                               "iterations): out of reach (outside the workspace) or at a singular "
-                               "configuration" + ("" if k else "; give ik_guess near the start"))
+                return stop(k, f"the closures and the task ({want}) cannot be met together "
+                               f"(residual {res:.3g} after {its} Newton iterations): out of reach "
+                               "(outside the workspace) or at a singular configuration"
+                               + ("" if k else "; give ik_guess near the start"))
             A = K[: cons.n_holonomic]
             if k == 0:
                 rank_a = int(np.linalg.matrix_rank(A)) if A.size else 0
                 dof = nv - rank_a
                 if task_map.m != dof:
-                    raise InputError(f"{model.name} has loop closures: its closures leave {dof} degrees "
-                                     f"of freedom at the start (nv = {nv}, rank A = {rank_a}); the "
-                                     f"task prescribes {task_map.m} ({', '.join(task.names)}); the "
-                                     "inverse model needs as many (underactuated closed loops are not "
-                                     "supported)")
+                    raise InputError(f"{model.name} has loop closures: its closures leave "
+                                     f"{dof} degrees of freedom at the start (nv = {nv}, rank A "
+                                     f"= {rank_a}); the task prescribes {task_map.m} "
+                                     f"({', '.join(task.names)}); the inverse model needs as "
+                                     "many (underactuated closed loops are not supported)")
                 if passive.sum() > rank_a:
-                    raise InputError(f"{model.name}: {int(passive.sum())} passive joints but only "
-                                     f"{rank_a} independent closure rows to hold them; the inverse "
-                                     "model of underactuated closed loops is not supported")
+                    raise InputError(f"{model.name}: {int(passive.sum())} passive joints but "
+                                     f"only {rank_a} independent closure rows to hold them; the "
+                                     "inverse model of underactuated closed loops is not "
+                                     "supported")
                 rows = np.sort(qr(A.T, pivoting=True)[2][:rank_a]) if rank_a else np.zeros(0, int)
             U, s, Vt = np.linalg.svd(K, full_matrices=False)
             cond_k = s[-1] / s[0] if s.size == nv and s[0] > 0 else 0.0
@@ -151,11 +154,11 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
             new_k = np.sign(np.linalg.det(Ksq)) if Ksq.shape[0] == nv else 0.0
             new_p = np.sign(np.linalg.det(Ap)) if Ap.size and Ap.shape[0] == Ap.shape[1] else 0.0
             between = "" if k == 0 else f"between t = {t_out[k - 1]:.4g} s and {t_out[k]:.4g} s "
-            # the passive block first: for a joint task on the actuated coordinates det K = +-det A_p,
-            # and its loss of rank is a parallel singularity, not a serial one
+            # the passive block first: for a joint task on the actuated coordinates
+            # det K = +-det A_p, and its loss of rank is a parallel singularity, not a serial one
             if cond_p < _CLOSED_LOOP_SINGULAR_RTOL or (k and new_p * sign_p < 0):
-                how = (f"the closure Jacobian's passive columns lose rank (sigma_min / sigma_max = "
-                       f"{cond_p:.3g})" if cond_p < _CLOSED_LOOP_SINGULAR_RTOL else
+                how = (f"the closure Jacobian's passive columns lose rank (sigma_min / "
+                       f"sigma_max = {cond_p:.3g})" if cond_p < _CLOSED_LOOP_SINGULAR_RTOL else
                        f"the determinant of the closure Jacobian's passive columns changes sign "
                        f"{between}(the path crosses a singular configuration)")
                 names = ", ".join(np.asarray(model.coordinate_names)[passive])
@@ -165,16 +168,18 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
             if cond_k < _CLOSED_LOOP_SINGULAR_RTOL or (k and new_k * sign_k < 0):
                 how = (f"[A; H] loses rank (sigma_min / sigma_max = {cond_k:.3g})"
                        if cond_k < _CLOSED_LOOP_SINGULAR_RTOL else
-                       f"det [A; H] changes sign {between}(the path crosses a singular configuration)")
+                       f"det [A; H] changes sign {between}(the path crosses a singular "
+                       "configuration)")
                 return stop(k, f"inverse-kinematic (serial) singularity: {how}; the task "
                                f"({', '.join(task.names)}) and the closures do not fix the joint "
-                               "velocities (for an end-effector path: a leg stretched or folded, the "
-                               "workspace boundary)")
+                               "velocities (for an end-effector path: a leg stretched or folded, "
+                               "the workspace boundary)")
             sign_k, sign_p = new_k, new_p
             K_pinv = (Vt.T / s) @ U.T
             v[k] = K_pinv @ np.concatenate([np.zeros(A.shape[0]), pd_[k]])
             gamma = cons.bias(qk, v[k])
-            a[k] = K_pinv @ np.concatenate([-gamma[: A.shape[0]], pdd[k] - task_map.bias(qk, v[k])])
+            a[k] = K_pinv @ np.concatenate([-gamma[: A.shape[0]],
+                                            pdd[k] - task_map.bias(qk, v[k])])
             ires = pd.inverse_dynamics(qk, v[k], a[k])
             q[k] = qk
             if not ires.success:
