@@ -1,4 +1,5 @@
-"""``--format csv|npz|both`` of simulate, run and invert: results also as NumPy archives.
+"""``--format csv|npz|both`` of simulate, run, invert and requirements: results also as
+NumPy archives.
 
 Hooked into :func:`multibody_control.cli.build_parser` by :func:`add_option`, after the
 animation option (so an animation is made from the CSV before it is converted).  The
@@ -15,11 +16,12 @@ from pathlib import Path
 from multibody_dynamics.errors import InputError
 
 FORMATS = ("csv", "npz", "both")
-COMMANDS = ("simulate", "run", "invert")
+COMMANDS = ("simulate", "run", "invert", "requirements")
 
 
 def add_option(choices: dict) -> None:
-    """Add ``--format`` to simulate, run and invert (``choices``: the subparsers by name)."""
+    """Add ``--format`` to simulate, run, invert and requirements (``choices``: the
+    subparsers by name)."""
     for name in COMMANDS:
         p = choices[name]
         p.add_argument("--format", choices=FORMATS, default=None,
@@ -41,6 +43,16 @@ def _simulate_npz(args) -> Path | None:
     return target
 
 
+def _written(command: str, args, since: float) -> list[Path]:
+    """The result CSVs ``command`` wrote (modified after ``since``, a ``time.time()``)."""
+    if command == "requirements":
+        found = Path(args.out).glob("*_requirements.csv") if Path(args.out).is_dir() else []
+        return [p for p in found if p.stat().st_mtime >= since]
+    from .animate_cli import written_results
+
+    return written_results(command, args, since=since)
+
+
 def _with_format(func, command: str):
     def wrapped(args) -> int:
         from multibody_dynamics.result_meta import meta_path
@@ -52,13 +64,11 @@ def _with_format(func, command: str):
             return func(args)
         import time
 
-        from .animate_cli import written_results
-
         start = time.time() - 1.0  # file times may be coarser than the clock
         try:
             rc = func(args)
         finally:  # also after Ctrl-C: the partial CSV becomes the archive
-            for csv_path in written_results(command, args, since=start):
+            for csv_path in _written(command, args, start):
                 npz = write_npz(csv_path, target if command == "simulate" else None)
                 if fmt == "npz":
                     csv_path.unlink()

@@ -13,7 +13,8 @@ Units: ``t`` s; ``q.``, ``q_ref.``, ``e.`` rad or m by joint type (``1`` for the
 coordinates of continuous joints, ``rad | m`` when the model is not known); ``v.`` rad/s or
 m/s; ``u.`` N m | N; ``lambda.`` N | N m; ``residual`` m | rad; ``velocity_residual``
 m/s | rad/s; ``energy`` J; ``task_error`` m; ``y.``/``y_d.`` the output's (m for frame
-coordinates, rad | m for joint combinations); other columns ``""``.
+coordinates, rad | m for joint combinations); the joint reaction loads of ``requirements``
+``<joint>.fx|fy|fz`` N and ``<joint>.tx|ty|tz`` N m; other columns ``""``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def column_unit(column: str, joints: dict[str, str]) -> str:
         return "N | N m"
     if prefix in ("y", "y_d"):
         return "m | rad"
+    if name in ("fx", "fy", "fz"):  # requirements: <joint>.fx ... <joint>.tz
+        return "N"
+    if name in ("tx", "ty", "tz"):
+        return "N m"
     return ""
 
 

@@ -85,3 +85,14 @@ def test_not_an_archive(tmp_path):
     np.savez(tmp_path / "x.npz", a=np.zeros(3))
     with pytest.raises(InputError, match="not a result archive"):
         read_npz(tmp_path / "x.npz")
+
+
+def test_requirements_npz(tmp_path, capsys):
+    assert main(["requirements", "arm7", "demo", "--quiet", "--format", "both", "--out",
+                 str(tmp_path)]) == 0
+    header, data = _csv(tmp_path / "arm7_requirements.csv")
+    with np.load(tmp_path / "arm7_requirements.npz", allow_pickle=False) as r:
+        np.testing.assert_array_equal(r["data"], data)
+        units = dict(zip(r["columns"], r["units"]))
+    assert units["t"] == "s" and units["joint3.fy"] == "N" and units["joint7.tz"] == "N m"
+    assert all(units[c] for c in header)
