@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
         "page works offline (three.js inlined) with a time slider and play/pause, #t=0.5 at "
         "the end of its URL shows t = 0.5 s.  The output format follows the suffix of --out.",
     )
-    p.add_argument("result", help="result CSV (t, q.<joint>...)")
+    p.add_argument("result", help="result CSV (t, q.<joint>...) or .npz archive (--format npz)")
     p.add_argument("--out", "-o", action="append", metavar="FILE",
                    help="FILE.html, FILE.gif or FILE.mp4 (MP4 needs ffmpeg); repeat for several "
                    "(default: the result's name with .html)")

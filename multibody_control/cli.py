@@ -159,6 +159,20 @@ def _constant_input(model, values):
                          f"or {model.nv} generalized forces, got {u.size}")
 
 
+def _simulate_input(model, args):
+    """The input of ``simulate``: --tau (constant, (nv,)) or --tau-file (callable
+    tau(t, q, v) = B u(t), :mod:`.input_file`)."""
+    if args.tau_file is None:
+        return _constant_input(model, args.tau)
+    if args.tau is not None:
+        raise MultibodyError("--tau and --tau-file: give a constant input or a file, not both")
+    from .input_file import read_input_file
+
+    u_of_t = read_input_file(args.tau_file, model.input_names, args.duration, args.tau_hold)
+    B = np.asarray(model.B, float)
+    return lambda t, q, v: B @ u_of_t(t)
+
+
 def _pairs(values, flag: str, convert) -> dict:
     """``["a=1", "b=2"]`` -> ``{"a": convert("1"), ...}``; one-line errors naming the flag."""
     out = {}
@@ -271,7 +285,7 @@ def _simulation_start(model, args):
 
 def cmd_simulate(args) -> int:
     from multibody_dynamics.model import load_model
-    from multibody_dynamics.result_meta import write_model_meta
+    from multibody_dynamics.result_meta import mark_partial, write_model_meta
     from multibody_dynamics.rolling import model_constraints
     from multibody_dynamics.simulate import SimulationInterrupted, SimulatorConfig, simulate
 
@@ -279,8 +293,8 @@ def cmd_simulate(args) -> int:
     if _is_flexible_robot(args.robot):
         return _simulate_flexible(args)
     model = load_model(args.robot)
+    tau = _simulate_input(model, args)  # before the start: a bad input file fails at once
     q0, v0 = _simulation_start(model, args)
-    tau = _constant_input(model, args.tau)
     if args.rtol is not None:
         config = SimulatorConfig(rtol=args.rtol, atol=args.atol, position_tol=args.position_tol,
                                  singular_branch=args.singular_branch)
@@ -302,6 +316,8 @@ def cmd_simulate(args) -> int:
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
         write_model_meta(args.out, "simulate", model)  # the robot, for `multibody animate`
+        if interrupted:
+            mark_partial(args.out, result.message)
     if args.plot:
         print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation', model=model)}")
     if interrupted:
@@ -318,6 +334,9 @@ def _simulate_flexible(args) -> int:
     from multibody_dynamics.result_meta import write_result_meta
 
     model = load_flexible_model(args.robot)
+    if args.tau_file is not None:
+        raise MultibodyError("--tau-file: replays inputs on rigid models; flexible models take "
+                             "a constant --tau")
     for flag, value, n in (("--q0", args.q0, model.nv), ("--v0", args.v0, model.nv),
                            ("--tau", args.tau, model.nu)):
         if value is not None and len(value) != n:
@@ -378,6 +397,7 @@ def cmd_invert(args) -> int:
     from pathlib import Path
 
     from .inversion import flexible_scenario as fs
+    from .inversion.result import InversionInterrupted
     from .inversion.scenario import (
         load_inversion_scenario,
         plot,
@@ -396,7 +416,10 @@ def cmd_invert(args) -> int:
                              f"{', '.join(METHODS)}, got {args.method!r}")
     if sc.combined_gamma is not None:
         print("initial guess: inversion with the linearly combined output first")
-    result, ver, _ = run_inversion_scenario(sc, method=args.method, progress=not args.quiet)
+    try:
+        result, ver, _ = run_inversion_scenario(sc, method=args.method, progress=not args.quiet)
+    except InversionInterrupted as exc:  # Ctrl-C: write the samples computed so far
+        return _write_interrupted_inversion(args, sc, exc.result)
     print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")
     print(summary(result, ver))
     if result.success:
@@ -408,6 +431,20 @@ def cmd_invert(args) -> int:
     else:  # a solver failure is a result (exit 1), bad input an exception (exit 2)
         print(f"multibody invert: failed: {' '.join(result.message.split())}", file=sys.stderr)
     return 0 if result.success else 1
+
+
+def _write_interrupted_inversion(args, sc, result) -> int:
+    from .inversion.scenario import plot, write_csv
+
+    csv_path = None
+    if result.t.size:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = Path(args.scenario).stem
+        csv_path = write_csv(result, sc.model, out / f"{stem}.csv")
+        print(f"wrote {csv_path}")
+        print(f"wrote {plot(result, sc.model, out / f'{stem}.png')}")
+    return _interrupted("invert", csv_path, result.message)
 
 
 def _invert_flexible(args, fs) -> int:
@@ -473,10 +510,25 @@ def cmd_run(args) -> int:
     stem = Path(args.scenario).stem
     print(f"wrote {write_csv(result, out / f'{stem}.csv')}")
     print(f"wrote {plot(result, out / f'{stem}.png')}")
+    if result.interrupted:
+        return _interrupted("run", out / f"{stem}.csv", result.message)
     if not result.success:
         print(f"multibody run: diverged: {result.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _interrupted(command: str, csv_path, message: str) -> int:
+    """Ctrl-C: mark the partial result written to ``csv_path`` (None: nothing to write),
+    say so on stderr; exit status 130 (128 + SIGINT)."""
+    from multibody_dynamics.result_meta import mark_partial
+
+    if csv_path is not None:
+        mark_partial(csv_path, message)
+    kept = f"; partial result written to {csv_path}" if csv_path is not None else ""
+    print(f"multibody {command}: interrupted: {' '.join(message.split())}{kept}",
+          file=sys.stderr)
+    return 130
 
 
 def _version() -> str:
@@ -495,11 +547,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("models", help="list the shipped robots (rigid and flexible)")
+    p = sub.add_parser(
+        "models", help="list the shipped robots (rigid and flexible)",
+        description="List every shipped robot (config/robots/*.yaml) with one line each: its "
+        "configuration and velocity sizes nq, nv, the number of inputs nu, elastic coordinates, "
+        "loop closures (type and rows), passive joints and a description.  Any command that "
+        "takes ROBOT accepts these names, or the path of your own model YAML (see "
+        "docs/getting-started.md and examples/).")
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("assemble", help="solve a closed loop for the joints not given; list "
-                       "the assembly modes and the mobility")
+                       "the assembly modes and the mobility",
+                       description="Assemble a closed-loop model: the joints given with --given "
+                       "are held, the others solved from the loop closures (Levenberg-Marquardt "
+                       "from several starts).  Prints the mobility (degrees of freedom, redundant "
+                       "closure rows), the chosen assembly mode and the other modes found; --out "
+                       "writes the chosen configuration as one CSV row.  Exit status 1 when the "
+                       "loop cannot close.")
     _robot_arg(p)
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
                    help="known joint values [rad | m] (e.g. left_motor=2.0 right_motor=1.1)")
@@ -513,7 +577,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.csv", help="write the chosen configuration (one row)")
     p.set_defaults(func=cmd_assemble, outputs={"out": "file"})
 
-    p = sub.add_parser("check", help="load and validate a model, print its summary")
+    p = sub.add_parser("check", help="load and validate a model, print its summary",
+                       description="Load a shipped robot or a model YAML (rigid or flexible), "
+                       "validate it and print its summary (coordinates, inputs, passive and "
+                       "elastic joints, closures); closed loops also get their mobility and "
+                       "whether they assemble.  Exit status 2 with a one-line error when the "
+                       "model is invalid.")
     _robot_arg(p)
     p.set_defaults(func=cmd_check)
 
@@ -542,12 +611,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "simulate",
         help="simulate a robot (closed loops and rolling contacts included) from an initial state",
-        description="Forward simulation with a constant input: projected constrained dynamics "
-        "(Aghili 2005) with Newton projection of the state onto the constraint manifold after "
-        "every step (fixed steps) or at every output sample (adaptive, --rtol).  Prints a "
-        "summary; --out writes a CSV (t, q.<joint>, v.<joint>, lambda.<row>, residual [m | rad], "
-        "energy [J]), --plot a PNG.  Exit status 1 when the run fails (NaN, divergence, "
-        "projection).",
+        description="Forward simulation with a constant input (--tau) or one replayed from a "
+        "file (--tau-file): projected constrained dynamics (Aghili 2005) with Newton "
+        "projection of the state onto the constraint manifold after every step (fixed steps) "
+        "or at every output sample (adaptive, --rtol).  Prints a summary; --out writes a CSV "
+        "(t, q.<joint>, v.<joint>, lambda.<row>, residual [m | rad], energy [J]), --plot a PNG. "
+        " Exit status 1 when the run fails (NaN, divergence, projection).",
     )
     _robot_arg(p)
     p.add_argument("--duration", type=float, default=1.0, metavar="S",
@@ -585,6 +654,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tau", type=float, nargs="+", metavar="U",
                    help="constant input: nu values (tau = B u) or nv generalized forces [N m | N]; "
                    "flexible models: nu joint inputs")
+    p.add_argument("--tau-file", metavar="FILE.csv",
+                   help="time-varying input: CSV with a column t [s] and one per input named as "
+                   "the model's inputs (or u.<input>, e.g. an invert result); must cover "
+                   "[0, duration]")
+    p.add_argument("--tau-hold", choices=("linear", "zoh"), default="linear",
+                   help="--tau-file between its samples: linear interpolation or zero-order "
+                   "hold (default: %(default)s)")
     p.add_argument("--out", metavar="FILE.csv", help="write the samples as CSV")
     p.add_argument("--plot", metavar="FILE.png", help="write positions, residual, energy drift")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -645,6 +721,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import animate_cli  # `multibody animate` and --animate FILE on simulate/run/invert
     animate_cli.add_parser(sub)
     animate_cli.add_option(sub.choices)
+    from . import result_format  # --format csv|npz|both on simulate/run/invert
+
+    result_format.add_option(sub.choices)
 
     from .design.design_cli import add_parser as add_design_parser
 

@@ -8,7 +8,7 @@ Schema (every key validated; unknown keys and wrong types are errors naming the 
     duration: 10.0                  # s, simulated time from the start of the reference
     task_frame: tip                 # frame of the task-space error (default: the model's
                                     #   end effector; null: no task-space error)
-    reference:                      # exactly one of joints, sines, inversion
+    reference:                      # exactly one of joints, sines, inversion, file
       joints:                       # rest-to-rest polynomial in joint coordinates
         t0: 0.0                     #   s
         tf: 1.0                     #   s
@@ -24,6 +24,10 @@ Schema (every key validated; unknown keys and wrong types are errors naming the 
                                     # the keys of an inversion scenario (invert_*.yaml, without
                                     # robot); its t, q, v, a and feedforward u are the reference,
                                     # starting at the first sample (pre-actuation included)
+      file: motion.csv              # a joint trajectory CSV (relative to this file): t [s],
+                                    # q.<joint> for every joint, v./a. optional (else from a
+                                    # smoothing spline), covering [0, duration]; open chains
+                                    # with nq == nv; quintic Hermite between the samples
       guess: {q2: 1.3, q3: 4.0}     # start of the assembly Newton iterations (closed loops)
       lambda_d: [50.0]              # N | N m, desired constraint multipliers (force control)
     controller:
@@ -91,11 +95,11 @@ from .inversion.scenario import (
     run_inversion_scenario,
 )
 from .outputs import Output
-from .trajectories import rest_to_rest
+from .trajectories import read_trajectory_csv, rest_to_rest
 
 _TOP = {"description", "robot", "duration", "task_frame", "reference", "controller", "plant",
         "initial_error"}
-_REFERENCE = {"joints", "sines", "inversion", "guess", "lambda_d"}
+_REFERENCE = {"joints", "sines", "inversion", "file", "guess", "lambda_d"}
 _JOINTS = {"t0", "tf", "order", "start", "end"}
 _SINE = {"offset", "amplitude", "frequency", "phase"}
 _CONTROLLER = {"law", "kp", "kd", "ki", "integral_limit", "effort_limit", "options"}
@@ -232,6 +236,28 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _reference_file(where, value, model: MultibodyModel, path: Path | None, duration: float):
+    """``reference.file``: the joint trajectory CSV, read and checked (a SampledTrajectory)."""
+    key = "reference.file"
+    if not isinstance(value, str):
+        raise _err(where, key, f"expected the path of a trajectory CSV, got {value!r}")
+    file = Path(value)
+    if not file.is_absolute() and path is not None:
+        file = Path(path).parent / file
+    if model.closures or model.nq != model.nv:
+        raise _err(where, key, f"open chains with nq == nv only; {model.name} has "
+                   + ("loop closures" if model.closures else f"nq = {model.nq}, nv = {model.nv}")
+                   + " (use reference.joints or reference.sines)")
+    try:
+        traj = read_trajectory_csv(file, model.coordinate_names)
+    except InputError as exc:
+        raise _err(where, key, str(exc)) from None
+    if traj.t[0] > 0 or traj.t[-1] < duration - 1e-9:
+        raise _err(where, key, f"{file}: covers t = {traj.t[0]:g} s to {traj.t[-1]:g} s; "
+                   f"expected at least 0 s to the duration {duration:g} s")
+    return traj
+
+
 def load_run_scenario(path: str | Path, overrides: dict | None = None) -> RunScenario:
     """Read and validate a closed-loop scenario YAML.
 
@@ -269,11 +295,13 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
             raise _err(where, "task_frame", str(exc)) from None
 
     ref = dict(_mapping(where, "reference", raw["reference"], _REFERENCE))
-    kinds = [k for k in ("joints", "sines", "inversion") if k in ref]
+    kinds = [k for k in ("joints", "sines", "inversion", "file") if k in ref]
     if len(kinds) != 1:
-        raise _err(where, "reference", "expected exactly one of joints, sines, inversion, got "
-                   f"{', '.join(kinds) or 'none'}")
-    if "joints" in ref:
+        raise _err(where, "reference", "expected exactly one of joints, sines, inversion, file, "
+                   f"got {', '.join(kinds) or 'none'}")
+    if "file" in ref:
+        ref["file"] = _reference_file(where, ref["file"], model, path, duration)
+    elif "joints" in ref:
         j = _mapping(where, "reference.joints", ref["joints"], _JOINTS)
         for req in ("t0", "tf", "start", "end"):
             if req not in j:
@@ -537,6 +565,13 @@ def sample_reference(sc: RunScenario, progress: bool = False) -> SampledReferenc
         U = np.column_stack([np.interp(t, res.t, c) for c in res.u.T])
         return SampledReference(t, Q, V, A_, U, lam_d, res)
     t = sc.dt * np.arange(n + 1)
+    if "file" in ref:  # quintic Hermite through the file's (q, v, a)
+        tr = ref["file"]
+        interp = TrajectoryInterpolator(tr.t, tr.q, tr.v, tr.a)
+        Q, V, A_ = (np.empty((n + 1, model.nv)) for _ in range(3))
+        for k, tk in enumerate(t):
+            Q[k], V[k], A_[k], _ = interp.sample(tk)
+        return SampledReference(t, Q, V, A_, None, lam_d)
     if "joints" in ref:
         j = ref["joints"]
         names = list(j["start"])
@@ -630,6 +665,7 @@ class RunResult:
     passive_torque : float  largest generalized force on a passive coordinate [N m | N]
     success, message : outcome (the simulator's message when it diverged)
     wall_time : [s]
+    interrupted : bool  Ctrl-C stopped the run: the samples before it are kept
     """
 
     scenario: RunScenario
@@ -654,6 +690,7 @@ class RunResult:
     #: feedback_linearization: (N, m) output error y(q_ref) - y(q) of its output rows, whose
     #: closed form ``analytic_error`` then is
     output_error: np.ndarray | None = None
+    interrupted: bool = False
 
 
 def error_dynamics_solution(t, e0, de0, kp, kd) -> np.ndarray:
@@ -689,7 +726,11 @@ def _frame_positions(model, frame, Q):
 
 def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
                  reference: SampledReference | None = None) -> RunResult:
-    """Run the closed loop (see the module docstring); never raises on divergence."""
+    """Run the closed loop (see the module docstring); never raises on divergence.
+
+    Ctrl-C during the control periods returns the samples completed so far with
+    ``interrupted`` True (``success`` False); before the first period it propagates.
+    """
     model = sc.model
     ref = reference if reference is not None else sample_reference(sc, progress)
     ctl = build_controller(sc, ref)
@@ -719,6 +760,7 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
         bar = tqdm(total=n, desc="run", unit="step", leave=False)
     success, message, k = True, f"completed {n} control periods of {sc.dt:g} s", 0
     tau_prev = None
+    interrupted = False
     try:
         for k in range(n + 1):
             T[k], Qs[k], Vs[k] = sim.t, sim.q, sim.v
@@ -764,11 +806,18 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
                 break
             if bar is not None:
                 bar.update(1)
+    except KeyboardInterrupt:  # Ctrl-C: keep the samples completed before the current one
+        if k == 0:
+            raise
+        k -= 1
+        interrupted, success = True, False
+        message = (f"interrupted (Ctrl-C) after t = {T[k]:.6g} s; the {k + 1} samples "
+                   "recorded until then are kept")
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - start
-    N = k + 1 if success else k + 1
+    N = k + 1
     # on failure the last recorded sample is the one that failed to advance: keep it
     T, Qs, Vs, U, L, R = T[:N], Qs[:N], Vs[:N], U[:N], L[:N], R[:N]
     Qr, Vr = ref.q[:N], ref.v[:N]
@@ -791,7 +840,8 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
         de0 = out.jacobian(Qr[0]) @ Vr[0] - out.jacobian(Qs[0]) @ Vs[0]
         analytic = error_dynamics_solution(T - T[0], output_err[0], de0, ctl.kp, ctl.kd)
     res = RunResult(sc, T, Qs, Vs, Qr, Vr, U, err, task, L, labels, R, analytic, controlled,
-                    passive_torque, success, message, wall, output_error=output_err)
+                    passive_torque, success, message, wall, output_error=output_err,
+                    interrupted=interrupted)
     res.metrics.update(_metrics(res, ref))
     return res
 
@@ -866,7 +916,8 @@ def summary_table(res: RunResult) -> str:
     """The summary printed by ``multibody run``: one quantity per line with its unit."""
     sc, mt = res.scenario, res.metrics
     model = sc.model
-    rows = [("outcome", "ok" if res.success else "DIVERGED", res.message),
+    outcome = "ok" if res.success else ("INTERRUPTED" if res.interrupted else "DIVERGED")
+    rows = [("outcome", outcome, res.message),
             ("simulated", f"{res.t[-1] - res.t[0]:.4g}", f"s in {res.wall_time:.3g} s wall, "
              f"control {sc.rate:g} Hz (ZOH), {sc.substeps} substep(s)"),
             ("joint error max", f"{mt['joint_error_max']:.4g}", "rad | m (largest coordinate)"),
@@ -967,7 +1018,8 @@ def plot(res: RunResult, path: str | Path, title: str = "") -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper right", ncol=4)
     axes[-1].set_xlabel("t [s]")
-    status = "" if res.success else f" (DIVERGED: {res.message})"
+    status = "" if res.success else (f" (INTERRUPTED: {res.message})" if res.interrupted else
+                                     f" (DIVERGED: {res.message})")
     fig.suptitle((title or f"{model.name}: {res.scenario.controller['law']}") + status,
                  fontsize=10)
     return save_figure(fig, path)

@@ -10,6 +10,9 @@ The sidecar holds::
     {"format": "multibody_result", "version": 1, "kind": "simulate" | "run" | "invert",
      "robot": "<shipped name>", "model_path": "<absolute model YAML path or null>",
      "flexible": false, ...command-specific keys (end_effector, outputs)}
+
+and, for a result cut short by Ctrl-C (:func:`mark_partial`), ``"partial": true`` and the
+``"message"`` saying where it stopped.
 """
 
 from __future__ import annotations
@@ -53,6 +56,17 @@ def write_model_meta(csv_path: str | Path, kind: str, model, **extra) -> Path:
     """:func:`write_result_meta` for a loaded rigid ``MultibodyModel``."""
     return write_result_meta(csv_path, kind, model.name, model.config_path, False,
                              end_effector=model.end_effector, **extra)
+
+
+def mark_partial(csv_path: str | Path, message: str) -> Path:
+    """Mark the result ``csv_path`` as partial (Ctrl-C or a failure stopped the computation):
+    its sidecar gets ``"partial": true`` and ``"message"``; returns the sidecar's path."""
+    path = meta_path(csv_path)
+    data = json.loads(path.read_text()) if path.is_file() else {"format": FORMAT,
+                                                                "version": VERSION}
+    data.update(partial=True, message=" ".join(message.split()))
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
 
 
 def read_result_meta(csv_path: str | Path) -> dict | None:

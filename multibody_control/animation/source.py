@@ -52,7 +52,8 @@ class ResultSamples:
 
 
 def read_result(path: str | Path) -> ResultSamples:
-    """Read a result CSV (header row, then numbers) and its sidecar.
+    """Read a result CSV (header row, then numbers) and its sidecar, or a result archive
+    ``.npz`` (``--format npz``, :mod:`multibody_dynamics.result_npz`).
 
     Raises :class:`InputError` naming the file for a missing file, a missing ``t`` column,
     non-numeric values, no sample or a time column that does not increase.
@@ -61,15 +62,15 @@ def read_result(path: str | Path) -> ResultSamples:
     if not path.is_file():
         raise InputError(f"{path}: result file not found (expected the CSV written by "
                          "`multibody simulate --out`, `run` or `invert`)")
-    with path.open(newline="") as fh:
-        rows = [r for r in csv.reader(fh) if r]
-    if len(rows) < 2:
-        raise InputError(f"{path}: expected a header row and at least one sample")
-    header = [h.strip() for h in rows[0]]
-    try:
-        data = np.array([[float(x) for x in r] for r in rows[1:]], dtype=float)
-    except ValueError as exc:
-        raise InputError(f"{path}: non-numeric value ({exc}); expected a result CSV") from None
+    meta = None
+    if path.suffix.lower() == ".npz":  # --format npz: the columns and the sidecar inside
+        from multibody_dynamics.result_npz import read_npz
+
+        header, data, meta = read_npz(path)
+        if data.shape[0] < 1:
+            raise InputError(f"{path}: expected at least one sample")
+    else:
+        header, data = _read_csv(path)
     if data.ndim != 2 or data.shape[1] != len(header):
         raise InputError(f"{path}: every row needs {len(header)} values (the header's columns)")
     if "t" not in header:
@@ -87,7 +88,21 @@ def read_result(path: str | Path) -> ResultSamples:
         raise InputError(f"{path}: column 't' must be finite and non-decreasing")
     if not any(h.startswith("q.") for h in header):
         raise InputError(f"{path}: no 'q.<joint>' column; expected the configuration samples")
-    return ResultSamples(path, t, columns, read_result_meta(path) or {}, dropped)
+    return ResultSamples(path, t, columns,
+                         meta if meta is not None else read_result_meta(path) or {}, dropped)
+
+
+def _read_csv(path: Path) -> tuple[list[str], np.ndarray]:
+    with path.open(newline="") as fh:
+        rows = [r for r in csv.reader(fh) if r]
+    if len(rows) < 2:
+        raise InputError(f"{path}: expected a header row and at least one sample")
+    header = [h.strip() for h in rows[0]]
+    try:
+        data = np.array([[float(x) for x in r] for r in rows[1:]], dtype=float)
+    except ValueError as exc:
+        raise InputError(f"{path}: non-numeric value ({exc}); expected a result CSV") from None
+    return header, data
 
 
 def _candidates_by_columns(names: list[str]) -> list[str]:

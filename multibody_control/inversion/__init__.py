@@ -21,10 +21,10 @@ from .methods import (
     invert,
 )
 from .protocol import InverseModel
-from .result import InversionResult
+from .result import InversionInterrupted, InversionResult
 from .servo import ServoConstraints
 
 __all__ = ["METHODS", "CausalInversionResult", "CausalOptions", "DesiredOutput",
            "ForwardOptions", "Index2EulerOptions", "InverseModel", "InversionOptions",
-           "InversionResult", "QuasiStaticOptions", "ServoConstraints", "StableOptions",
+           "InversionInterrupted", "InversionResult", "QuasiStaticOptions", "ServoConstraints", "StableOptions",
            "end_effector_error", "invert"]

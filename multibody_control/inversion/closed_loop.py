@@ -20,7 +20,7 @@ from multibody_dynamics.projection import ProjectedDynamics
 
 from ..outputs import Output
 from .internal import time_grid
-from .result import InversionResult
+from .result import InversionInterrupted, InversionResult
 
 #: Relative threshold (smallest / largest singular value) below which the stacked Jacobian
 #: [A; H] or the closure Jacobian's passive columns count as rank-deficient in
@@ -28,7 +28,8 @@ from .result import InversionResult
 _CLOSED_LOOP_SINGULAR_RTOL = 1e-6
 
 
-def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess, start):
+def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess, start,
+                       progress=False):
     """Fully actuated closed loops: closures and task solved together (Aghili 2005 Sect. 7).
 
     At every sample the configuration solves the combined position problem ::
@@ -69,6 +70,9 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
     Determinants are taken of square matrices: the closure rows independent at the first
     sample (pivoted QR of A^T), stacked over the task rows for K; both relative singular
     values are scaled by the largest singular value of K.
+
+    ``progress`` shows a bar of the samples on stderr.  Ctrl-C raises
+    :class:`.result.InversionInterrupted` carrying the samples solved before.
     """
     t0, tf = task.law.t0, task.law.tf
     pm, nv = model.pin_model, model.nv
@@ -87,13 +91,7 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
     q = np.empty((n, model.nq))
     v, a = np.zeros((n, nv)), np.zeros((n, nv))
     u = np.zeros((n, model.nu))
-    if ik_guess is None:
-        qk = model.q_rest.copy()
-    else:
-        qk = np.array(ik_guess, float)
-        if qk.shape != (model.nq,):
-            raise InputError(f"ik_guess: expected shape ({model.nq},) = "
-                             f"({', '.join(model.coordinate_names)}), got {qk.shape}")
+    qk = _start_guess(model, ik_guess)
     B_pinv = np.linalg.pinv(model.B)
     rows = sign_k = sign_p = None
     worst_k = worst_p = np.inf
@@ -110,72 +108,89 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
                                method, k, time.perf_counter() - start, model.input_names,
                                output.names)
 
-    for k in range(n):
-        if k:  # second-order prediction from the previous sample
-            h = t_out[k] - t_out[k - 1]
-            qk = pin.integrate(pm, q[k - 1], h * v[k - 1] + 0.5 * h * h * a[k - 1])
-        qk, K, res, its = _assemble_closed_loop(cons, task_map, qk, p[k], 100 if k == 0 else 30)
-        iterations[bool(k)] = max(iterations[bool(k)], its)
-        if res > 1e-10:
-            want = ", ".join(f"{name} = {x:.6g}" for name, x in zip(task.names, p[k]))
-            return stop(k, f"the closures and the task ({want}) cannot be met together (residual {res:.3g} after {its} Newton "
-                           "iterations): out of reach (outside the workspace) or at a singular "
-                           "configuration" + ("" if k else "; give ik_guess near the start"))
-        A = K[: cons.n_holonomic]
-        if k == 0:
-            rank_a = int(np.linalg.matrix_rank(A)) if A.size else 0
-            dof = nv - rank_a
-            if task_map.m != dof:
-                raise InputError(f"{model.name} has loop closures: its closures leave {dof} degrees "
-                                 f"of freedom at the start (nv = {nv}, rank A = {rank_a}); the "
-                                 f"task prescribes {task_map.m} ({', '.join(task.names)}); the "
-                                 "inverse model needs as many (underactuated closed loops are not "
-                                 "supported)")
-            if passive.sum() > rank_a:
-                raise InputError(f"{model.name}: {int(passive.sum())} passive joints but only "
-                                 f"{rank_a} independent closure rows to hold them; the inverse "
-                                 "model of underactuated closed loops is not supported")
-            rows = np.sort(qr(A.T, pivoting=True)[2][:rank_a]) if rank_a else np.zeros(0, int)
-        U, s, Vt = np.linalg.svd(K, full_matrices=False)
-        cond_k = s[-1] / s[0] if s.size == nv and s[0] > 0 else 0.0
-        Ksq = np.vstack([A[rows], K[cons.n_holonomic:]])
-        Ap = A[rows][:, passive]
-        sig_p = np.linalg.svd(Ap, compute_uv=False) if Ap.size else np.ones(1)
-        cond_p = (sig_p[-1] / s[0] if sig_p.size == Ap.shape[1] and s[0] > 0 else 0.0) \
-            if Ap.size else 1.0
-        worst_k, worst_p = min(worst_k, cond_k), min(worst_p, cond_p)
-        new_k = np.sign(np.linalg.det(Ksq)) if Ksq.shape[0] == nv else 0.0
-        new_p = np.sign(np.linalg.det(Ap)) if Ap.size and Ap.shape[0] == Ap.shape[1] else 0.0
-        between = "" if k == 0 else f"between t = {t_out[k - 1]:.4g} s and {t_out[k]:.4g} s "
-        # the passive block first: for a joint task on the actuated coordinates det K = +-det A_p,
-        # and its loss of rank is a parallel singularity, not a serial one
-        if cond_p < _CLOSED_LOOP_SINGULAR_RTOL or (k and new_p * sign_p < 0):
-            how = (f"the closure Jacobian's passive columns lose rank (sigma_min / sigma_max = "
-                   f"{cond_p:.3g})" if cond_p < _CLOSED_LOOP_SINGULAR_RTOL else
-                   f"the determinant of the closure Jacobian's passive columns changes sign "
-                   f"{between}(the path crosses a singular configuration)")
-            names = ", ".join(np.asarray(model.coordinate_names)[passive])
-            return stop(k, f"parallel (direct-kinematic) singularity: {how}; the constraint "
-                           f"forces cannot hold the passive joints ({names}), Aghili (2005) "
-                           "eq. 64: the feedforward is unbounded")
-        if cond_k < _CLOSED_LOOP_SINGULAR_RTOL or (k and new_k * sign_k < 0):
-            how = (f"[A; H] loses rank (sigma_min / sigma_max = {cond_k:.3g})"
-                   if cond_k < _CLOSED_LOOP_SINGULAR_RTOL else
-                   f"det [A; H] changes sign {between}(the path crosses a singular configuration)")
-            return stop(k, f"inverse-kinematic (serial) singularity: {how}; the task "
-                           f"({', '.join(task.names)}) and the closures do not fix the joint "
-                           "velocities (for an end-effector path: a leg stretched or folded, the "
-                           "workspace boundary)")
-        sign_k, sign_p = new_k, new_p
-        K_pinv = (Vt.T / s) @ U.T
-        v[k] = K_pinv @ np.concatenate([np.zeros(A.shape[0]), pd_[k]])
-        gamma = cons.bias(qk, v[k])
-        a[k] = K_pinv @ np.concatenate([-gamma[: A.shape[0]], pdd[k] - task_map.bias(qk, v[k])])
-        ires = pd.inverse_dynamics(qk, v[k], a[k])
-        q[k] = qk
-        if not ires.success:
-            return stop(k, ires.message)
-        u[k] = B_pinv @ ires.tau
+    from tqdm import tqdm
+
+    bar = tqdm(total=n, desc="closed-loop inversion", unit="sample", leave=False,
+               mininterval=0.5, disable=not progress)
+    k = 0
+    try:
+        for k in range(n):
+            if k:  # second-order prediction from the previous sample
+                h = t_out[k] - t_out[k - 1]
+                qk = pin.integrate(pm, q[k - 1], h * v[k - 1] + 0.5 * h * h * a[k - 1])
+            qk, K, res, its = _assemble_closed_loop(cons, task_map, qk, p[k],
+                                                    100 if k == 0 else 30)
+            iterations[bool(k)] = max(iterations[bool(k)], its)
+            if res > 1e-10:
+                want = ", ".join(f"{name} = {x:.6g}" for name, x in zip(task.names, p[k]))
+                return stop(k, f"the closures and the task ({want}) cannot be met together "
+                               f"(residual {res:.3g} after {its} Newton iterations): out of reach "
+                               "(outside the workspace) or at a singular configuration"
+                               + ("" if k else "; give ik_guess near the start"))
+            A = K[: cons.n_holonomic]
+            if k == 0:
+                rank_a = int(np.linalg.matrix_rank(A)) if A.size else 0
+                dof = nv - rank_a
+                if task_map.m != dof:
+                    raise InputError(f"{model.name} has loop closures: its closures leave "
+                                     f"{dof} degrees of freedom at the start (nv = {nv}, rank A "
+                                     f"= {rank_a}); the task prescribes {task_map.m} "
+                                     f"({', '.join(task.names)}); the inverse model needs as "
+                                     "many (underactuated closed loops are not supported)")
+                if passive.sum() > rank_a:
+                    raise InputError(f"{model.name}: {int(passive.sum())} passive joints but "
+                                     f"only {rank_a} independent closure rows to hold them; the "
+                                     "inverse model of underactuated closed loops is not "
+                                     "supported")
+                rows = np.sort(qr(A.T, pivoting=True)[2][:rank_a]) if rank_a else np.zeros(0, int)
+            U, s, Vt = np.linalg.svd(K, full_matrices=False)
+            cond_k = s[-1] / s[0] if s.size == nv and s[0] > 0 else 0.0
+            Ksq = np.vstack([A[rows], K[cons.n_holonomic:]])
+            Ap = A[rows][:, passive]
+            sig_p = np.linalg.svd(Ap, compute_uv=False) if Ap.size else np.ones(1)
+            cond_p = (sig_p[-1] / s[0] if sig_p.size == Ap.shape[1] and s[0] > 0 else 0.0) \
+                if Ap.size else 1.0
+            worst_k, worst_p = min(worst_k, cond_k), min(worst_p, cond_p)
+            new_k = np.sign(np.linalg.det(Ksq)) if Ksq.shape[0] == nv else 0.0
+            new_p = np.sign(np.linalg.det(Ap)) if Ap.size and Ap.shape[0] == Ap.shape[1] else 0.0
+            between = "" if k == 0 else f"between t = {t_out[k - 1]:.4g} s and {t_out[k]:.4g} s "
+            # the passive block first: for a joint task on the actuated coordinates
+            # det K = +-det A_p, and its loss of rank is a parallel singularity, not a serial one
+            if cond_p < _CLOSED_LOOP_SINGULAR_RTOL or (k and new_p * sign_p < 0):
+                how = (f"the closure Jacobian's passive columns lose rank (sigma_min / "
+                       f"sigma_max = {cond_p:.3g})" if cond_p < _CLOSED_LOOP_SINGULAR_RTOL else
+                       f"the determinant of the closure Jacobian's passive columns changes sign "
+                       f"{between}(the path crosses a singular configuration)")
+                names = ", ".join(np.asarray(model.coordinate_names)[passive])
+                return stop(k, f"parallel (direct-kinematic) singularity: {how}; the constraint "
+                               f"forces cannot hold the passive joints ({names}), Aghili (2005) "
+                               "eq. 64: the feedforward is unbounded")
+            if cond_k < _CLOSED_LOOP_SINGULAR_RTOL or (k and new_k * sign_k < 0):
+                how = (f"[A; H] loses rank (sigma_min / sigma_max = {cond_k:.3g})"
+                       if cond_k < _CLOSED_LOOP_SINGULAR_RTOL else
+                       f"det [A; H] changes sign {between}(the path crosses a singular "
+                       "configuration)")
+                return stop(k, f"inverse-kinematic (serial) singularity: {how}; the task "
+                               f"({', '.join(task.names)}) and the closures do not fix the joint "
+                               "velocities (for an end-effector path: a leg stretched or folded, "
+                               "the workspace boundary)")
+            sign_k, sign_p = new_k, new_p
+            K_pinv = (Vt.T / s) @ U.T
+            v[k] = K_pinv @ np.concatenate([np.zeros(A.shape[0]), pd_[k]])
+            gamma = cons.bias(qk, v[k])
+            a[k] = K_pinv @ np.concatenate([-gamma[: A.shape[0]],
+                                            pdd[k] - task_map.bias(qk, v[k])])
+            ires = pd.inverse_dynamics(qk, v[k], a[k])
+            q[k] = qk
+            if not ires.success:
+                return stop(k, ires.message)
+            u[k] = B_pinv @ ires.tau
+            if bar is not None:
+                bar.update(1)
+    except KeyboardInterrupt:  # Ctrl-C: the samples before the current one are complete
+        raise InversionInterrupted(stop(k, "interrupted (Ctrl-C)")) from None
+    finally:
+        bar.close()
     y = np.array([output.value(x) for x in q])
     y_des = p if exact else y
     msg = (f"closed loop: closures and task solved together at {n} samples (Newton: "
@@ -187,6 +202,17 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
                            float(np.max(np.abs(y - y_des))), t0, tf, 0.0, 0.0, np.zeros(0), True,
                            msg, method, n, time.perf_counter() - start, model.input_names,
                            output.names)
+
+
+def _start_guess(model, ik_guess) -> np.ndarray:
+    """(nq,) start of the first Newton solve: ``ik_guess`` (checked) or the rest configuration."""
+    if ik_guess is None:
+        return model.q_rest.copy()
+    qk = np.array(ik_guess, float)
+    if qk.shape != (model.nq,):
+        raise InputError(f"ik_guess: expected shape ({model.nq},) = "
+                         f"({', '.join(model.coordinate_names)}), got {qk.shape}")
+    return qk
 
 
 def _assemble_closed_loop(cons, task_map, q, p, max_iter, tol=1e-12):

@@ -332,7 +332,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
     start = time.perf_counter()
     if model.closures:
         return invert_closed_loop(model, output, task, method, opts.dt, opts.t_start, opts.t_end,
-                                  opts.ik_guess, start)
+                                  opts.ik_guess, start, progress=opts.progress)
     spec = METHODS[method]
     if not spec.servo:
         return spec.solve(Problem(model, output, task, method, start), opts)

@@ -111,3 +111,13 @@ class InversionResult:
             return spline(x)
 
         return u_of_t
+
+
+class InversionInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an inversion or its open-loop check: still an interrupt for the caller,
+    carrying the partial :class:`InversionResult` (``success`` False; the samples computed
+    before, all of them when the check was interrupted) as ``result``."""
+
+    def __init__(self, result: InversionResult):
+        super().__init__(result.message)
+        self.result = result

@@ -38,7 +38,7 @@ Schema (every key validated; unknown keys are errors naming the key)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +52,7 @@ from multibody_dynamics.yaml_io import load_yaml
 from ..outputs import Output
 from ..tasks import Task, TimeLaw, circular_arc, linear_move, straight_line
 from .methods import METHODS, invert
-from .result import InversionResult
+from .result import InversionInterrupted, InversionResult
 from .verify import VerificationResult, verify
 
 _TOP = {"robot", "task", "output", "method", "dt", "options", "verify", "initial_guess",
@@ -283,7 +283,8 @@ def run_inversion_scenario(sc: InversionScenario, method: str | None = None,
     """Invert (after the combined-output guess when asked) and verify open loop.
 
     Returns the result, its open-loop verification (None when not asked or failed) and the
-    combined-output result used as initial guess (None when not used).
+    combined-output result used as initial guess (None when not used).  Ctrl-C raises
+    :class:`.result.InversionInterrupted` with the samples computed so far.
     """
     method = method or sc.method
     guess_result = None
@@ -303,8 +304,14 @@ def run_inversion_scenario(sc: InversionScenario, method: str | None = None,
     # quasi-static compensation is a reference for a feedback law (Seifried Sect. 6.1): an
     # open-loop check says nothing about it (run it closed loop with `multibody run`)
     open_loop = method != "quasi_static"
-    ver = verify(sc.model, result, sc.task, sc.output) if (
-        sc.verify and result.success and open_loop) else None
+    try:
+        ver = verify(sc.model, result, sc.task, sc.output) if (
+            sc.verify and result.success and open_loop) else None
+    except KeyboardInterrupt:  # Ctrl-C in the check: the inversion itself is complete
+        raise InversionInterrupted(replace(
+            result, success=False, message="the open-loop verification was interrupted "
+            f"(Ctrl-C); the inversion's {result.t.size} samples are complete, unverified")) \
+            from None
     return result, ver, guess_result
 
 
