@@ -10,6 +10,7 @@ import pinocchio as pin
 
 from ..errors import FrameNotFound, ModelError
 from .config import ClosureSpec, ModelConfig, PassiveJointSpec, read_config
+from .mjcf import MjcfModel, is_mjcf_file, read_mjcf, sdf_unsupported
 from .resources import flexible_schema_key, robots_dir, share_dir, shipped_robots
 from .urdf_checks import check_urdf, massless_links
 
@@ -166,7 +167,7 @@ def resolve_model_path(robot: str | Path) -> Path:
                 f"unknown robot {str(robot)!r}: not a shipped robot "
                 f"({', '.join(shipped_robots())}) and not a path to a model YAML file"
             )
-    if path.suffix == ".urdf":
+    if path.suffix in (".urdf", ".sdf", ".mjcf", ".xml"):
         return path
     key = flexible_schema_key(path)
     if key is not None:
@@ -193,10 +194,23 @@ def load_model(robot: str | Path) -> MultibodyModel:
         between the YAML and the URDF; for an unknown name; for a flexible model.
     """
     path = resolve_model_path(robot)
-    if path.suffix == ".urdf":
+    if path.suffix == ".sdf":
+        _raise_sdf(path)
+    if path.suffix == ".mjcf" or (path.suffix == ".xml" and is_mjcf_file(path)):
+        tree = read_mjcf(path)
+        return build_model(plain_mjcf_config(path, tree), tree=tree)
+    if path.suffix in (".urdf", ".xml"):
         return build_model(plain_urdf_config(path))
     cfg = read_config(path, share_dir() / "urdf")
     return build_model(cfg)
+
+
+def _raise_sdf(path: Path):
+    error = sdf_unsupported(path)
+    if error is None:  # pragma: no cover - needs a pinocchio built with sdformat
+        error = ModelError(f"{path}: SDF models are not supported yet; convert the model to "
+                           "URDF or MJCF and load that")
+    raise error
 
 
 #: What a URDF given without a model YAML is taken to be (see :func:`plain_urdf_config`).
@@ -215,19 +229,48 @@ def plain_urdf_config(urdf: str | Path) -> ModelConfig:
                        gravity=(0.0, 0.0, -9.81))
 
 
-def _coordinate_names(model: pin.Model) -> tuple[list[str], list[str]]:
-    joints, coords = [], []
-    for jid in range(1, model.njoints):
-        jname = model.names[jid]
-        nv = model.joints[jid].nv
-        joints.append(jname)
-        coords.extend([jname] if nv == 1 else [f"{jname}.{k}" for k in range(nv)])
-    return joints, coords
+def plain_mjcf_config(path: str | Path, tree: MjcfModel | None = None) -> ModelConfig:
+    """The model an MJCF file describes on its own (see :mod:`.mjcf`): gravity from
+    ``<option>``, the joints of ``<actuator>`` actuated (all of them without that section),
+    the others passive with the joint's spring and damper; the ``<equality>`` constraints
+    become closures in :func:`build_model`."""
+    path = Path(path).resolve()
+    tree = read_mjcf(path) if tree is None else tree
+    passive, matrix, inputs = {}, None, None
+    if tree.actuators is not None:
+        _, coords = _coordinate_names(tree.pin_model)
+        matrix = np.zeros((len(coords), len(tree.actuators)))
+        pm = tree.pin_model
+        for k, (_, joint, gear) in enumerate(tree.actuators):
+            matrix[pm.joints[pm.getJointId(joint)].idx_v, k] = gear
+        actuated = {joint for _, joint, _ in tree.actuators}
+        for jid in range(1, pm.njoints):
+            jname = pm.names[jid]
+            if jname not in actuated and pm.joints[jid].nv == 1:
+                k, d, rest = tree.springs.get(jname, (0.0, 0.0, 0.0))
+                passive[jname] = PassiveJointSpec(k, d, rest)
+        inputs = tuple(name for name, _, _ in tree.actuators)
+        if len(set(inputs)) != len(inputs):
+            inputs = tuple(f"{name}[{k}]" for k, name in enumerate(inputs))
+    return ModelConfig(name=tree.name, path=None, urdf=path, description=f"MJCF {path.name}",
+                       gravity=tree.gravity, passive_joints=passive, input_names=inputs,
+                       actuation_matrix=matrix)
 
 
-def build_model(cfg: ModelConfig) -> MultibodyModel:
-    """Build a :class:`MultibodyModel` from a validated :class:`ModelConfig`."""
-    where = cfg.path or cfg.name
+def _tree(cfg: ModelConfig, tree: MjcfModel | None):
+    """The pinocchio tree of ``cfg.urdf`` (URDF or MJCF), the notes, the MJCF closures."""
+    if tree is not None or is_mjcf_file(cfg.urdf):
+        tree = read_mjcf(cfg.urdf) if tree is None else tree
+        notes = [MJCF_NOTE] if cfg.path is None else []
+        closures = [ClosureSpec(e.name, e.type, e.frame_a, e.frame_b) for e in tree.equalities]
+        if cfg.path is None:
+            for jname, (k, d, _) in tree.springs.items():
+                if jname not in cfg.passive_joints and cfg.actuation_matrix is not None:
+                    notes.append(f"joint {jname!r}: spring/damper (k={k:g}, d={d:g}) of an "
+                                 "actuated joint ignored")
+        return tree.pin_model, notes + list(tree.notes), closures
+    if cfg.urdf.suffix == ".sdf":
+        _raise_sdf(cfg.urdf)
     root = check_urdf(cfg.urdf)
     notes = [PLAIN_URDF_NOTE] if cfg.path is None else []
     massless = massless_links(root)
@@ -238,6 +281,38 @@ def build_model(cfg: ModelConfig) -> MultibodyModel:
         model = pin.buildModelFromUrdf(str(cfg.urdf))
     except Exception as exc:  # pinocchio raises plain RuntimeError/ValueError from C++
         raise ModelError(f"{cfg.urdf}: pinocchio could not build the model ({exc})") from None
+    return model, notes, []
+
+
+#: What an MJCF file given without a model YAML is taken to be (see :func:`plain_mjcf_config`).
+MJCF_NOTE = ("no model YAML: actuation from <actuator> (every joint without one), gravity from "
+             "<option>, <equality> connect/weld as closures")
+
+
+def _coordinate_names(model: pin.Model) -> tuple[list[str], list[str]]:
+    joints, coords = [], []
+    for jid in range(1, model.njoints):
+        jname = model.names[jid]
+        nv = model.joints[jid].nv
+        joints.append(jname)
+        coords.extend([jname] if nv == 1 else [f"{jname}.{k}" for k in range(nv)])
+    return joints, coords
+
+
+def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyModel:
+    """Build a :class:`MultibodyModel` from a validated :class:`ModelConfig`.
+
+    ``cfg.urdf`` is a URDF or an MJCF file (``tree``: the MJCF already read, optional);
+    the MJCF's equality constraints are closures besides those of ``cfg``.
+    """
+    where = cfg.path or cfg.name
+    model, notes, mjcf_closures = _tree(cfg, tree)
+    taken = {c.name for c in cfg.closures}
+    dup = [c.name for c in mjcf_closures if c.name in taken]
+    if dup:
+        raise ModelError(f"{where}: closures: {dup[0]!r} is also an <equality> of "
+                         f"{cfg.urdf.name}; expected distinct closure names")
+    cfg_closures = tuple(cfg.closures) + tuple(mjcf_closures)
     model.gravity = pin.Motion(np.array(cfg.gravity), np.zeros(3))
     joint_names, coords = _coordinate_names(model)
     if model.nv == 0:
@@ -267,7 +342,7 @@ def build_model(cfg: ModelConfig) -> MultibodyModel:
     B, inputs = _actuation(cfg, where, coords, passive)
 
     closures = []
-    for i, c in enumerate(cfg.closures):
+    for i, c in enumerate(cfg_closures):
         fa = frame_of(c.frame_a, f"closures[{i}].frame_a")
         fb = frame_of(c.frame_b, f"closures[{i}].frame_b")
         if fa.parentJoint == fb.parentJoint:

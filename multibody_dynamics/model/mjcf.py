@@ -1,0 +1,435 @@
+"""MuJoCo MJCF models: the kinematic tree from pinocchio, what pinocchio leaves out read here.
+
+pinocchio 3/4 parses an MJCF file into a :class:`pinocchio.Model` (bodies, joints,
+inertias; ``buildModelFromMJCF``), but on the installed versions it
+
+* reads only the **first** ``<body>`` under ``<worldbody>`` (a four-bar with two bodies on
+  the ground silently loses the second one),
+* ignores ``<option gravity>`` and the ``<actuator>`` section,
+* reads ``<equality><connect>`` with the anchor taken in the parent *joint's* frame and the
+  second body's anchor as its negative, which is MuJoCo's meaning only in special cases, and
+  drops ``<weld>``.
+
+So the file is read here with :mod:`xml.etree`: the bodies under ``<worldbody>`` are moved
+into one body without a joint (welded to the world, as pinocchio loads a root body without
+joints), the result is handed to pinocchio, and the rest becomes the suite's model data:
+
+* ``<equality><connect>`` -> a ``spherical`` closure (3 rows: coincident points),
+  ``<equality><weld>`` -> a ``weld`` closure (6 rows: coincident frames).  MuJoCo's meaning
+  (XML reference, *equality*, and the residuals MuJoCo computes): a connect's ``anchor`` is a
+  point of ``body1`` (its frame) and the point of ``body2`` is where that point is in the
+  model's reference configuration ``qpos0``; a weld's ``anchor`` is a point of ``body2`` and
+  the frame (anchor, body2's axes) sits at ``relpose`` (position, then quaternion w x y z) in
+  ``body1``, or where it is at ``qpos0`` when relpose's quaternion is zero (the default);
+  with ``site1``/``site2`` the two sites coincide (connect: their origins; weld: their
+  frames).  The reading of relpose (the anchor frame's pose in body1, not body2's) is the
+  one MuJoCo 3/4 evaluates, which the XML reference words loosely.  Two frames are added to the model per
+  constraint (``<name>_a`` on body1, ``<name>_b`` on body2 or the world) that coincide when
+  the constraint holds.
+* ``<actuator>`` entries with a joint transmission give the actuation map ``B`` (the first
+  ``gear`` value on the joint's velocity coordinate); the joints no actuator drives are
+  passive, with the joint's ``stiffness``, ``damping`` and ``springref`` as their spring.
+  Without an ``<actuator>`` section every joint is actuated, as for a plain URDF.
+* ``<option gravity>`` is the gravity (MuJoCo's default ``0 0 -9.81``).
+
+The reference configuration ``qpos0`` is pinocchio's neutral configuration (the bodies where
+the XML puts them); a joint ``ref`` other than zero is refused, since it would shift the two.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from ..errors import ModelError
+
+#: File suffixes read as MJCF (``.xml`` only when the root element is ``<mujoco>``).
+MJCF_SUFFIXES = (".mjcf", ".xml")
+#: File suffixes read as SDF.
+SDF_SUFFIXES = (".sdf",)
+#: The body that carries the bodies of ``<worldbody>`` (welded to the world).
+WORLD_BODY = "mjcf_world"
+
+_ACTUATOR_TAGS = ("motor", "general", "position", "velocity", "intvelocity", "damper",
+                  "cylinder", "muscle", "adhesion", "plugin")
+_SERVO_TAGS = ("position", "velocity", "intvelocity", "damper", "cylinder", "muscle")
+
+
+def is_mjcf_file(path: str | Path) -> bool:
+    """True for a ``.mjcf`` file or an ``.xml`` file whose root element is ``<mujoco>``."""
+    p = Path(path)
+    if p.suffix == ".mjcf":
+        return True
+    if p.suffix != ".xml" or not p.is_file():
+        return False
+    try:
+        for _, elem in ET.iterparse(str(p), events=("start",)):
+            return elem.tag == "mujoco"
+    except ET.ParseError:
+        return False
+    return False
+
+
+def sdf_unsupported(path: str | Path) -> ModelError | None:
+    """The error to raise for an SDF file when this pinocchio cannot parse SDF, else None."""
+    if getattr(pin, "WITH_SDFORMAT", False):
+        return None
+    return ModelError(
+        f"{path}: SDF needs pinocchio built with sdformat, and this pinocchio "
+        f"{pin.__version__} has none (pin.WITH_SDFORMAT is False); convert the model to URDF "
+        "(`gz sdf -p model.sdf > model.urdf`) or MJCF and load that")
+
+
+@dataclass(frozen=True)
+class MjcfEquality:
+    """One ``<equality>`` constraint, as the frames of a closure (see the module docstring)."""
+
+    name: str
+    type: str  # "spherical" (connect) or "weld"
+    frame_a: str
+    frame_b: str
+
+
+@dataclass(frozen=True)
+class MjcfModel:
+    """What an MJCF file says, in the suite's terms.
+
+    Attributes
+    ----------
+    name : str
+        ``<mujoco model=...>`` (the file stem if absent).
+    pin_model : pinocchio.Model
+        The tree, with the constraint frames added; gravity not set yet.
+    gravity : tuple of 3 float
+        [m/s^2] from ``<option gravity>``.
+    equalities : tuple of MjcfEquality
+    actuators : tuple of (str, str, float) or None
+        (input name, joint name, gear) per actuator; None without an ``<actuator>`` section.
+    springs : dict of str to (stiffness, damping, rest)
+        Per joint with a non-zero stiffness or damping [N m/rad | N/m, N m s/rad | N s/m,
+        rad | m].
+    notes : tuple of str
+    """
+
+    name: str
+    pin_model: pin.Model
+    gravity: tuple[float, float, float]
+    equalities: tuple[MjcfEquality, ...]
+    actuators: tuple[tuple[str, str, float], ...] | None
+    springs: dict
+    notes: tuple[str, ...]
+
+
+def _floats(text, n, where, path):
+    try:
+        values = [float(x) for x in str(text).split()]
+    except ValueError:
+        values = []
+    if len(values) != n:
+        raise ModelError(f"{path}: {where}: expected {n} numbers, got {text!r}")
+    return np.array(values)
+
+
+class _Defaults:
+    """Attribute lookup through MuJoCo's ``<default>`` classes (``class``/``childclass``)."""
+
+    def __init__(self, root: ET.Element):
+        self.classes: dict[str, tuple[ET.Element, str | None]] = {}
+        top = root.find("default")
+        if top is not None:
+            self._collect(top, "main", None)
+
+    def _collect(self, elem, name, parent):
+        self.classes[name] = (elem, parent)
+        for child in elem.findall("default"):
+            self._collect(child, child.get("class", name), name)
+
+    def get(self, elem: ET.Element, tag: str, key: str, cls: str | None, default=None):
+        if elem.get(key) is not None:
+            return elem.get(key)
+        name: str | None = elem.get("class", cls) or "main"
+        while name is not None and name in self.classes:
+            node, parent = self.classes[name]
+            found = node.find(tag)
+            if found is not None and found.get(key) is not None:
+                return found.get(key)
+            name = parent
+        return default
+
+
+def _inline_includes(elem: ET.Element, folder: Path, path: Path, depth: int = 0) -> None:
+    """Replace every ``<include file=...>`` by the children of the included ``<mujoco>``."""
+    if depth > 20:
+        raise ModelError(f"{path}: <include> nested more than 20 deep (a cycle?)")
+    for k, child in enumerate(list(elem)):
+        if child.tag == "include":
+            target = folder / child.get("file", "")
+            try:
+                sub = ET.parse(str(target)).getroot()
+            except (OSError, ET.ParseError) as exc:
+                raise ModelError(f"{path}: <include file={child.get('file')!r}>: {exc}") from None
+            _inline_includes(sub, target.parent, target, depth + 1)
+            elem.remove(child)
+            for j, grand in enumerate(list(sub)):
+                elem.insert(k + j, grand)
+        else:
+            _inline_includes(child, folder, path, depth)
+
+
+def _read_tree(path: Path) -> ET.Element:
+    try:
+        root = ET.parse(str(path)).getroot()
+    except ET.ParseError as exc:
+        raise ModelError(f"{path}: malformed XML ({exc})") from None
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read the file ({exc.strerror})") from None
+    if root.tag != "mujoco":
+        raise ModelError(f"{path}: not an MJCF file: the root element is <{root.tag}>, "
+                         "expected <mujoco>")
+    _inline_includes(root, path.parent, path)
+    return root
+
+
+def _worldbody(root: ET.Element) -> ET.Element:
+    world = root.find("worldbody")
+    if world is None:
+        raise ModelError("MJCF without <worldbody>")  # checked with the file name before
+    return world
+
+
+def _normalized(root: ET.Element, path: Path, name: str) -> str:
+    """The XML pinocchio reads: one root body carrying the bodies and sites of <worldbody>,
+    a model name, and mesh/asset folders made absolute."""
+    root.set("model", name)
+    world = root.find("worldbody")
+    if world is None or world.find("body") is None:
+        raise ModelError(f"{path}: <worldbody> has no <body>: nothing moves")
+    carrier = ET.Element("body", {"name": WORLD_BODY})
+    for child in list(world):
+        if child.tag in ("body", "site", "frame"):
+            world.remove(child)
+            carrier.append(child)
+    world.insert(0, carrier)
+    compiler = root.find("compiler")
+    if compiler is None:
+        compiler = ET.SubElement(root, "compiler")
+        root.remove(compiler)
+        root.insert(0, compiler)
+    for key in ("meshdir", "texturedir", "assetdir"):
+        folder = compiler.get(key)
+        if folder is not None and not os.path.isabs(folder):
+            compiler.set(key, str((path.parent / folder).resolve()))
+    if compiler.get("meshdir") is None:
+        compiler.set("meshdir", str(compiler.get("assetdir") or path.parent.resolve()))
+    return ET.tostring(root, encoding="unicode")
+
+
+def _pin_from_xml(xml: str, path: Path) -> pin.Model:
+    with tempfile.TemporaryDirectory(prefix="multibody_mjcf_") as tmp:
+        file = Path(tmp) / "model.xml"
+        file.write_text(xml)
+        try:
+            return pin.buildModelFromMJCF(str(file))
+        except Exception as exc:  # pinocchio raises plain RuntimeError/ValueError from C++
+            msg = " ".join(str(exc).split())
+            raise ModelError(f"{path}: pinocchio could not build the model ({msg})") from None
+
+
+def _angle_scale(root: ET.Element) -> float:
+    compiler = root.find("compiler")
+    unit = "degree" if compiler is None else compiler.get("angle", "degree")
+    return np.pi / 180.0 if unit == "degree" else 1.0
+
+
+def _joints(root: ET.Element, defaults: _Defaults, path: Path, model: pin.Model):
+    """{joint name: (element, default class)} of the named joints, checked against pinocchio."""
+    joints = {}
+
+    def walk(body, cls):
+        cls = body.get("childclass", cls)
+        for j in body.findall("joint"):
+            if j.get("name"):
+                joints[j.get("name")] = (j, j.get("class", cls))
+        for child in body.findall("body"):
+            walk(child, cls)
+
+    for body in _worldbody(root).findall("body"):
+        walk(body, None)
+    scale = _angle_scale(root)
+    for name, (j, cls) in joints.items():
+        ref = float(defaults.get(j, "joint", "ref", cls, "0"))
+        if ref != 0.0:
+            raise ModelError(f"{path}: joint {name!r}: ref={ref:g} is not supported (the "
+                             "configuration q = 0 must be the pose the XML defines); expected "
+                             "ref 0")
+        if not model.existJointName(name):
+            continue
+        jtype = defaults.get(j, "joint", "type", cls, "hinge")
+        j.set("_scale", str(scale if jtype in ("hinge", "ball") else 1.0))
+    return joints
+
+
+def _springs(joints, defaults, path):
+    springs = {}
+    for name, (j, cls) in joints.items():
+        k = float(defaults.get(j, "joint", "stiffness", cls, "0"))
+        d = float(defaults.get(j, "joint", "damping", cls, "0"))
+        rest = float(defaults.get(j, "joint", "springref", cls, "0")) * float(j.get("_scale", 1))
+        if k < 0 or d < 0:
+            raise ModelError(f"{path}: joint {name!r}: stiffness and damping must be >= 0, got "
+                             f"{k:g} and {d:g}")
+        if k or d:
+            springs[name] = (k, d, rest)
+    return springs
+
+
+def _actuators(root, defaults, path, model, notes):
+    section = root.find("actuator")
+    if section is None:
+        return None
+    out = []
+    for k, act in enumerate(section):
+        if act.tag not in _ACTUATOR_TAGS:
+            continue
+        label = act.get("name") or f"{act.tag}[{k}]"
+        joint = act.get("joint") or act.get("jointinparent")
+        if joint is None:
+            raise ModelError(f"{path}: actuator {label!r}: only joint transmissions are "
+                             "supported (joint=...); tendon, site and body actuators are not")
+        if not model.existJointName(joint) or model.joints[model.getJointId(joint)].nv != 1:
+            raise ModelError(f"{path}: actuator {label!r}: joint {joint!r} is not a 1-DoF joint "
+                             "of the model (hinge or slide expected)")
+        gear = float(str(defaults.get(act, act.tag, "gear", act.get("class"), "1")).split()[0])
+        out.append((act.get("name") or joint, joint, gear))
+        if act.tag in _SERVO_TAGS:
+            notes.append(f"actuator {label!r} (<{act.tag}>) taken as a force input on joint "
+                         f"{joint!r}; its servo gains are not modelled")
+    if not out:
+        return None
+    return tuple(out)
+
+
+def _body_frame(model: pin.Model, body: str, path: Path, where: str) -> int:
+    if body == "world":
+        return 0
+    if not model.existBodyName(body):
+        raise ModelError(f"{path}: {where}: unknown body {body!r}; expected one of: "
+                         f"{', '.join(f.name for f in model.frames if f.type == pin.BODY)}")
+    return model.getBodyId(body)
+
+
+def _site_frame(model: pin.Model, site: str, path: Path, where: str) -> int:
+    if not model.existFrame(site):
+        raise ModelError(f"{path}: {where}: unknown site {site!r}")
+    return model.getFrameId(site)
+
+
+def _relpose(text, path, where):
+    values = _floats(text, 7, where, path)
+    if not np.any(values[3:]):
+        return None  # quaternion part zero (MuJoCo's default): the pose at qpos0
+    w, x, y, z = values[3:] / np.linalg.norm(values[3:])
+    return pin.SE3(pin.Quaternion(w, x, y, z).toRotationMatrix(), values[:3])
+
+
+def _add_frame(model, name, parent_frame, oMf, data):
+    """Add an operational frame with world placement ``oMf`` at the neutral configuration."""
+    f = model.frames[parent_frame]
+    placement = data.oMi[f.parentJoint].actInv(oMf)
+    model.addFrame(pin.Frame(name, f.parentJoint, parent_frame, placement, pin.FrameType.OP_FRAME))
+
+
+def _equalities(root, path, model, notes):  # noqa: C901 (one branch per MJCF form)
+    section = root.find("equality")
+    if section is None:
+        return ()
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, pin.neutral(model))
+    oMf = [data.oMf[i].copy() for i in range(model.nframes)]
+    taken = {f.name for f in model.frames}
+    out = []
+    for k, eq in enumerate(section):
+        name = eq.get("name") or f"{eq.tag}{k}"
+        where = f"equality <{eq.tag} name={name!r}>"
+        if eq.tag not in ("connect", "weld"):
+            raise ModelError(f"{path}: {where}: type {eq.tag!r} is not supported; expected "
+                             "connect or weld")
+        if eq.get("active", "true") == "false":
+            notes.append(f"{where} is inactive (active=false): not a closure")
+            continue
+        fa_name, fb_name = f"{name}_a", f"{name}_b"
+        if fa_name in taken or fb_name in taken:
+            raise ModelError(f"{path}: {where}: frames {fa_name!r}/{fb_name!r} exist already; "
+                             "rename the constraint")
+        if eq.get("site1") is not None or eq.get("site2") is not None:
+            if eq.get("site1") is None or eq.get("site2") is None:
+                raise ModelError(f"{path}: {where}: give both site1 and site2, or body1/body2")
+            ia = _site_frame(model, eq.get("site1"), path, where)
+            ib = _site_frame(model, eq.get("site2"), path, where)
+            oMa, oMb = oMf[ia], oMf[ib]
+            if eq.tag == "connect":  # sites coincide in position only
+                oMb = pin.SE3(oMa.rotation, oMb.translation)
+        else:
+            if eq.get("body1") is None:
+                raise ModelError(f"{path}: {where}: missing body1 (or site1/site2)")
+            ia = _body_frame(model, eq.get("body1"), path, where)
+            ib = _body_frame(model, eq.get("body2", "world"), path, where)
+            anchor = _floats(eq.get("anchor", "0 0 0"), 3, f"{where}: anchor", path)
+            if eq.tag == "connect":  # anchor in body1, satisfied at qpos0
+                oMa = oMf[ia] * pin.SE3(np.eye(3), anchor)
+                oMb = oMa
+            else:  # weld: anchor in body2; its pose in body1 is relpose, else at qpos0
+                oMb = oMf[ib] * pin.SE3(np.eye(3), anchor)
+                rel = _relpose(eq.get("relpose", "0 1 0 0 0 0 0"), path, f"{where}: relpose")
+                oMa = oMb if rel is None else oMf[ia] * rel
+        if model.frames[ia].parentJoint == model.frames[ib].parentJoint:
+            raise ModelError(f"{path}: {where}: both ends are on the same rigid body; a "
+                             "closure must join two different bodies")
+        _add_frame(model, fa_name, ia, oMa, data)
+        _add_frame(model, fb_name, ib, oMb, data)
+        taken |= {fa_name, fb_name}
+        out.append(MjcfEquality(name, "spherical" if eq.tag == "connect" else "weld",
+                                fa_name, fb_name))
+    return tuple(out)
+
+
+def _check_bodies(root: ET.Element, model: pin.Model, path: Path) -> None:
+    named = [str(b.get("name")) for b in _worldbody(root).iter("body") if b.get("name")]
+    missing = [b for b in named if not model.existBodyName(b)]
+    if missing:
+        raise ModelError(f"{path}: pinocchio did not load the body/bodies {', '.join(missing)} "
+                         "(an MJCF feature it does not parse)")
+
+
+def read_mjcf(path: str | Path) -> MjcfModel:
+    """Read the MJCF file at ``path`` (see the module docstring for what is taken from it).
+
+    Raises
+    ------
+    ModelError
+        Naming the file and the element for every part that cannot be read (unknown
+        bodies or joints, unsupported equality or actuator kinds, a joint ``ref``).
+    """
+    path = Path(path)
+    root = _read_tree(path)
+    name = root.get("model") or path.stem
+    defaults = _Defaults(root)
+    notes: list[str] = []
+    option = root.find("option")
+    gravity = (0.0, 0.0, -9.81)
+    if option is not None and option.get("gravity") is not None:
+        gravity = tuple(_floats(option.get("gravity"), 3, "option gravity", path).tolist())
+    joints_root = _read_tree(path)  # a second copy: _normalized rewrites the first one
+    model = _pin_from_xml(_normalized(root, path, name), path)
+    _check_bodies(joints_root, model, path)
+    joints = _joints(joints_root, defaults, path, model)
+    actuators = _actuators(joints_root, defaults, path, model, notes)
+    springs = _springs(joints, defaults, path)
+    equalities = _equalities(joints_root, path, model, notes)
+    return MjcfModel(name, model, gravity, equalities, actuators, springs, tuple(notes))
