@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,11 @@ class MultibodyModel:
     notes : tuple of str
         What loading chose on the user's behalf (defaults of a plain URDF, frame-only links);
         printed by :meth:`summary`.
+    q_initial : ndarray, (nq,)
+        The default start of every command and of the simulator: from the model YAML's
+        ``initial_positions`` (assembled for a closed loop), else ``q_rest``.
+    initial_positions : dict of str to float
+        The ``initial_positions`` of the model YAML [rad | m] (empty without).
     """
 
     name: str
@@ -69,6 +74,12 @@ class MultibodyModel:
     gravity: np.ndarray
     end_effector: str | None
     notes: tuple[str, ...] = ()
+    q_initial: np.ndarray = None  # type: ignore[assignment]  # set in __post_init__
+    initial_positions: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.q_initial is None:
+            object.__setattr__(self, "q_initial", self.q_rest)
 
     @property
     def nq(self) -> int:
@@ -102,6 +113,10 @@ class MultibodyModel:
     def neutral(self) -> np.ndarray:
         """The neutral configuration q (nq,) (zero angles, unit quaternions)."""
         return pin.neutral(self.pin_model)
+
+    def _initial_angles(self) -> np.ndarray:
+        """``q_initial`` per velocity coordinate (continuous joints as angles) (nv,)."""
+        return pin.difference(self.pin_model, pin.neutral(self.pin_model), self.q_initial)
 
     def frame_id(self, name: str) -> int:
         """Index of the frame ``name``; raises :class:`FrameNotFound` listing valid names."""
@@ -145,6 +160,12 @@ class MultibodyModel:
             f"moving mass  {self.total_mass():.4g} kg",
             f"end effector {self.end_effector or '-'}",
         ]
+        if self.initial_positions:
+            given = ", ".join(f"{n}={x:g}" for n, x in self.initial_positions.items())
+            start = ", ".join(f"{n}={x:.6g}" for n, x in zip(self.coordinate_names,
+                                                             self._initial_angles()))
+            lines.append(f"initial      {given} (initial_positions)" + (
+                f" -> assembled {start}" if self.closures else ""))
         if self.source:
             lines.append(f"source       {self.source}")
         lines += [f"note         {note}" for note in self.notes]
@@ -203,6 +224,45 @@ def load_model(robot: str | Path) -> MultibodyModel:
         return build_model(plain_urdf_config(path))
     cfg = read_config(path, share_dir() / "urdf")
     return build_model(cfg)
+
+
+def _initial_configuration(model: MultibodyModel, cfg: ModelConfig) -> np.ndarray:
+    """The start ``q`` (nq,) of ``cfg.initial_positions``: the listed 1-DoF coordinates set in
+    ``q_rest``; a closed loop's other coordinates solved by
+    :func:`~multibody_dynamics.assembly.assemble`.  When every coordinate is listed and the
+    loops do not close exactly, the configuration is projected onto the closures (Newton) if
+    that moves no listed value by more than 1e-3 rad | m (a rounding of them); else the key
+    is refused."""
+    from ..assembly import assemble  # deferred: assembly builds on the model
+    from ..projection import ProjectedDynamics
+
+    where = cfg.path or cfg.name
+    pm = model.pin_model
+    for name in cfg.initial_positions:
+        if name not in model.coordinate_names:
+            raise ModelError(f"{where}: initial_positions.{name}: unknown joint {name!r}; "
+                             f"expected one of: {', '.join(model.coordinate_names)}")
+        jid = pm.getJointId(name) if pm.existJointName(name) else 0
+        if jid == 0 or pm.joints[jid].nv != 1:
+            raise ModelError(f"{where}: initial_positions.{name}: a joint with several degrees "
+                             "of freedom; expected 1-DoF joints only")
+    res = assemble(model, cfg.initial_positions, guess=model.q_rest)
+    if res.success:
+        return res.q
+    listed = [model.coordinate_names.index(n) for n in cfg.initial_positions]
+    q_listed = model.q_rest.copy()
+    for name, value in cfg.initial_positions.items():
+        j = pm.joints[pm.getJointId(name)]
+        q_listed[j.idx_q:j.idx_q + j.nq] = (value if j.nq == 1 else
+                                            (np.cos(value), np.sin(value)))
+    proj = ProjectedDynamics(model).project_position(q_listed)
+    if proj.success:
+        moved = np.abs(pin.difference(pm, q_listed, proj.q)[listed]).max()
+        if moved <= 1e-3:
+            return proj.q
+    raise ModelError(f"{where}: initial_positions: the loops cannot be assembled with these "
+                     f"values ({' '.join(res.message.split())}); list only independent "
+                     "coordinates (e.g. the motors) and the others are solved")
 
 
 def _raise_sdf(path: Path):
@@ -362,7 +422,7 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
         arr.setflags(write=False)
     gravity = np.array(cfg.gravity)
     gravity.setflags(write=False)
-    return MultibodyModel(
+    model_ = MultibodyModel(
         name=cfg.name,
         description=cfg.description,
         source=cfg.source,
@@ -382,6 +442,11 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
         end_effector=cfg.end_effector,
         notes=tuple(notes),
     )
+    if not cfg.initial_positions:
+        return model_
+    q_initial = _initial_configuration(model_, cfg)
+    q_initial.setflags(write=False)
+    return replace(model_, q_initial=q_initial, initial_positions=dict(cfg.initial_positions))
 
 
 def _apply_spring(spec: PassiveJointSpec, joint, passive, stiffness, damping, q_rest):
