@@ -42,6 +42,11 @@ def _mj_state(mj, mm, model, q, v=None):
     return d
 
 
+def _equality_rows(mj, d):
+    """MuJoCo's residual rows of the equality constraints (not joint limits or contacts)."""
+    return d.efc_pos[:d.nefc][d.efc_type[:d.nefc] == mj.mjtConstraint.mjCNSTR_EQUALITY]
+
+
 def _full_mass_matrix(mj, mm, d):
     M = np.zeros((mm.nv, mm.nv))
     try:
@@ -115,7 +120,7 @@ def test_equalities_match_mujoco_residuals(rng):
         q = pin.randomConfiguration(model.pin_model, -np.ones(model.nq), np.ones(model.nq))
         d = _mj_state(mj, mm, model, q)
         ours = _closure_norms(c.residual(q), model.closures)
-        theirs = _closure_norms(d.efc_pos[:d.nefc], model.closures)
+        theirs = _closure_norms(_equality_rows(mj, d), model.closures)
         # positions: the same distance [m]; round-off only
         np.testing.assert_allclose(ours[:, 0], theirs[:, 0], rtol=0, atol=1e-12)
         s = theirs[2:, 1]  # |sin(theta/2)| of the welds
@@ -210,11 +215,57 @@ def test_bad_mjcf_is_refused(tmp_path, body, expected):
         load_robot(path)
 
 
-def test_joint_ref_is_refused(tmp_path):
+REF = """<mujoco model="ref">
+  <worldbody>
+    <body name="b" pos="0 0 1">
+      <joint name="a" type="hinge" axis="0 1 0" ref="30" range="0 60" stiffness="2"
+             springref="40"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="1"/>
+      <body name="c" pos="0.3 0 0">
+        <joint name="s" type="slide" axis="1 0 0" ref="0.1" range="-0.2 0.3"/>
+        <geom type="box" size="0.02 0.02 0.02" mass="0.5"/>
+      </body>
+    </body>
+  </worldbody>
+  <equality><connect name="pin" body1="c" anchor="0.05 0 0"/></equality>
+  <actuator><motor joint="s"/></actuator>
+</mujoco>
+"""
+
+
+def test_joint_ref(tmp_path, rng):
+    """Joints with ``ref``: q is MuJoCo's qpos (dynamics, limits, spring rest as MuJoCo's),
+    the connect holds at qpos0 (q = ref), which is the default start."""
+    mj = _mujoco()
     path = tmp_path / "ref.xml"
-    path.write_text('<mujoco model="r"><worldbody><body name="b"><joint name="a" ref="5"/>'
-                    '<geom size="0.1" mass="1"/></body></worldbody></mujoco>')
-    with pytest.raises(ModelError, match="joint 'a': ref=5 is not supported"):
+    path.write_text(REF)
+    mm = mj.MjModel.from_xml_path(str(path))
+    model = load_robot(path)
+    pm = model.pin_model
+    np.testing.assert_allclose(pm.lowerPositionLimit, mm.jnt_range[:, 0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(pm.upperPositionLimit, mm.jnt_range[:, 1], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(model.q_initial, mm.qpos0, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(model.q_rest, mm.qpos_spring, rtol=0, atol=1e-15)
+    assert model.passive.tolist() == [True, False] and model.stiffness[0] == 2.0
+    c = Constraints(model)
+    np.testing.assert_allclose(c.residual(model.q_initial), 0, rtol=0, atol=1e-15)
+    data = pm.createData()
+    for _ in range(3):
+        q = rng.uniform(-1, 1, 2)
+        d = _mj_state(mj, mm, model, q)
+        M = pin.crba(pm, data, q)
+        np.testing.assert_allclose(np.triu(M) + np.triu(M, 1).T, _full_mass_matrix(mj, mm, d),
+                                   rtol=0, atol=1e-12)  # round-off
+        np.testing.assert_allclose(np.linalg.norm(c.residual(q)),
+                                   np.linalg.norm(_equality_rows(mj, d)), rtol=0, atol=1e-12)
+
+
+def test_actuator_on_a_composite_joint_is_refused(tmp_path):
+    path = tmp_path / "two.xml"
+    path.write_text('<mujoco model="two"><worldbody><body name="b"><joint name="a" axis="1 0 0"/>'
+                    '<joint name="z" axis="0 0 1"/><geom size="0.1" mass="1"/></body>'
+                    '</worldbody><actuator><motor joint="z"/></actuator></mujoco>')
+    with pytest.raises(ModelError, match="'z' is not a 1-DoF joint.*composite joint"):
         load_robot(path)
 
 

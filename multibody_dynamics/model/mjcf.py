@@ -23,8 +23,8 @@ joints), the result is handed to pinocchio, and the rest becomes the suite's mod
   ``body1``, or where it is at ``qpos0`` when relpose's quaternion is zero (the default);
   with ``site1``/``site2`` the two sites coincide (connect: their origins; weld: their
   frames).  The reading of relpose (the anchor frame's pose in body1, not body2's) is the
-  one MuJoCo 3/4 evaluates, which the XML reference words loosely.  Two frames are added to the model per
-  constraint (``<name>_a`` on body1, ``<name>_b`` on body2 or the world) that coincide when
+  one MuJoCo 3/4 evaluates, which the XML reference words loosely.  Two frames are added to
+  the model per constraint (``<name>_a`` on body1, ``<name>_b`` on body2 or the world) that coincide when
   the constraint holds.
 * ``<actuator>`` entries with a joint transmission give the actuation map ``B`` (the first
   ``gear`` value on the joint's velocity coordinate); the joints no actuator drives are
@@ -32,8 +32,9 @@ joints), the result is handed to pinocchio, and the rest becomes the suite's mod
   Without an ``<actuator>`` section every joint is actuated, as for a plain URDF.
 * ``<option gravity>`` is the gravity (MuJoCo's default ``0 0 -9.81``).
 
-The reference configuration ``qpos0`` is pinocchio's neutral configuration (the bodies where
-the XML puts them); a joint ``ref`` other than zero is refused, since it would shift the two.
+Coordinates are MuJoCo's ``qpos`` (as pinocchio reads them): a hinge or slide with a
+``ref`` is at the pose the XML draws when ``q = ref``; the equalities are evaluated there
+(``qpos0``), and ``qpos0`` is the model's default start (``initial_positions``).
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ class MjcfModel:
     springs : dict of str to (stiffness, damping, rest)
         Per joint with a non-zero stiffness or damping [N m/rad | N/m, N m s/rad | N s/m,
         rad | m].
+    refs : dict of str to float
+        Hinges and slides with a non-zero ``ref`` [rad | m]: their position in ``qpos0``.
     notes : tuple of str
     """
 
@@ -123,6 +126,7 @@ class MjcfModel:
     equalities: tuple[MjcfEquality, ...]
     actuators: tuple[tuple[str, str, float], ...] | None
     springs: dict
+    refs: dict
     notes: tuple[str, ...]
 
 
@@ -263,16 +267,45 @@ def _joints(root: ET.Element, defaults: _Defaults, path: Path, model: pin.Model)
         walk(body, None)
     scale = _angle_scale(root)
     for name, (j, cls) in joints.items():
-        ref = float(defaults.get(j, "joint", "ref", cls, "0"))
-        if ref != 0.0:
-            raise ModelError(f"{path}: joint {name!r}: ref={ref:g} is not supported (the "
-                             "configuration q = 0 must be the pose the XML defines); expected "
-                             "ref 0")
-        if not model.existJointName(name):
-            continue
         jtype = defaults.get(j, "joint", "type", cls, "hinge")
         j.set("_scale", str(scale if jtype in ("hinge", "ball") else 1.0))
+        try:
+            ref = float(defaults.get(j, "joint", "ref", cls, "0")) * float(j.get("_scale"))
+        except ValueError:
+            raise ModelError(f"{path}: joint {name!r}: ref must be a number") from None
+        j.set("_ref", repr(ref))
     return joints
+
+
+def _qpos0_and_limits(joints, defaults, model: pin.Model, notes) -> tuple[np.ndarray, dict]:
+    """MuJoCo's reference configuration ``qpos0`` in pinocchio's coordinates, the non-zero
+    ``ref`` values, and the position limits of hinges and slides set from ``range``.
+
+    pinocchio's coordinates are MuJoCo's ``qpos`` (a hinge with ``ref`` is at the pose the XML
+    draws when ``q = ref``, as in MuJoCo); pinocchio 4.1 shifts the range of such joints by
+    ``ref`` and converts a slide's range as an angle, so the limits are set here.
+    """
+    q0 = pin.neutral(model)
+    refs = {}
+    for name, (j, cls) in joints.items():
+        if not model.existJointName(name):
+            continue  # a joint of a composite (several joints in one body)
+        joint = model.joints[model.getJointId(name)]
+        if joint.nq != 1:
+            continue
+        ref = float(j.get("_ref"))
+        if ref:
+            q0[joint.idx_q] = refs[name] = ref
+        limited = defaults.get(j, "joint", "limited", cls, "auto")
+        rng = defaults.get(j, "joint", "range", cls)
+        if rng is not None and limited != "false":
+            lo, hi = (float(x) * float(j.get("_scale")) for x in str(rng).split()[:2])
+            model.lowerPositionLimit[joint.idx_q] = lo
+            model.upperPositionLimit[joint.idx_q] = hi
+    if refs:
+        notes.append(f"joint(s) with ref: {', '.join(refs)}; q is MuJoCo's qpos, the drawn "
+                     "pose (qpos0) is q = ref, and the default start")
+    return q0, refs
 
 
 def _springs(joints, defaults, path):
@@ -280,7 +313,7 @@ def _springs(joints, defaults, path):
     for name, (j, cls) in joints.items():
         k = float(defaults.get(j, "joint", "stiffness", cls, "0"))
         d = float(defaults.get(j, "joint", "damping", cls, "0"))
-        rest = float(defaults.get(j, "joint", "springref", cls, "0")) * float(j.get("_scale", 1))
+        rest = float(defaults.get(j, "joint", "springref", cls, "0")) * float(j.get("_scale"))
         if k < 0 or d < 0:
             raise ModelError(f"{path}: joint {name!r}: stiffness and damping must be >= 0, got "
                              f"{k:g} and {d:g}")
@@ -303,8 +336,10 @@ def _actuators(root, defaults, path, model, notes):
             raise ModelError(f"{path}: actuator {label!r}: only joint transmissions are "
                              "supported (joint=...); tendon, site and body actuators are not")
         if not model.existJointName(joint) or model.joints[model.getJointId(joint)].nv != 1:
-            raise ModelError(f"{path}: actuator {label!r}: joint {joint!r} is not a 1-DoF joint "
-                             "of the model (hinge or slide expected)")
+            raise ModelError(
+                f"{path}: actuator {label!r}: joint {joint!r} is not a 1-DoF joint of the model "
+                "(hinge or slide expected; pinocchio merges the joints of a body that has "
+                "several into one composite joint, which actuators cannot address)")
         gear = float(str(defaults.get(act, act.tag, "gear", act.get("class"), "1")).split()[0])
         out.append((act.get("name") or joint, joint, gear))
         if act.tag in _SERVO_TAGS:
@@ -339,18 +374,18 @@ def _relpose(text, path, where):
 
 
 def _add_frame(model, name, parent_frame, oMf, data):
-    """Add an operational frame with world placement ``oMf`` at the neutral configuration."""
+    """Add an operational frame with world placement ``oMf`` at the configuration of ``data``."""
     f = model.frames[parent_frame]
     placement = data.oMi[f.parentJoint].actInv(oMf)
     model.addFrame(pin.Frame(name, f.parentJoint, parent_frame, placement, pin.FrameType.OP_FRAME))
 
 
-def _equalities(root, path, model, notes):  # noqa: C901 (one branch per MJCF form)
+def _equalities(root, path, model, q0, notes):  # noqa: C901 (one branch per MJCF form)
     section = root.find("equality")
     if section is None:
         return ()
     data = model.createData()
-    pin.framesForwardKinematics(model, data, pin.neutral(model))
+    pin.framesForwardKinematics(model, data, q0)
     oMf = [data.oMf[i].copy() for i in range(model.nframes)]
     taken = {f.name for f in model.frames}
     out = []
@@ -414,7 +449,7 @@ def read_mjcf(path: str | Path) -> MjcfModel:
     ------
     ModelError
         Naming the file and the element for every part that cannot be read (unknown
-        bodies or joints, unsupported equality or actuator kinds, a joint ``ref``).
+        bodies or joints, unsupported equality or actuator kinds).
     """
     path = Path(path)
     root = _read_tree(path)
@@ -431,5 +466,6 @@ def read_mjcf(path: str | Path) -> MjcfModel:
     joints = _joints(joints_root, defaults, path, model)
     actuators = _actuators(joints_root, defaults, path, model, notes)
     springs = _springs(joints, defaults, path)
-    equalities = _equalities(joints_root, path, model, notes)
-    return MjcfModel(name, model, gravity, equalities, actuators, springs, tuple(notes))
+    q0, refs = _qpos0_and_limits(joints, defaults, model, notes)
+    equalities = _equalities(joints_root, path, model, q0, notes)
+    return MjcfModel(name, model, gravity, equalities, actuators, springs, refs, tuple(notes))

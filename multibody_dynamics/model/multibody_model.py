@@ -165,7 +165,8 @@ class MultibodyModel:
             start = ", ".join(f"{n}={x:.6g}" for n, x in zip(self.coordinate_names,
                                                              self._initial_angles()))
             lines.append(f"initial      {given} (initial_positions)" + (
-                f" -> assembled {start}" if self.closures else ""))
+                f" -> assembled {start}" if self.closures and self.nv <= 8 else
+                " -> assembled" if self.closures else ""))
         if self.source:
             lines.append(f"source       {self.source}")
         lines += [f"note         {note}" for note in self.notes]
@@ -292,8 +293,8 @@ def plain_urdf_config(urdf: str | Path) -> ModelConfig:
 def plain_mjcf_config(path: str | Path, tree: MjcfModel | None = None) -> ModelConfig:
     """The model an MJCF file describes on its own (see :mod:`.mjcf`): gravity from
     ``<option>``, the joints of ``<actuator>`` actuated (all of them without that section),
-    the others passive with the joint's spring and damper; the ``<equality>`` constraints
-    become closures in :func:`build_model`."""
+    the others passive with the joint's spring and damper, the joints' ``ref`` as the
+    start; the ``<equality>`` constraints become closures in :func:`build_model`."""
     path = Path(path).resolve()
     tree = read_mjcf(path) if tree is None else tree
     passive, matrix, inputs = {}, None, None
@@ -314,7 +315,7 @@ def plain_mjcf_config(path: str | Path, tree: MjcfModel | None = None) -> ModelC
             inputs = tuple(f"{name}[{k}]" for k, name in enumerate(inputs))
     return ModelConfig(name=tree.name, path=None, urdf=path, description=f"MJCF {path.name}",
                        gravity=tree.gravity, passive_joints=passive, input_names=inputs,
-                       actuation_matrix=matrix)
+                       actuation_matrix=matrix, initial_positions=dict(tree.refs))
 
 
 def _tree(cfg: ModelConfig, tree: MjcfModel | None):
@@ -323,11 +324,10 @@ def _tree(cfg: ModelConfig, tree: MjcfModel | None):
         tree = read_mjcf(cfg.urdf) if tree is None else tree
         notes = [MJCF_NOTE] if cfg.path is None else []
         closures = [ClosureSpec(e.name, e.type, e.frame_a, e.frame_b) for e in tree.equalities]
-        if cfg.path is None:
-            for jname, (k, d, _) in tree.springs.items():
-                if jname not in cfg.passive_joints and cfg.actuation_matrix is not None:
-                    notes.append(f"joint {jname!r}: spring/damper (k={k:g}, d={d:g}) of an "
-                                 "actuated joint ignored")
+        ignored = [j for j in tree.springs if j not in cfg.passive_joints]
+        if cfg.path is None and ignored:
+            notes.append(f"spring/damper of {len(ignored)} actuated joint(s) ignored (only "
+                         f"passive joints have them here): {', '.join(ignored)}")
         return tree.pin_model, notes + list(tree.notes), closures
     if cfg.urdf.suffix == ".sdf":
         _raise_sdf(cfg.urdf)
