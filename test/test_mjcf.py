@@ -190,6 +190,33 @@ def test_cli_on_mjcf(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_mjcf_result_animates(tmp_path, capsys):
+    """A simulate result of an MJCF model finds its model again (the sidecar names the file)
+    and is drawn with the MJCF's geoms: the box of each link at its body's pose."""
+    from multibody_control.animation.scene import build_scene
+
+    csv = tmp_path / "fb.csv"
+    assert main(["simulate", str(FOUR_BAR), "--duration", "0.05", "--quiet", "--out",
+                 str(csv)]) == 0
+    html = tmp_path / "fb.html"
+    assert main(["animate", str(csv), "--out", str(html), "--max-frames", "3"]) == 0
+    assert html.stat().st_size > 0
+    model = load_robot(FOUR_BAR)
+    scene = build_scene(model, model.q_initial[None, :], np.zeros(1))
+    boxes = {sh.name: (sh.dims, pose) for sh, pose in zip(scene.shapes, scene.poses[0])
+             if sh.role == "link" and sh.kind == "box"}
+    assert set(boxes) == {"crank_link", "coupler_link", "rocker_link"}
+    # MJCF box sizes are half-lengths: the drawn boxes have the full ones
+    np.testing.assert_allclose(boxes["coupler_link"][0], (0.35, 0.02, 0.01))
+    # the rocker's box centre: the rocker joint (0.3, 0, 0) plus 0.125 m along the link
+    data = model.pin_model.createData()
+    pin.forwardKinematics(model.pin_model, data, model.q_initial)
+    rocker = data.oMi[model.pin_model.getJointId("rocker")]
+    np.testing.assert_allclose(boxes["rocker_link"][1][:3], rocker.act(np.array([0.125, 0, 0])),
+                               rtol=0, atol=1e-12)
+    capsys.readouterr()
+
+
 def test_all_root_bodies_are_loaded():
     """pinocchio's parser keeps only the first body under <worldbody>; the loader keeps all
     (the four-bar's rocker is the second root body)."""

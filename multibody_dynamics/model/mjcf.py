@@ -469,3 +469,80 @@ def read_mjcf(path: str | Path) -> MjcfModel:
     q0, refs = _qpos0_and_limits(joints, defaults, model, notes)
     equalities = _equalities(joints_root, path, model, q0, notes)
     return MjcfModel(name, model, gravity, equalities, actuators, springs, refs, tuple(notes))
+
+
+def _geom_rotation(geom: ET.Element, scale: float, path: Path) -> np.ndarray:
+    """Orientation of a geom in its body (``quat``, ``axisangle``, ``euler`` (x y z,
+    rotating axes: MJCF's default ``eulerseq``), ``zaxis``; identity otherwise)."""
+    if geom.get("quat") is not None:
+        w, x, y, z = _floats(geom.get("quat"), 4, "geom quat", path)
+        return pin.Quaternion(w, x, y, z).normalized().toRotationMatrix()
+    if geom.get("axisangle") is not None:
+        a = _floats(geom.get("axisangle"), 4, "geom axisangle", path)
+        return pin.AngleAxis(a[3] * scale, a[:3] / np.linalg.norm(a[:3])).toRotationMatrix()
+    if geom.get("euler") is not None:
+        e = _floats(geom.get("euler"), 3, "geom euler", path) * scale
+        R = np.eye(3)
+        for k in range(3):
+            R = R @ pin.AngleAxis(e[k], np.eye(3)[k]).toRotationMatrix()
+        return R
+    if geom.get("zaxis") is not None:
+        z = _floats(geom.get("zaxis"), 3, "geom zaxis", path)
+        return _segment_frame(np.zeros(3), z / np.linalg.norm(z)).rotation
+    return np.eye(3)
+
+
+def _segment_frame(a: np.ndarray, b: np.ndarray) -> pin.SE3:
+    """Placement whose z axis runs from a to b, centred between them."""
+    d = b - a
+    n = np.linalg.norm(d)
+    z = d / n if n > 1e-12 else np.array([0.0, 0.0, 1.0])
+    helper = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = np.cross(helper, z)
+    x /= np.linalg.norm(x)
+    return pin.SE3(np.column_stack([x, np.cross(z, x), z]), 0.5 * (a + b))
+
+
+def _geom_shape(geom: ET.Element, defaults: _Defaults, cls, scale: float, path: Path):
+    """(kind, dims, SE3 in the body) of a primitive geom (box sizes full, cylinder (radius,
+    length), sphere (radius)), or None for a mesh, plane, height field or SDF."""
+    gtype = defaults.get(geom, "geom", "type", cls, "sphere")
+    size = [float(x) for x in str(defaults.get(geom, "geom", "size", cls, "0")).split()]
+    fromto = defaults.get(geom, "geom", "fromto", cls)
+    if gtype in ("capsule", "cylinder") and fromto is not None:
+        ends = _floats(fromto, 6, "geom fromto", path)
+        M = _segment_frame(ends[:3], ends[3:])
+        return "cylinder", (size[0], float(np.linalg.norm(ends[3:] - ends[:3]))), M
+    pos = _floats(defaults.get(geom, "geom", "pos", cls, "0 0 0"), 3, "geom pos", path)
+    M = pin.SE3(_geom_rotation(geom, scale, path), pos)
+    if gtype == "box" and len(size) >= 3:
+        return "box", tuple(2.0 * x for x in size[:3]), M
+    if gtype in ("capsule", "cylinder") and len(size) >= 2:
+        return "cylinder", (size[0], 2.0 * size[1]), M
+    if gtype in ("sphere", "ellipsoid") and size:
+        return "sphere", (max(size),), M
+    return None
+
+
+def mjcf_visuals(path: str | Path) -> dict:
+    """Body name -> list of (kind, dims, SE3 in the body) of its primitive geoms, as
+    :func:`multibody_control.animation.scene.urdf_visuals` gives them for a URDF's links; a
+    body with a mesh (or another non-primitive geom) maps to None (drawn as capsules)."""
+    path = Path(path)
+    root = _read_tree(path)
+    defaults = _Defaults(root)
+    scale = _angle_scale(root)
+    out: dict = {}
+
+    def walk(body, cls):
+        cls = body.get("childclass", cls)
+        shapes = [_geom_shape(g, defaults, g.get("class", cls), scale, path)
+                  for g in body.findall("geom")]
+        if body.get("name"):  # None: a mesh or other non-primitive geom, drawn as capsules
+            out[body.get("name")] = None if None in shapes else shapes
+        for child in body.findall("body"):
+            walk(child, cls)
+
+    for body in _worldbody(root).findall("body"):
+        walk(body, None)
+    return out
