@@ -8,11 +8,15 @@ inertias; ``buildModelFromMJCF``), but on the installed versions it
 * ignores ``<option gravity>`` and the ``<actuator>`` section,
 * reads ``<equality><connect>`` with the anchor taken in the parent *joint's* frame and the
   second body's anchor as its negative, which is MuJoCo's meaning only in special cases, and
-  drops ``<weld>``.
+  drops ``<weld>``,
+* shifts the limits of a joint with ``ref`` by it and reads a slide's range as an angle,
+* merges the joints of a body that has several into one composite joint (whose coordinates
+  have no joint names, so actuators cannot address them).
 
 So the file is read here with :mod:`xml.etree`: the bodies under ``<worldbody>`` are moved
 into one body without a joint (welded to the world, as pinocchio loads a root body without
-joints), the result is handed to pinocchio, and the rest becomes the suite's model data:
+joints), a body with several joints becomes a chain of bodies with one joint each, the
+result is handed to pinocchio, and the rest becomes the suite's model data:
 
 * ``<equality><connect>`` -> a ``spherical`` closure (3 rows: coincident points),
   ``<equality><weld>`` -> a ``weld`` closure (6 rows: coincident frames).  MuJoCo's meaning
@@ -207,9 +211,44 @@ def _worldbody(root: ET.Element) -> ET.Element:
     return world
 
 
+_FRAME_KEYS = ("pos", "quat", "euler", "axisangle", "xyaxes", "zaxis")
+
+
+def _split_joints(parent: ET.Element) -> None:
+    """Give each joint of a body with several joints its own body: ``<body B><joint j1/>
+    <joint j2/>...`` becomes ``<body B__j1><joint j1/><body B><joint j2/>...``, the outer
+    body at B's pose and the inner ones at the identity.  MuJoCo applies the joints of a body
+    one after the other in its frame, which is what the nested bodies do; pinocchio would
+    merge them into one composite joint, whose coordinates have no joint names."""
+    for k, body in enumerate(list(parent)):
+        if body.tag != "body":
+            continue
+        _split_joints(body)
+        joints = body.findall("joint")
+        if len(joints) < 2:
+            continue
+        name = body.get("name") or f"body{k}"
+        outer = ET.Element("body", {key: body.attrib.pop(key) for key in _FRAME_KEYS
+                                    if key in body.attrib})
+        shell = outer
+        for i, joint in enumerate(joints[:-1]):
+            if i:
+                inner = ET.SubElement(shell, "body")
+                shell = inner
+            shell.set("name", f"{name}__{joint.get('name') or i}")
+            if body.get("childclass") is not None:
+                shell.set("childclass", body.get("childclass"))
+            body.remove(joint)
+            shell.append(joint)
+        parent.remove(body)
+        parent.insert(k, outer)
+        shell.append(body)
+
+
 def _normalized(root: ET.Element, path: Path, name: str) -> str:
     """The XML pinocchio reads: one root body carrying the bodies and sites of <worldbody>,
-    a model name, and mesh/asset folders made absolute."""
+    one joint per body (:func:`_split_joints`), a model name, and mesh/asset folders made
+    absolute."""
     root.set("model", name)
     world = root.find("worldbody")
     if world is None or world.find("body") is None:
@@ -220,6 +259,7 @@ def _normalized(root: ET.Element, path: Path, name: str) -> str:
             world.remove(child)
             carrier.append(child)
     world.insert(0, carrier)
+    _split_joints(carrier)
     compiler = root.find("compiler")
     if compiler is None:
         compiler = ET.SubElement(root, "compiler")
