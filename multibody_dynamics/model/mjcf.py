@@ -236,8 +236,9 @@ def _split_joints(parent: ET.Element) -> None:
                 inner = ET.SubElement(shell, "body")
                 shell = inner
             shell.set("name", f"{name}__{joint.get('name') or i}")
-            if body.get("childclass") is not None:
-                shell.set("childclass", body.get("childclass"))
+            childclass = body.get("childclass")
+            if childclass is not None:
+                shell.set("childclass", childclass)
             body.remove(joint)
             shell.append(joint)
         parent.remove(body)
