@@ -240,6 +240,24 @@ def test_mjcf_result_animates(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_gravity_disabled(tmp_path):
+    """``<flag gravity="disable"/>``: no gravity (MuJoCo's qfrc_bias has none either)."""
+    path = tmp_path / "nog.xml"
+    path.write_text('<mujoco model="nog"><option gravity="0 0 -3"><flag gravity="disable"/>'
+                    '</option><worldbody><body name="b" euler="0 90 0"><joint name="j" '
+                    'axis="1 0 0"/><geom type="box" pos="0.1 0 0" size="0.1 0.02 0.02" '
+                    'mass="1"/></body></worldbody></mujoco>')
+    model = load_robot(path)
+    np.testing.assert_array_equal(model.gravity, 0.0)
+    q = np.array([0.4])
+    tau = pin.rnea(model.pin_model, model.create_data(), q, np.zeros(1), np.zeros(1))
+    np.testing.assert_array_equal(tau, 0.0)
+    mj = pytest.importorskip("mujoco")
+    mm = mj.MjModel.from_xml_path(str(path))
+    d = _mj_state(mj, mm, model, q)
+    np.testing.assert_allclose(d.qfrc_bias, 0.0, rtol=0, atol=1e-15)
+
+
 def test_all_root_bodies_are_loaded():
     """pinocchio's parser keeps only the first body under <worldbody>; the loader keeps all
     (the four-bar's rocker is the second root body)."""

@@ -34,7 +34,12 @@ result is handed to pinocchio, and the rest becomes the suite's model data:
   ``gear`` value on the joint's velocity coordinate); the joints no actuator drives are
   passive, with the joint's ``stiffness``, ``damping`` and ``springref`` as their spring.
   Without an ``<actuator>`` section every joint is actuated, as for a plain URDF.
-* ``<option gravity>`` is the gravity (MuJoCo's default ``0 0 -9.81``).
+* ``<option gravity>`` is the gravity (MuJoCo's default ``0 0 -9.81``; zero with
+  ``<flag gravity="disable"/>``).
+
+MuJoCo enforces equality constraints softly (``solref``, ``solimp``); here they are ideal
+constraints, held exactly by the projection methods, so a MuJoCo simulation of the same file
+differs by its constraint softness.
 
 Coordinates are MuJoCo's ``qpos`` (as pinocchio reads them): a hinge or slide with a
 ``ref`` is at the pose the XML draws when ``q = ref``; the equalities are evaluated there
@@ -501,6 +506,9 @@ def read_mjcf(path: str | Path) -> MjcfModel:
     gravity = (0.0, 0.0, -9.81)
     if option is not None and option.get("gravity") is not None:
         gravity = tuple(_floats(option.get("gravity"), 3, "option gravity", path).tolist())
+    flag = None if option is None else option.find("flag")
+    if flag is not None and flag.get("gravity") == "disable":
+        gravity = (0.0, 0.0, 0.0)
     joints_root = _read_tree(path)  # a second copy: _normalized rewrites the first one
     model = _pin_from_xml(_normalized(root, path, name), path)
     _check_bodies(joints_root, model, path)
