@@ -326,6 +326,10 @@ def test_joint_ref(tmp_path, rng):
                                    rtol=0, atol=1e-12)  # round-off
         np.testing.assert_allclose(np.linalg.norm(c.residual(q)),
                                    np.linalg.norm(_equality_rows(mj, d)), rtol=0, atol=1e-12)
+    # the same tree under a model YAML without initial_positions also starts at qpos0
+    yml = tmp_path / "ref.yaml"
+    yml.write_text(f"name: ref\nurdf: {path}\npassive_joints: {{a: {{}}}}\n")
+    np.testing.assert_allclose(load_robot(yml).q_initial, mm.qpos0, rtol=0, atol=1e-15)
 
 
 def test_sdf(tmp_path, capsys):

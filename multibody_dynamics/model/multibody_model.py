@@ -227,8 +227,10 @@ def load_model(robot: str | Path) -> MultibodyModel:
     return build_model(cfg)
 
 
-def _initial_configuration(model: MultibodyModel, cfg: ModelConfig) -> np.ndarray:
-    """The start ``q`` (nq,) of ``cfg.initial_positions``: the listed 1-DoF coordinates set in
+def _initial_configuration(model: MultibodyModel, initial: dict, where, key: str
+                           ) -> np.ndarray:
+    """The start ``q`` (nq,) of ``initial`` (joint name -> rad | m, the model YAML's
+    ``initial_positions``, named ``key`` in the errors): the listed 1-DoF coordinates set in
     ``q_rest``; a closed loop's other coordinates solved by
     :func:`~multibody_dynamics.assembly.assemble`.  When every coordinate is listed and the
     loops do not close exactly, the configuration is projected onto the closures (Newton) if
@@ -237,22 +239,21 @@ def _initial_configuration(model: MultibodyModel, cfg: ModelConfig) -> np.ndarra
     from ..assembly import assemble  # deferred: assembly builds on the model
     from ..projection import ProjectedDynamics
 
-    where = cfg.path or cfg.name
     pm = model.pin_model
-    for name in cfg.initial_positions:
+    for name in initial:
         if name not in model.coordinate_names:
-            raise ModelError(f"{where}: initial_positions.{name}: unknown joint {name!r}; "
+            raise ModelError(f"{where}: {key}.{name}: unknown joint {name!r}; "
                              f"expected one of: {', '.join(model.coordinate_names)}")
         jid = pm.getJointId(name) if pm.existJointName(name) else 0
         if jid == 0 or pm.joints[jid].nv != 1:
-            raise ModelError(f"{where}: initial_positions.{name}: a joint with several degrees "
+            raise ModelError(f"{where}: {key}.{name}: a joint with several degrees "
                              "of freedom; expected 1-DoF joints only")
-    res = assemble(model, cfg.initial_positions, guess=model.q_rest)
+    res = assemble(model, initial, guess=model.q_rest)
     if res.success:
         return res.q
-    listed = [model.coordinate_names.index(n) for n in cfg.initial_positions]
+    listed = [model.coordinate_names.index(n) for n in initial]
     q_listed = model.q_rest.copy()
-    for name, value in cfg.initial_positions.items():
+    for name, value in initial.items():
         j = pm.joints[pm.getJointId(name)]
         q_listed[j.idx_q:j.idx_q + j.nq] = (value if j.nq == 1 else
                                             (np.cos(value), np.sin(value)))
@@ -261,7 +262,7 @@ def _initial_configuration(model: MultibodyModel, cfg: ModelConfig) -> np.ndarra
         moved = np.abs(pin.difference(pm, q_listed, proj.q)[listed]).max()
         if moved <= 1e-3:
             return proj.q
-    raise ModelError(f"{where}: initial_positions: the loops cannot be assembled with these "
+    raise ModelError(f"{where}: {key}: the loops cannot be assembled with these "
                      f"values ({' '.join(res.message.split())}); list only independent "
                      "coordinates (e.g. the motors) and the others are solved")
 
@@ -293,8 +294,9 @@ def plain_urdf_config(urdf: str | Path) -> ModelConfig:
 def plain_mjcf_config(path: str | Path, tree: MjcfModel | None = None) -> ModelConfig:
     """The model an MJCF file describes on its own (see :mod:`.mjcf`): gravity from
     ``<option>``, the joints of ``<actuator>`` actuated (all of them without that section),
-    the others passive with the joint's spring and damper, the joints' ``ref`` as the
-    start; the ``<equality>`` constraints become closures in :func:`build_model`."""
+    the others passive with the joint's spring and damper; in :func:`build_model` the
+    ``<equality>`` constraints become closures and the joints' ``ref`` (``qpos0``) the
+    start."""
     path = Path(path).resolve()
     tree = read_mjcf(path) if tree is None else tree
     passive, matrix, inputs = {}, None, None
@@ -315,11 +317,12 @@ def plain_mjcf_config(path: str | Path, tree: MjcfModel | None = None) -> ModelC
             inputs = tuple(f"{name}[{k}]" for k, name in enumerate(inputs))
     return ModelConfig(name=tree.name, path=None, urdf=path, description=f"MJCF {path.name}",
                        gravity=tree.gravity, passive_joints=passive, input_names=inputs,
-                       actuation_matrix=matrix, initial_positions=dict(tree.refs))
+                       actuation_matrix=matrix)
 
 
 def _tree(cfg: ModelConfig, tree: MjcfModel | None):
-    """The pinocchio tree of ``cfg.urdf`` (URDF or MJCF), the notes, the MJCF closures."""
+    """The pinocchio tree of ``cfg.urdf`` (URDF or MJCF), the notes, the MJCF closures and
+    the MJCF joints' non-zero ``ref`` (their qpos0)."""
     if tree is not None or is_mjcf_file(cfg.urdf):
         tree = read_mjcf(cfg.urdf) if tree is None else tree
         notes = [MJCF_NOTE] if cfg.path is None else []
@@ -328,7 +331,7 @@ def _tree(cfg: ModelConfig, tree: MjcfModel | None):
         if cfg.path is None and ignored:
             notes.append(f"spring/damper of {len(ignored)} actuated joint(s) ignored (only "
                          f"passive joints have them here): {', '.join(ignored)}")
-        return tree.pin_model, notes + list(tree.notes), closures
+        return tree.pin_model, notes + list(tree.notes), closures, dict(tree.refs)
     if cfg.urdf.suffix == ".sdf":
         _raise_sdf(cfg.urdf)
     root = check_urdf(cfg.urdf)
@@ -341,7 +344,7 @@ def _tree(cfg: ModelConfig, tree: MjcfModel | None):
         model = pin.buildModelFromUrdf(str(cfg.urdf))
     except Exception as exc:  # pinocchio raises plain RuntimeError/ValueError from C++
         raise ModelError(f"{cfg.urdf}: pinocchio could not build the model ({exc})") from None
-    return model, notes, []
+    return model, notes, [], {}
 
 
 #: What an MJCF file given without a model YAML is taken to be (see :func:`plain_mjcf_config`).
@@ -366,7 +369,7 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
     the MJCF's equality constraints are closures besides those of ``cfg``.
     """
     where = cfg.path or cfg.name
-    model, notes, mjcf_closures = _tree(cfg, tree)
+    model, notes, mjcf_closures, refs = _tree(cfg, tree)
     taken = {c.name for c in cfg.closures}
     dup = [c.name for c in mjcf_closures if c.name in taken]
     if dup:
@@ -442,11 +445,14 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
         end_effector=cfg.end_effector,
         notes=tuple(notes),
     )
-    if not cfg.initial_positions:
+    # an MJCF tree under a model YAML without initial_positions starts at its qpos0
+    initial = cfg.initial_positions or refs
+    if not initial:
         return model_
-    q_initial = _initial_configuration(model_, cfg)
+    key = "initial_positions" if cfg.initial_positions else "qpos0 (the MJCF joints' ref)"
+    q_initial = _initial_configuration(model_, initial, where, key)
     q_initial.setflags(write=False)
-    return replace(model_, q_initial=q_initial, initial_positions=dict(cfg.initial_positions))
+    return replace(model_, q_initial=q_initial, initial_positions=dict(initial))
 
 
 def _apply_spring(spec: PassiveJointSpec, joint, passive, stiffness, damping, q_rest):
