@@ -258,6 +258,20 @@ def test_gravity_disabled(tmp_path):
     np.testing.assert_allclose(d.qfrc_bias, 0.0, rtol=0, atol=1e-15)
 
 
+def test_include(tmp_path):
+    """<include file=...> is read relative to the including file (MuJoCo's rule)."""
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "arm.xml").write_text(
+        '<mujoco><worldbody><body name="b"><joint name="j" axis="0 1 0"/><geom type="box" '
+        'pos="0.1 0 0" size="0.1 0.02 0.02" mass="2"/></body></worldbody></mujoco>')
+    path = tmp_path / "main.xml"
+    path.write_text('<mujoco model="inc"><include file="parts/arm.xml"/>'
+                    '<actuator><motor joint="j"/></actuator></mujoco>')
+    model = load_robot(path)
+    assert model.coordinate_names == ("j",) and model.input_names == ("j",)
+    assert model.total_mass() == pytest.approx(2.0, rel=1e-12)
+
+
 def test_all_root_bodies_are_loaded():
     """pinocchio's parser keeps only the first body under <worldbody>; the loader keeps all
     (the four-bar's rocker is the second root body)."""
