@@ -51,7 +51,8 @@ setup(
     install_requires=["setuptools"] if under_ament else ["setuptools", *CORE],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro",
-                 "example-robot-data"],  # real robot URDFs (test_real_robots.py)
+                 "example-robot-data",  # real robot URDFs (test_real_robots.py)
+                 "mujoco>=3.0"],  # MuJoCo's own model of the MJCF test files (test_mjcf.py)
         "ros": ROS,
         "dev": ["ruff", "mypy", "types-PyYAML", "mkdocs-material"],  # lint, types, `make docs`
         # `make bench` only: the peer simulators of bench/bench_peers.py (never imported by

@@ -60,7 +60,7 @@ def cmd_check(args) -> int:
             raise MultibodyError(f"{robot.name}: {result.message}")
         print(f"mobility     {result.dof} degree(s) of freedom (nv {robot.nv} - rank "
               f"{result.rank} of the closure Jacobian), {result.redundant} redundant row(s)")
-        print(f"assembles    yes: nearest to the rest configuration, max |phi| "
+        print(f"assembles    yes: nearest to the start configuration, max |phi| "
               f"{result.residual:.1e} (`multibody assemble {robot.name}` lists the modes)")
     kind = "flexible model" if has_elastic_coordinates(robot) else "model"
     print(f"ok: {kind} loaded and validated")
@@ -79,7 +79,7 @@ def demo_motion(model, duration: float = 2.0, rate: float = 200.0):
     from .trajectories import SampledTrajectory, rest_to_rest
 
     t = np.arange(0.0, duration + 0.5 + 0.5 / rate, 1.0 / rate)
-    q0 = model.q_rest.copy()
+    q0 = model.q_initial.copy()
     pm = model.pin_model
     step = np.zeros(model.nv)
     for jid in range(1, pm.njoints):

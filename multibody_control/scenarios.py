@@ -548,7 +548,7 @@ def sample_reference(sc: RunScenario, progress: bool = False) -> SampledReferenc
     model, ref = sc.model, sc.reference
     n = int(round(sc.duration * sc.rate))
     lam_d = ref.get("lambda_d")
-    guess = model.q_rest.copy()
+    guess = model.q_initial.copy()
     for name, x in ref["guess"].items():
         guess[model.pin_model.joints[model.pin_model.getJointId(name)].idx_q] = x
     if "inversion" in ref:
@@ -579,7 +579,7 @@ def sample_reference(sc: RunScenario, progress: bool = False) -> SampledReferenc
                             j["t0"], j["tf"], j["order"])
         if not model.closures:
             idx = [model.joint_index(x) for x in names]
-            Q = np.tile(model.q_rest, (t.size, 1))
+            Q = np.tile(model.q_initial, (t.size, 1))
             V, A_ = np.zeros((t.size, model.nv)), np.zeros((t.size, model.nv))
             Q[:, idx], V[:, idx], A_[:, idx] = traj.q, traj.v, traj.a
             return SampledReference(t, Q, V, A_, None, lam_d)

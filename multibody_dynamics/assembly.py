@@ -164,7 +164,7 @@ def assemble(model: MultibodyModel, given: Mapping[str, float] | None = None, gu
         they stay fixed.
     guess : array_like, (nq,), optional
         Reference configuration: the first start, and the solution closest to it is chosen
-        (default: the model's ``q_rest``).
+        (default: the model's ``q_initial``: its ``initial_positions``, else ``q_rest``).
     branch : mapping of str to {+1, -1}, optional
         The assembly mode to pick: ``"J"`` for the sign of the Jacobian determinant, or free
         revolute joints by name for the sign of their angle (e.g. ``{"J": -1}``,
@@ -235,7 +235,7 @@ class _Problem:
         for name, sign in self.branch.items():
             if sign not in (1, -1):
                 raise InputError(f"branch: {name}: expected +1 or -1, got {sign!r}")
-        q_ref = np.array(model.q_rest if guess is None else guess, dtype=float)
+        q_ref = np.array(model.q_initial if guess is None else guess, dtype=float)
         if q_ref.shape != (model.nq,) or not np.all(np.isfinite(q_ref)):
             raise InputError(f"guess: expected {model.nq} finite numbers, got shape "
                              f"{q_ref.shape}")

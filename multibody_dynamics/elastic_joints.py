@@ -717,7 +717,7 @@ class ElasticJoints:
         h : float
             Step [s], > 0: the coefficients are frozen over each step.
         q0 : (nq,), optional; v0 : (nv,), optional
-            Initial state (default: spring rest configuration, at rest).  When ``motion`` is
+            Initial state (default: the model's ``q_initial``, at rest).  When ``motion`` is
             given, its rigid entries are replaced by ``motion(0)``.
         tau : (nv,) or callable ``tau(t, q, v) -> (nv,)``, optional
             Torque-driven: generalized actuation [N | N m], held over each step (default zero).
@@ -754,8 +754,8 @@ class ElasticJoints:
                 None if callable(tau) else require_finite(as_vector(tau, nv, "tau"), "tau"))
         n = max(1, int(round(duration / h)))
         every = 1 if output_dt is None else max(1, int(round(_positive(output_dt, "output_dt") / h)))
-        q = model.q_rest.copy() if q0 is None else require_finite(as_vector(q0, model.nq, "q0"),
-                                                                  "q0").copy()
+        q = model.q_initial.copy() if q0 is None else require_finite(
+            as_vector(q0, model.nq, "q0"), "q0").copy()
         v = np.zeros(nv) if v0 is None else require_finite(as_vector(v0, nv, "v0"), "v0").copy()
         iq_r, iv_r = self.iq_rigid, self.iv_rigid
 

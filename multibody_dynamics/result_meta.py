@@ -8,7 +8,7 @@ model (``multibody animate``) read the sidecar with :func:`read_result_meta`.
 The sidecar holds::
 
     {"format": "multibody_result", "version": 1, "kind": "simulate" | "run" | "invert",
-     "robot": "<shipped name>", "model_path": "<absolute model YAML path or null>",
+     "robot": "<shipped name>", "model_path": "<absolute model file path or null>",
      "flexible": false, ...command-specific keys (end_effector, outputs)}
 
 and, for a result cut short by Ctrl-C (:func:`mark_partial`), ``"partial": true`` and the
@@ -53,8 +53,10 @@ def write_result_meta(csv_path: str | Path, kind: str, robot: str, model_path=No
 
 
 def write_model_meta(csv_path: str | Path, kind: str, model, **extra) -> Path:
-    """:func:`write_result_meta` for a loaded rigid ``MultibodyModel``."""
-    return write_result_meta(csv_path, kind, model.name, model.config_path, False,
+    """:func:`write_result_meta` for a loaded rigid ``MultibodyModel`` (a model loaded from
+    a plain URDF or MJCF file, without a model YAML, is found again by that file)."""
+    source = model.config_path or (model.urdf_path if Path(model.urdf_path).is_file() else None)
+    return write_result_meta(csv_path, kind, model.name, source, False,
                              end_effector=model.end_effector, **extra)
 
 

@@ -100,11 +100,15 @@ def shipped_models() -> list[str]:
     return sorted(shipped_robots() + shipped_flexible_models())
 
 
+_MODEL_SUFFIXES = (".yaml", ".yml", ".urdf", ".xml", ".mjcf", ".sdf")
+
+
 def _model_file(robot: str | Path) -> Path:
     p = Path(robot)
-    if p.suffix in (".yaml", ".yml", ".urdf") or p.exists():
+    if p.suffix in _MODEL_SUFFIXES or p.exists():
         if not p.is_file():
-            raise ModelError(f"{p}: no such model file (expected a model YAML or a URDF)")
+            raise ModelError(f"{p}: no such model file (expected a model YAML, a URDF, an MJCF "
+                             "or an SDF file)")
         return p
     path = robots_dir() / f"{robot}.yaml"
     if not path.is_file():
@@ -115,8 +119,11 @@ def _model_file(robot: str | Path) -> Path:
 
 def load_robot(robot: str | Path, backend: str = "auto") -> RobotModel:
     """Load a shipped model by name (``"arm7"``, ``"flexible_parallel_tool"``), any model
-    YAML by path, whichever family it belongs to, or a plain URDF (fully actuated, gravity
-    -z, no closures; see :func:`~multibody_dynamics.model.multibody_model.plain_urdf_config`).
+    YAML by path, whichever family it belongs to, a plain URDF (fully actuated, gravity
+    -z, no closures; see :func:`~multibody_dynamics.model.multibody_model.plain_urdf_config`)
+    or a MuJoCo MJCF file (``.xml``/``.mjcf``: actuators, gravity and ``<equality>``
+    connect/weld closures from the file; see :mod:`~multibody_dynamics.model.mjcf`).  SDF
+    files load where pinocchio was built with sdformat, else raise naming what is missing.
 
     Parameters
     ----------

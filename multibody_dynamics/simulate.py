@@ -525,12 +525,13 @@ class Simulator:
         return self.constraints is not None
 
     def reset(self, q=None, v=None, t: float = 0.0):
-        """Set the state (default: the spring rest configuration, at rest).
+        """Set the state (default: the model's ``q_initial``, at rest: its
+        ``initial_positions``, else the spring rest configuration).
 
         For a constrained model the state is projected onto the manifold and v onto null(A)
         first.  Raises :class:`SolverError` if the configuration cannot be projected.
         """
-        self.q = self.model.q_rest.copy() if q is None else require_finite(
+        self.q = self.model.q_initial.copy() if q is None else require_finite(
             as_vector(q, self.model.nq, "q0"), "q0").copy()
         self.v = np.zeros(self.model.nv) if v is None else require_finite(
             as_vector(v, self.model.nv, "v0"), "v0").copy()
@@ -705,7 +706,7 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
     duration : float
         [s] (> 0).
     q0 : (nq,), optional; v0 : (nv,), optional
-        Initial state (default: rest configuration, at rest); projected onto the manifold
+        Initial state (default: the model's ``q_initial``, at rest); projected onto the manifold
         first for a constrained model.
     tau : (nv,) constant, or callable ``tau(t, q, v) -> (nv,)``
         Generalized input [N m | N], held over each step (fixed steps) or each output
@@ -747,7 +748,7 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
         sim.reset(q_init, v_init)
     except SolverError as exc:
         initial_error = str(exc)
-        sim.q = model.q_rest.copy() if q_init is None else q_init.copy()
+        sim.q = model.q_initial.copy() if q_init is None else q_init.copy()
         sim.v = np.zeros(model.nv) if v_init is None else v_init.copy()
         sim.t = 0.0
     constrained = sim.constrained

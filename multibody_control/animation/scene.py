@@ -208,6 +208,19 @@ def urdf_visuals(urdf_path) -> dict:
     return out
 
 
+def _model_visuals(model) -> tuple[dict, dict]:
+    """(visuals, masses) of the links of a model's URDF, or of the bodies of its MJCF file
+    (masses then from pinocchio: MJCF bodies often take theirs from their geoms)."""
+    from multibody_dynamics.model.mjcf import is_mjcf_file, mjcf_visuals
+
+    if not is_mjcf_file(model.urdf_path):
+        return urdf_visuals(model.urdf_path), urdf_link_masses(model.urdf_path)
+    pm = model.pin_model
+    masses = {f.name: pm.inertias[f.parentJoint].mass for f in pm.frames
+              if f.type == pin.FrameType.BODY}
+    return mjcf_visuals(model.urdf_path), masses
+
+
 def _segment_pose(a: np.ndarray, b: np.ndarray) -> pin.SE3:
     """Placement whose z axis runs from a to b, centred between them."""
     d = b - a
@@ -351,8 +364,7 @@ def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None =
     if q.ndim != 2 or q.shape[1] != pm.nq or q.shape[0] != t.size:
         raise InputError(f"q: expected shape ({t.size}, {pm.nq}), got {q.shape}")
     frames = np.arange(t.size) if frames is None else np.asarray(frames)
-    visuals = urdf_visuals(model.urdf_path)
-    masses = urdf_link_masses(model.urdf_path)
+    visuals, masses = _model_visuals(model)
 
     # link frame ids, and the child joint placements of every link (for the stick figure)
     body, children = _link_frames(pm, visuals)

@@ -16,6 +16,9 @@ Schema (every key but ``name`` optional; units in brackets)::
     actuation:                         # optional; default: one input per actuated joint
       inputs: [F, T1, T2]              # names of the inputs u
       matrix: [[1, 0, 0], ...]         # B (nv x nu), tau = B u; default: selection matrix
+    initial_positions:                 # default start of every command [rad | m], by 1-DoF
+      crank: 0.4                       #   joint (continuous joints by angle); closed loops:
+                                       #   the others are solved (assembly), or refused
     closures:                          # loop closures / contacts of the spanning tree
       - name: loop                     # str, unique
         type: revolute                 # one of CLOSURE_ROWS below
@@ -56,7 +59,7 @@ _NEEDS_NORMAL = {"point_on_plane", "planar_weld", "planar_revolute", "planar_pri
 
 _TOP_KEYS = {
     "name", "description", "source", "urdf", "gravity", "end_effector",
-    "passive_joints", "actuation", "closures",
+    "passive_joints", "actuation", "closures", "initial_positions",
 }
 _PASSIVE_KEYS = {"stiffness", "damping", "rest"}
 _CLOSURE_KEYS = {"name", "type", "frame_a", "frame_b", "axis", "normal"}
@@ -102,6 +105,7 @@ class ModelConfig:
     input_names: tuple[str, ...] | None = None
     actuation_matrix: np.ndarray | None = None
     closures: tuple[ClosureSpec, ...] = ()
+    initial_positions: dict[str, float] = field(default_factory=dict)
 
 
 class YamlChecker:
@@ -232,6 +236,15 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C90
                 raise w.error("actuation.matrix", f"expected a 2-D matrix of finite numbers, got "
                                                   f"shape {matrix.shape}")
 
+    initial = {}
+    if raw.get("initial_positions") is not None:
+        raw_initial = raw["initial_positions"]
+        if not isinstance(raw_initial, dict) or not raw_initial:
+            raise w.error("initial_positions", "expected a mapping of joint name to position "
+                          f"[rad | m], e.g. {{crank: 0.4}}, got {raw_initial!r}")
+        for jname, value in raw_initial.items():
+            initial[str(jname)] = w.number(value, f"initial_positions.{jname}")
+
     closures = []
     raw_closures = raw.get("closures") or []
     if not isinstance(raw_closures, list):
@@ -272,4 +285,5 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C90
         input_names=inputs,
         actuation_matrix=matrix,
         closures=tuple(closures),
+        initial_positions=initial,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +10,7 @@ import pinocchio as pin
 
 from ..errors import FrameNotFound, ModelError
 from .config import ClosureSpec, ModelConfig, PassiveJointSpec, read_config
+from .mjcf import MjcfModel, is_mjcf_file, read_mjcf, sdf_unsupported
 from .resources import flexible_schema_key, robots_dir, share_dir, shipped_robots
 from .urdf_checks import check_urdf, massless_links
 
@@ -48,6 +49,11 @@ class MultibodyModel:
     notes : tuple of str
         What loading chose on the user's behalf (defaults of a plain URDF, frame-only links);
         printed by :meth:`summary`.
+    q_initial : ndarray, (nq,)
+        The default start of every command and of the simulator: from the model YAML's
+        ``initial_positions`` (assembled for a closed loop), else ``q_rest``.
+    initial_positions : dict of str to float
+        The ``initial_positions`` of the model YAML [rad | m] (empty without).
     """
 
     name: str
@@ -68,6 +74,12 @@ class MultibodyModel:
     gravity: np.ndarray
     end_effector: str | None
     notes: tuple[str, ...] = ()
+    q_initial: np.ndarray = None  # type: ignore[assignment]  # set in __post_init__
+    initial_positions: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.q_initial is None:
+            object.__setattr__(self, "q_initial", self.q_rest)
 
     @property
     def nq(self) -> int:
@@ -101,6 +113,10 @@ class MultibodyModel:
     def neutral(self) -> np.ndarray:
         """The neutral configuration q (nq,) (zero angles, unit quaternions)."""
         return pin.neutral(self.pin_model)
+
+    def _initial_angles(self) -> np.ndarray:
+        """``q_initial`` per velocity coordinate (continuous joints as angles) (nv,)."""
+        return pin.difference(self.pin_model, pin.neutral(self.pin_model), self.q_initial)
 
     def frame_id(self, name: str) -> int:
         """Index of the frame ``name``; raises :class:`FrameNotFound` listing valid names."""
@@ -144,6 +160,13 @@ class MultibodyModel:
             f"moving mass  {self.total_mass():.4g} kg",
             f"end effector {self.end_effector or '-'}",
         ]
+        if self.initial_positions:
+            given = ", ".join(f"{n}={x:g}" for n, x in self.initial_positions.items())
+            start = ", ".join(f"{n}={x:.6g}" for n, x in zip(self.coordinate_names,
+                                                             self._initial_angles()))
+            lines.append(f"initial      {given} (initial_positions)" + (
+                f" -> assembled {start}" if self.closures and self.nv <= 8 else
+                " -> assembled" if self.closures else ""))
         if self.source:
             lines.append(f"source       {self.source}")
         lines += [f"note         {note}" for note in self.notes]
@@ -166,7 +189,7 @@ def resolve_model_path(robot: str | Path) -> Path:
                 f"unknown robot {str(robot)!r}: not a shipped robot "
                 f"({', '.join(shipped_robots())}) and not a path to a model YAML file"
             )
-    if path.suffix == ".urdf":
+    if path.suffix in (".urdf", ".sdf", ".mjcf", ".xml"):
         return path
     key = flexible_schema_key(path)
     if key is not None:
@@ -193,10 +216,63 @@ def load_model(robot: str | Path) -> MultibodyModel:
         between the YAML and the URDF; for an unknown name; for a flexible model.
     """
     path = resolve_model_path(robot)
-    if path.suffix == ".urdf":
+    if path.suffix == ".sdf":
+        _raise_sdf(path)
+    if path.suffix == ".mjcf" or (path.suffix == ".xml" and is_mjcf_file(path)):
+        tree = read_mjcf(path)
+        return build_model(plain_mjcf_config(path, tree), tree=tree)
+    if path.suffix in (".urdf", ".xml"):
         return build_model(plain_urdf_config(path))
     cfg = read_config(path, share_dir() / "urdf")
     return build_model(cfg)
+
+
+def _initial_configuration(model: MultibodyModel, initial: dict, where, key: str
+                           ) -> np.ndarray:
+    """The start ``q`` (nq,) of ``initial`` (joint name -> rad | m, the model YAML's
+    ``initial_positions``, named ``key`` in the errors): the listed 1-DoF coordinates set in
+    ``q_rest``; a closed loop's other coordinates solved by
+    :func:`~multibody_dynamics.assembly.assemble`.  When every coordinate is listed and the
+    loops do not close exactly, the configuration is projected onto the closures (Newton) if
+    that moves no listed value by more than 1e-3 rad | m (a rounding of them); else the key
+    is refused."""
+    from ..assembly import assemble  # deferred: assembly builds on the model
+    from ..projection import ProjectedDynamics
+
+    pm = model.pin_model
+    for name in initial:
+        if name not in model.coordinate_names:
+            raise ModelError(f"{where}: {key}.{name}: unknown joint {name!r}; "
+                             f"expected one of: {', '.join(model.coordinate_names)}")
+        jid = pm.getJointId(name) if pm.existJointName(name) else 0
+        if jid == 0 or pm.joints[jid].nv != 1:
+            raise ModelError(f"{where}: {key}.{name}: a joint with several degrees "
+                             "of freedom; expected 1-DoF joints only")
+    res = assemble(model, initial, guess=model.q_rest)
+    if res.success:
+        return res.q
+    listed = [model.coordinate_names.index(n) for n in initial]
+    q_listed = model.q_rest.copy()
+    for name, value in initial.items():
+        j = pm.joints[pm.getJointId(name)]
+        q_listed[j.idx_q:j.idx_q + j.nq] = (value if j.nq == 1 else
+                                            (np.cos(value), np.sin(value)))
+    proj = ProjectedDynamics(model).project_position(q_listed)
+    if proj.success:
+        moved = np.abs(pin.difference(pm, q_listed, proj.q)[listed]).max()
+        if moved <= 1e-3:
+            return proj.q
+    raise ModelError(f"{where}: {key}: the loops cannot be assembled with these "
+                     f"values ({' '.join(res.message.split())}); list only independent "
+                     "coordinates (e.g. the motors) and the others are solved")
+
+
+def _raise_sdf(path: Path):
+    error = sdf_unsupported(path)
+    if error is None:  # pragma: no cover - needs a pinocchio built with sdformat
+        error = ModelError(f"{path}: SDF models are not supported yet; convert the model to "
+                           "URDF or MJCF and load that")
+    raise error
 
 
 #: What a URDF given without a model YAML is taken to be (see :func:`plain_urdf_config`).
@@ -215,19 +291,49 @@ def plain_urdf_config(urdf: str | Path) -> ModelConfig:
                        gravity=(0.0, 0.0, -9.81))
 
 
-def _coordinate_names(model: pin.Model) -> tuple[list[str], list[str]]:
-    joints, coords = [], []
-    for jid in range(1, model.njoints):
-        jname = model.names[jid]
-        nv = model.joints[jid].nv
-        joints.append(jname)
-        coords.extend([jname] if nv == 1 else [f"{jname}.{k}" for k in range(nv)])
-    return joints, coords
+def plain_mjcf_config(path: str | Path, tree: MjcfModel | None = None) -> ModelConfig:
+    """The model an MJCF file describes on its own (see :mod:`.mjcf`): gravity from
+    ``<option>``, the joints of ``<actuator>`` actuated (all of them without that section),
+    the others passive with the joint's spring and damper; in :func:`build_model` the
+    ``<equality>`` constraints become closures and the joints' ``ref`` (``qpos0``) the
+    start."""
+    path = Path(path).resolve()
+    tree = read_mjcf(path) if tree is None else tree
+    passive, matrix, inputs = {}, None, None
+    if tree.actuators is not None:
+        _, coords = _coordinate_names(tree.pin_model)
+        matrix = np.zeros((len(coords), len(tree.actuators)))
+        pm = tree.pin_model
+        for k, (_, joint, gear) in enumerate(tree.actuators):
+            matrix[pm.joints[pm.getJointId(joint)].idx_v, k] = gear
+        actuated = {joint for _, joint, _ in tree.actuators}
+        for jid in range(1, pm.njoints):
+            jname = pm.names[jid]
+            if jname not in actuated and pm.joints[jid].nv == 1:
+                k, d, rest = tree.springs.get(jname, (0.0, 0.0, 0.0))
+                passive[jname] = PassiveJointSpec(k, d, rest)
+        inputs = tuple(name for name, _, _ in tree.actuators)
+        if len(set(inputs)) != len(inputs):
+            inputs = tuple(f"{name}[{k}]" for k, name in enumerate(inputs))
+    return ModelConfig(name=tree.name, path=None, urdf=path, description=f"MJCF {path.name}",
+                       gravity=tree.gravity, passive_joints=passive, input_names=inputs,
+                       actuation_matrix=matrix)
 
 
-def build_model(cfg: ModelConfig) -> MultibodyModel:
-    """Build a :class:`MultibodyModel` from a validated :class:`ModelConfig`."""
-    where = cfg.path or cfg.name
+def _tree(cfg: ModelConfig, tree: MjcfModel | None):
+    """The pinocchio tree of ``cfg.urdf`` (URDF or MJCF), the notes, the MJCF closures and
+    the MJCF joints' non-zero ``ref`` (their qpos0)."""
+    if tree is not None or is_mjcf_file(cfg.urdf):
+        tree = read_mjcf(cfg.urdf) if tree is None else tree
+        notes = [MJCF_NOTE] if cfg.path is None else []
+        closures = [ClosureSpec(e.name, e.type, e.frame_a, e.frame_b) for e in tree.equalities]
+        ignored = [j for j in tree.springs if j not in cfg.passive_joints]
+        if cfg.path is None and ignored:
+            notes.append(f"spring/damper of {len(ignored)} actuated joint(s) ignored (only "
+                         f"passive joints have them here): {', '.join(ignored)}")
+        return tree.pin_model, notes + list(tree.notes), closures, dict(tree.refs)
+    if cfg.urdf.suffix == ".sdf":
+        _raise_sdf(cfg.urdf)
     root = check_urdf(cfg.urdf)
     notes = [PLAIN_URDF_NOTE] if cfg.path is None else []
     massless = massless_links(root)
@@ -238,6 +344,38 @@ def build_model(cfg: ModelConfig) -> MultibodyModel:
         model = pin.buildModelFromUrdf(str(cfg.urdf))
     except Exception as exc:  # pinocchio raises plain RuntimeError/ValueError from C++
         raise ModelError(f"{cfg.urdf}: pinocchio could not build the model ({exc})") from None
+    return model, notes, [], {}
+
+
+#: What an MJCF file given without a model YAML is taken to be (see :func:`plain_mjcf_config`).
+MJCF_NOTE = ("no model YAML: actuation from <actuator> (every joint without one), gravity from "
+             "<option>, <equality> connect/weld as closures")
+
+
+def _coordinate_names(model: pin.Model) -> tuple[list[str], list[str]]:
+    joints, coords = [], []
+    for jid in range(1, model.njoints):
+        jname = model.names[jid]
+        nv = model.joints[jid].nv
+        joints.append(jname)
+        coords.extend([jname] if nv == 1 else [f"{jname}.{k}" for k in range(nv)])
+    return joints, coords
+
+
+def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyModel:
+    """Build a :class:`MultibodyModel` from a validated :class:`ModelConfig`.
+
+    ``cfg.urdf`` is a URDF or an MJCF file (``tree``: the MJCF already read, optional);
+    the MJCF's equality constraints are closures besides those of ``cfg``.
+    """
+    where = cfg.path or cfg.name
+    model, notes, mjcf_closures, refs = _tree(cfg, tree)
+    taken = {c.name for c in cfg.closures}
+    dup = [c.name for c in mjcf_closures if c.name in taken]
+    if dup:
+        raise ModelError(f"{where}: closures: {dup[0]!r} is also an <equality> of "
+                         f"{cfg.urdf.name}; expected distinct closure names")
+    cfg_closures = tuple(cfg.closures) + tuple(mjcf_closures)
     model.gravity = pin.Motion(np.array(cfg.gravity), np.zeros(3))
     joint_names, coords = _coordinate_names(model)
     if model.nv == 0:
@@ -267,7 +405,7 @@ def build_model(cfg: ModelConfig) -> MultibodyModel:
     B, inputs = _actuation(cfg, where, coords, passive)
 
     closures = []
-    for i, c in enumerate(cfg.closures):
+    for i, c in enumerate(cfg_closures):
         fa = frame_of(c.frame_a, f"closures[{i}].frame_a")
         fb = frame_of(c.frame_b, f"closures[{i}].frame_b")
         if fa.parentJoint == fb.parentJoint:
@@ -287,7 +425,7 @@ def build_model(cfg: ModelConfig) -> MultibodyModel:
         arr.setflags(write=False)
     gravity = np.array(cfg.gravity)
     gravity.setflags(write=False)
-    return MultibodyModel(
+    model_ = MultibodyModel(
         name=cfg.name,
         description=cfg.description,
         source=cfg.source,
@@ -307,6 +445,14 @@ def build_model(cfg: ModelConfig) -> MultibodyModel:
         end_effector=cfg.end_effector,
         notes=tuple(notes),
     )
+    # an MJCF tree under a model YAML without initial_positions starts at its qpos0
+    initial = cfg.initial_positions or refs
+    if not initial:
+        return model_
+    key = "initial_positions" if cfg.initial_positions else "qpos0 (the MJCF joints' ref)"
+    q_initial = _initial_configuration(model_, initial, where, key)
+    q_initial.setflags(write=False)
+    return replace(model_, q_initial=q_initial, initial_positions=dict(initial))
 
 
 def _apply_spring(spec: PassiveJointSpec, joint, passive, stiffness, damping, q_rest):

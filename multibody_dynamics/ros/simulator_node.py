@@ -105,7 +105,8 @@ PARAMETERS = (
     ParameterSpec("command_timeout", 0.5, "apply zero effort when no valid command arrived for "
                   "this long (simulated time); 0 disables", unit="s", range=(0.0, 3600.0)),
     ParameterSpec("initial_positions", [], "initial joint positions, one per coordinate in "
-                  "model order (rad | m); empty: the spring rest configuration", read_only=True),
+                  "model order (rad | m); empty: the model YAML's initial_positions, else the "
+                  "spring rest configuration", read_only=True),
     ParameterSpec("urdf_effort_limits", True, "saturate each command at the URDF effort limit of "
                   "its joint (as a ros2_control effort interface); false: apply it as sent",
                   read_only=True),
