@@ -246,6 +246,23 @@ def peers(results: dict, suites: list[str]) -> str:
                  (row(e) for e in _suites(results, suites or ["peers"])))
 
 
+def design_tracking(results: dict, suites: list[str]) -> str:
+    """Fig. 7.8 of Seifried (2014): radial end-effector error of four concepts, and the
+    feedforward work of both designs (bench_design_tracking)."""
+    rows = []
+    for e in _suites(results, suites or ["design_tracking"]):
+        if "ratio" in e:
+            rows.append([e["name"], f"{_num(e['work_optimum_J'])} J / {_num(e['work_initial_J'])}"
+                         f" J = {_num(e['ratio'], 3)}", "—", e["book"]])
+            continue
+        fine = (f"; {_num(e['radial_error_max_mm_fine'], 2)} mm at {e['fine_rate_hz'] / 1e3:g} "
+                "kHz" if "radial_error_max_mm_fine" in e else "")
+        error = (f"{_num(e['radial_error_max_mm'], 3)} mm at {e['rate_hz'] / 1e3:g} kHz{fine}"
+                 if e["success"] else f"failed: {e['message']}")
+        rows.append([e["name"], error, _num(e["passive_max_rad"], 3), f"{e['book_mm']} mm"])
+    return _rows(["concept", "max radial error (ours)", "max passive angle [rad]", "book"], rows)
+
+
 def ros_memory(results: dict, suites: list[str]) -> str:
     """Resident memory of the four nodes over a long 500 Hz loop (bench_ros_memory)."""
     def row(e: dict) -> list[str]:
@@ -274,6 +291,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
+    "design_tracking": design_tracking,
     "machine": machine,
 }
 

@@ -279,11 +279,15 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
         if req not in raw:
             raise _err(where, req, "missing")
     robot = raw["robot"]
-    if not isinstance(robot, str):
+    if isinstance(robot, MultibodyModel):  # from Python: a loaded model, e.g. a built design
+        model = robot
+    elif not isinstance(robot, str):
         raise _err(where, "robot", f"expected a robot name or a path, got {robot!r}")
-    if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute() and path is not None:
-        robot = str(Path(path).parent / robot)
-    model = load_model(robot)
+    else:
+        if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute() and \
+                path is not None:
+            robot = str(Path(path).parent / robot)
+        model = load_model(robot)
     duration = _number(where, "duration", raw["duration"], positive=True)
     task_frame = raw.get("task_frame", model.end_effector)
     if task_frame is not None:
