@@ -252,25 +252,27 @@ def test_executables_and_packages(path):
         assert package == PACKAGE or package in depends, f"{path.name}: {package} not a depend"
 
 
-def _closure_names():
-    """bringup.launch.py's closure_names(), run without importing launch."""
+def _robot_model():
+    """bringup.launch.py's robot_model(), run without importing launch."""
     tree = _tree(ROOT / "launch" / "bringup.launch.py")
-    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "closure_names")
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "robot_model")
     namespace = {"os": os, "yaml": yaml}
     exec(compile(ast.Module(body=[func], type_ignores=[]), "bringup.launch.py", "exec"), namespace)
-    return namespace["closure_names"]
+    return namespace["robot_model"]
 
 
 @pytest.mark.parametrize("robot", ROBOTS)
 def test_gazebo_refusal_matches_model(robot):
     """sim:=gazebo is refused exactly for the robots whose model has loop closures."""
-    closures = _closure_names()(str(ROOT), robot)
+    closures, flexible = _robot_model()(str(ROOT), robot)
     assert closures == [c.name for c in load_model(robot).closures]
+    assert not flexible
 
 
 def test_flexible_models_are_not_robots_for_launch():
-    """The schema split of config/robots/: every file is either a launchable rigid robot (its
-    URDF, xacro and controllers shipped) or a flexible model (none of them)."""
+    """The schema split of config/robots/: every file is either a rigid robot (its URDF, xacro
+    and controllers shipped) or a flexible model (none of them; bringup.launch.py runs it on
+    the embedded simulator only)."""
     assert ROBOTS and FLEXIBLE and sorted(ROBOTS + FLEXIBLE) == [p.stem for p in ROBOT_FILES]
     assert {"arm7", "five_bar"} <= set(ROBOTS)
     assert {"flexible_cart_manipulator", "flexible_manipulator", "flexible_parallel_tool"} <= set(
@@ -287,14 +289,25 @@ def test_flexible_models_are_not_robots_for_launch():
 
 def test_unknown_robot_is_named():
     with pytest.raises(RuntimeError, match="shipped robots: .*arm7") as info:
-        _closure_names()(str(ROOT), "no_such_robot")
-    assert "flexible_manipulator" not in str(info.value)  # only launchable robots are offered
+        _robot_model()(str(ROOT), "no_such_robot")
+    assert "flexible_manipulator" in str(info.value)  # flexible models are launchable too
 
 
 @pytest.mark.parametrize("name", FLEXIBLE)
-def test_bringup_refuses_flexible_models(name):
-    with pytest.raises(RuntimeError, match=f"robot:={name} is a flexible model.*no URDF"):
-        _closure_names()(str(ROOT), name)
+def test_bringup_knows_flexible_models(name):
+    closures, flexible = _robot_model()(str(ROOT), name)
+    assert flexible
+    assert bool(closures) == (name == "flexible_parallel_tool")  # the closed machine tool
+
+
+def test_bringup_refuses_other_plants_for_flexible_models_before_starting():
+    """sim:=gazebo / hardware on a flexible model: refused in the OpaqueFunction before any
+    action is returned (it has no URDF)."""
+    src = (ROOT / "launch" / "bringup.launch.py").read_text()
+    setup = src[src.index("def _setup"):]
+    refusal = setup.index('if flexible and sim != "embedded"')
+    assert refusal < setup.index("actions = [")
+    assert "raise RuntimeError" in setup[refusal: setup.index("actions = [")]
 
 
 def test_bringup_refuses_gazebo_for_closures_before_starting():
@@ -512,8 +525,8 @@ def test_bringup_defaults_up_to_date():
                                                   ROOT / "tools" / "make_bringup.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    for robot in ROBOTS:
+    for robot in ROBOTS + FLEXIBLE:
         path = ROOT / "config" / "bringup" / f"{robot}.yaml"
         assert path.is_file(), f"{path} missing: run python tools/make_bringup.py"
-        assert path.read_text() == tool.robot_file(robot), \
-            f"{path} is stale: run python tools/make_bringup.py"
+        text = tool.flexible_file(robot) if robot in FLEXIBLE else tool.robot_file(robot)
+        assert path.read_text() == text, f"{path} is stale: run python tools/make_bringup.py"
