@@ -252,6 +252,16 @@ def test_executables_and_packages(path):
         assert package == PACKAGE or package in depends, f"{path.name}: {package} not a depend"
 
 
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_rviz_configs_exist(path):
+    """The RViz configurations named to launch_support.rviz_node (the shared RViz block)."""
+    tree = _tree(path)
+    for call in _calls(tree, "rviz_node"):
+        name = _value(call.args[0], _constants(tree))
+        assert name and (ROOT / "config" / "rviz" / name).is_file(), f"{path.name}: {name}"
+    assert _calls(tree, "rviz_node"), f"{path.name}: no RViz"
+
+
 def _robot_model():
     """bringup.launch.py's robot_model(), run without importing launch."""
     tree = _tree(ROOT / "launch" / "bringup.launch.py")
