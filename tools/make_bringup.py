@@ -240,6 +240,7 @@ def flexible_file(name: str) -> str:
         f"  rate_hz: {RATE}",
         "  realtime: false",
         "  lockstep: true",
+        "  lockstep_timeout: 1.0   # s of wall time: a stalled controller, not a slow step",
         f"  initial_positions: {_fmt(q0, 10)}",
         f"  # {', '.join(system.coordinate_names)}",
         "demo:                   # the reference the launch test sends (rest to rest)",
