@@ -528,6 +528,24 @@ def test_bringup_gazebo_refuses_closed_loop(tmp_path):
     assert "process started" not in out, out[-2000:]
 
 
+@pytest.mark.skipif(not HAVE_LAUNCH, reason="launch / launch_ros not installed (no ROS 2)")
+def test_bringup_refuses_hardware_for_flexible_model(tmp_path):
+    """robot:=flexible_manipulator sim:=hardware (no URDF for ros2_control): one error naming
+    sim:=embedded, before anything starts (a real LaunchService, in a subprocess)."""
+    from launch_helpers import LaunchProcess, make_prefix
+
+    prefix = make_prefix(tmp_path / "prefix")
+    run = LaunchProcess(prefix, "bringup.launch.py",
+                        {"robot": "flexible_manipulator", "sim": "hardware", "rviz": "false"},
+                        tmp_path / "launch.log")
+    code = run.wait(60.0)
+    run.stop()
+    out = run.log()
+    assert code not in (0, None), out[-2000:]
+    assert "sim:=hardware cannot run flexible_manipulator" in out, out[-2000:]
+    assert "Use sim:=embedded" in out and "process started" not in out, out[-2000:]
+
+
 def test_bringup_defaults_up_to_date():
     """config/bringup/<robot>.yaml exists for every launchable robot and is what
     tools/make_bringup.py writes (gains from the mass matrix, assembled initial positions)."""
