@@ -171,8 +171,10 @@ def _free_inertia(M, i: int, held) -> float:
 
 
 def open_chain_gains(system, q0):
-    """(kp, kd, rule, radii at 0, 1, 2 periods of delay) of an open flexible chain (all joints
-    driven, ``B = [I; 0]``), see the module docstring."""
+    """Gains of an open flexible chain (all joints driven, ``B = [I; 0]``) at ``q0`` (nv,),
+    see the module docstring: (kp (nq_r,) [N m/rad | N/m], kd (nq_r,) [N m s/rad | N s/m],
+    M_r (nq_r,) [kg m^2 | kg], the rule in words, spectral radii of the loop at 0, 1, 2
+    periods of delay)."""
     nr, dt = system.nq_r, 1.0 / RATE
     M = system.mass_matrix(q0)
     joints = list(range(nr))
