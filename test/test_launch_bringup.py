@@ -1,4 +1,8 @@
-"""bringup.launch.py run for real, for every shipped rigid robot, and the no-orphan rules.
+"""bringup.launch.py run for real, for every shipped robot, and the no-orphan rules.
+
+Flexible robots (test_flexible_bringup_tracks_demo_reference) run in lockstep on simulated
+time and are checked against the library run of the same loop; the rest of this docstring is
+about the rigid robots' wall-clock loops.
 
 Each test runs ``LaunchService`` on the installed launch file (an ament prefix of this tree,
 :mod:`launch_helpers`) in a subprocess, ``robot:=<robot> sim:=embedded rviz:=false`` with
