@@ -29,6 +29,17 @@ hardware
     ros2_control's mock hardware, to be replaced by the robot's driver), the same two
     spawners and ``controller_node``.
 
+Flexible robots
+---------------
+flexible_manipulator, flexible_manipulator_book, flexible_cart_manipulator and
+flexible_parallel_tool (``config/robots/<robot>.yaml`` with ``bodies``) have no URDF: they run
+with ``sim:=embedded`` only (gazebo and hardware are refused before anything starts), and
+robot_state_publisher, rviz2 and dynamics_node (which reads URDF models) are left out with a
+log line.  simulator_node steps them (FlexibleStepper, ClosedFlexibleStepper) and
+controller_node runs joint PD on their joints; their ``config/bringup/<robot>.yaml`` puts the
+loop in lockstep on simulated time (``use_sim_time: true``, simulator ``realtime: false``,
+``lockstep: true``, controller ``timing: state``), see docs/ros-launch.md.
+
 Robot description and ros2_control tags
 ---------------------------------------
 A URDF file cannot switch its hardware plugin, so ``urdf/<robot>.urdf`` stays the plain
@@ -76,6 +87,7 @@ from ament_index_python.packages import get_package_share_directory
 from launch.actions import (
     DeclareLaunchArgument,
     IncludeLaunchDescription,
+    LogInfo,
     OpaqueFunction,
     RegisterEventHandler,
 )
@@ -90,6 +102,7 @@ from launch_ros.substitutions import FindPackageShare
 from multibody_dynamics.ros.launch_support import (
     missing_packages,
     optional_node,
+    rviz_node,
     shutdown_on_exit,
 )
 
@@ -120,34 +133,23 @@ def controller_parameters(defaults, law):
     return law, params
 
 
-def closure_names(share, robot):
-    """Names of the loop closures listed in ``config/robots/<robot>.yaml`` ([] for a tree).
+def robot_model(share, robot):
+    """``(closures, flexible)`` of ``config/robots/<robot>.yaml``: the names of its loop
+    closures ([] for a tree) and whether it is a flexible model (a file with ``bodies``: no
+    URDF, so no robot_state_publisher, RViz, Gazebo, ros2_control or dynamics_node).
 
-    Refuses an unknown robot and a flexible model (a file with ``bodies``: it
-    has no URDF, so robot_state_publisher, Gazebo and ros2_control cannot take it).
+    Refuses an unknown robot, naming the shipped ones.
     """
     robots_dir = os.path.join(share, "config", "robots")
     path = os.path.join(robots_dir, f"{robot}.yaml")
-
-    def read(p):
-        with open(p) as f:
-            raw = yaml.safe_load(f) or {}
-        return raw if isinstance(raw, dict) else {}
-
-    def flexible(raw):
-        return "bodies" in raw
-
     if not os.path.isfile(path):
-        shipped = sorted(f[: -len(".yaml")] for f in os.listdir(robots_dir)
-                         if f.endswith(".yaml") and not flexible(read(os.path.join(robots_dir, f))))
+        shipped = sorted(f[: -len(".yaml")] for f in os.listdir(robots_dir) if f.endswith(".yaml"))
         raise RuntimeError(f"robot:={robot}: no {path}; shipped robots: {', '.join(shipped)}")
-    raw = read(path)
-    if flexible(raw):
-        raise RuntimeError(
-            f"robot:={robot} is a flexible model ({path}): it has no URDF, so this launch file "
-            f"cannot bring it up; run its plant directly: ros2 run multibody_suite "
-            f"simulator_node --ros-args -p robot:={robot} (or multibody simulate {robot})")
-    return [str(c.get("name", "?")) for c in raw.get("closures") or []]
+    with open(path) as f:
+        raw = yaml.safe_load(f) or {}
+    raw = raw if isinstance(raw, dict) else {}
+    closures = [str(c.get("name", "?")) for c in raw.get("closures") or []]
+    return closures, "bodies" in raw
 
 
 def _is_true(text):
@@ -168,9 +170,14 @@ def _setup(context):
     robot = LaunchConfiguration("robot").perform(context)
     sim = LaunchConfiguration("sim").perform(context)
     law = LaunchConfiguration("controller").perform(context)
-    closures = closure_names(share, robot)  # also rejects an unknown robot
+    closures, flexible = robot_model(share, robot)  # also rejects an unknown robot
     defaults = robot_defaults(share, robot)
     law, law_params = controller_parameters(defaults, law)
+    if flexible and sim != "embedded":
+        raise RuntimeError(
+            f"sim:={sim} cannot run {robot}: it is a flexible model (config/robots/{robot}.yaml) "
+            "without a URDF, which Gazebo and ros2_control need; nothing was started. Use "
+            f"sim:=embedded for {robot}.")
     if sim == "gazebo" and closures:
         raise RuntimeError(
             f"sim:=gazebo cannot simulate {robot}: its model (config/robots/{robot}.yaml) has "
@@ -182,7 +189,9 @@ def _setup(context):
     if missing:
         raise RuntimeError(f"sim:={sim} needs the package(s) {', '.join(missing)}, which are not "
                            "installed; nothing was started (sim:=embedded needs none)")
-    use_sim_time = sim == "gazebo" or _is_true(LaunchConfiguration("use_sim_time").perform(context))
+    # the robot's defaults may put the loop on simulated time (flexible models: lockstep)
+    use_sim_time = (sim == "gazebo" or bool(defaults.get("use_sim_time"))
+                    or _is_true(LaunchConfiguration("use_sim_time").perform(context)))
     distro = os.environ.get("ROS_DISTRO", "")
 
     controllers = PathJoinSubstitution(
@@ -202,48 +211,48 @@ def _setup(context):
     }
     common = {"robot": robot, "use_sim_time": use_sim_time}
 
-    actions = [
-        *optional_node(
-            "robot_state_publisher", "no robot_description topic and no TF frames",
-            executable="robot_state_publisher",
-            output="screen",
-            parameters=[robot_description, {"use_sim_time": use_sim_time}],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="dynamics_node",
-            name="dynamics_node",
-            output="screen",
-            parameters=[
-                PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "dynamics_node.yaml"]),
-                common,
-            ],
-            on_exit=shutdown_on_exit(),
-        ),
-        Node(
-            package=PACKAGE,
-            executable="controller_node",
-            name="controller_node",
-            output="screen",
-            parameters=[
-                PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "controller_node.yaml"]),
-                {**common, **law_params, "controller_name": "effort_controller"},
-            ],
-            on_exit=shutdown_on_exit(),
-        ),
-    ]
-    if _is_true(LaunchConfiguration("rviz").perform(context)):
-        actions += optional_node(
-            "rviz2", "no visualization; rviz:=false silences this",
-            executable="rviz2",
-            name="rviz2",
-            output="log",
-            arguments=[
-                "-d",
-                PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "rviz", "multibody.rviz"]),
-            ],
-            parameters=[{"use_sim_time": use_sim_time}],
-        )
+    controller = Node(
+        package=PACKAGE,
+        executable="controller_node",
+        name="controller_node",
+        output="screen",
+        parameters=[
+            PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "controller_node.yaml"]),
+            {**common, **law_params, "controller_name": "effort_controller"},
+        ],
+        on_exit=shutdown_on_exit(),
+    )
+    if flexible:
+        # decided here, before any process starts: a flexible model has no URDF
+        actions = [LogInfo(msg=f"[multibody_suite] {robot} is a flexible model (no URDF): "
+                               "robot_state_publisher, rviz2 and dynamics_node are not started "
+                               "(dynamics_node reads URDF models); the loop runs on "
+                               + ("simulated time (/clock)" if use_sim_time else "wall time")),
+                   controller]
+    else:
+        actions = [
+            *optional_node(
+                "robot_state_publisher", "no robot_description topic and no TF frames",
+                executable="robot_state_publisher",
+                output="screen",
+                parameters=[robot_description, {"use_sim_time": use_sim_time}],
+            ),
+            Node(
+                package=PACKAGE,
+                executable="dynamics_node",
+                name="dynamics_node",
+                output="screen",
+                parameters=[
+                    PathJoinSubstitution(
+                        [FindPackageShare(PACKAGE), "config", "dynamics_node.yaml"]),
+                    common,
+                ],
+                on_exit=shutdown_on_exit(),
+            ),
+            controller,
+        ]
+        if _is_true(LaunchConfiguration("rviz").perform(context)):
+            actions += rviz_node("multibody.rviz", use_sim_time)
 
     if sim == "embedded":
         actions.append(
@@ -331,7 +340,8 @@ def generate_launch_description():
             description="Shipped robot: config/robots/<robot>.yaml and urdf/<robot>.urdf.xacro "
             "(arm7, cart_double_pendulum, dual_arm_load, five_bar, four_bar, passive_arm, "
             "passive_arm_minphase, passive_arm_nonminphase, prr_surface, slider_crank, "
-            "two_wheeled_cart).",
+            "two_wheeled_cart; flexible models, sim:=embedded only: flexible_manipulator, "
+            "flexible_manipulator_book, flexible_cart_manipulator, flexible_parallel_tool).",
         ),
         DeclareLaunchArgument(
             "sim",
@@ -361,7 +371,8 @@ def generate_launch_description():
             default_value="false",
             choices=["true", "false"],
             description="Use /clock: published by simulator_node for sim:=embedded, bridged "
-            "from gz sim (and forced true) for sim:=gazebo.",
+            "from gz sim (and forced true) for sim:=gazebo; forced true by a robot whose "
+            "config/bringup/<robot>.yaml says use_sim_time (the flexible robots).",
         ),
         DeclareLaunchArgument(
             "hardware_plugin",

@@ -34,7 +34,7 @@ from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from multibody_dynamics.ros.launch_support import optional_node, shutdown_on_exit
+from multibody_dynamics.ros.launch_support import optional_node, rviz_node, shutdown_on_exit
 
 PACKAGE = "multibody_suite"
 # (robot = namespace, x offset of its world frame [m], initial_positions [rad] or None,
@@ -130,16 +130,7 @@ def _setup(context):
     if LaunchConfiguration("rviz").perform(context).strip().lower() == "true":
         # decided here, before any process starts (a missing rviz2 used to be found after the
         # suite's nodes had started, and the failed launch left them running)
-        actions += optional_node(
-            "rviz2", "no visualization; rviz:=false silences this",
-            executable="rviz2",
-            name="rviz2",
-            output="log",
-            arguments=[
-                "-d",
-                PathJoinSubstitution([FindPackageShare(PACKAGE), "config", "rviz", "demo.rviz"]),
-            ],
-        )
+        actions += rviz_node("demo.rviz")
     for robot, x, q0, controller, inverter in ROBOTS:
         actions += _robot_actions(share, robot, x, q0, controller, inverter)
     return actions

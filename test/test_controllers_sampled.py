@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 from scipy.signal import cont2discrete
 
-from multibody_control.controllers.sampled import input_inertias, sampled_radius, unstable_gains
+from multibody_control.controllers.sampled import (
+    input_inertias,
+    linear_loop_radius,
+    sampled_radius,
+    unstable_gains,
+)
 from multibody_dynamics.model import load_model
 
 
@@ -60,3 +65,31 @@ def test_refuses_the_default_pd_gains_on_arm7_and_accepts_the_bringup_ones():
     for law in ("pd", "pid"):
         g = cfg["controller_node"][law]
         assert unstable_gains(g["kp"], g["kd"], inertia, 0.002, arm.input_names) == []
+
+
+@pytest.mark.parametrize("kp, kd, m, dt", [
+    (100.0, 20.0, 1.0, 0.002), (100.0, 20.0, 2.4e-4, 0.002), (0.5, 0.01, 5e-4, 0.001),
+])
+def test_linear_loop_radius_of_one_inertia(kp, kd, m, dt):
+    """One inertia: with one period of delay it is the loop of sampled_radius; without delay
+    the closed loop Ad - Bd K of scipy's zero-order-hold discretization."""
+    A = np.array([[0.0, 1.0], [0.0, 0.0]])
+    B = np.array([[0.0], [1.0 / m]])
+    assert linear_loop_radius(A, B, kp, kd, dt, delay=1) == pytest.approx(
+        _radius_scipy(kp, kd, m, dt), rel=1e-9)
+    Ad, Bd, *_ = cont2discrete((A, B, np.eye(2), np.zeros((2, 1))), dt, method="zoh")
+    direct = np.max(np.abs(np.linalg.eigvals(Ad - Bd @ np.array([[kp, kd]]))))
+    assert linear_loop_radius(A, B, kp, kd, dt, delay=0) == pytest.approx(direct, rel=1e-9)
+
+
+def test_linear_loop_radius_two_joints_decoupled():
+    """Two uncoupled inertias: the radius of the pair is the larger of the two loops."""
+    m = np.array([1.0, 2.4e-4])
+    A = np.zeros((4, 4))
+    A[:2, 2:] = np.eye(2)
+    B = np.zeros((4, 2))
+    B[2:] = np.diag(1.0 / m)
+    kp, kd, dt = np.array([100.0, 0.1]), np.array([20.0, 0.02]), 0.002
+    both = linear_loop_radius(A, B, kp, kd, dt, delay=1)
+    assert both == pytest.approx(max(sampled_radius(p, d, mm, dt) for p, d, mm in zip(kp, kd, m)),
+                                 rel=1e-9)

@@ -252,25 +252,37 @@ def test_executables_and_packages(path):
         assert package == PACKAGE or package in depends, f"{path.name}: {package} not a depend"
 
 
-def _closure_names():
-    """bringup.launch.py's closure_names(), run without importing launch."""
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_rviz_configs_exist(path):
+    """The RViz configurations named to launch_support.rviz_node (the shared RViz block)."""
+    tree = _tree(path)
+    for call in _calls(tree, "rviz_node"):
+        name = _value(call.args[0], _constants(tree))
+        assert name and (ROOT / "config" / "rviz" / name).is_file(), f"{path.name}: {name}"
+    assert _calls(tree, "rviz_node"), f"{path.name}: no RViz"
+
+
+def _robot_model():
+    """bringup.launch.py's robot_model(), run without importing launch."""
     tree = _tree(ROOT / "launch" / "bringup.launch.py")
-    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "closure_names")
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "robot_model")
     namespace = {"os": os, "yaml": yaml}
     exec(compile(ast.Module(body=[func], type_ignores=[]), "bringup.launch.py", "exec"), namespace)
-    return namespace["closure_names"]
+    return namespace["robot_model"]
 
 
 @pytest.mark.parametrize("robot", ROBOTS)
 def test_gazebo_refusal_matches_model(robot):
     """sim:=gazebo is refused exactly for the robots whose model has loop closures."""
-    closures = _closure_names()(str(ROOT), robot)
+    closures, flexible = _robot_model()(str(ROOT), robot)
     assert closures == [c.name for c in load_model(robot).closures]
+    assert not flexible
 
 
 def test_flexible_models_are_not_robots_for_launch():
-    """The schema split of config/robots/: every file is either a launchable rigid robot (its
-    URDF, xacro and controllers shipped) or a flexible model (none of them)."""
+    """The schema split of config/robots/: every file is either a rigid robot (its URDF, xacro
+    and controllers shipped) or a flexible model (none of them; bringup.launch.py runs it on
+    the embedded simulator only)."""
     assert ROBOTS and FLEXIBLE and sorted(ROBOTS + FLEXIBLE) == [p.stem for p in ROBOT_FILES]
     assert {"arm7", "five_bar"} <= set(ROBOTS)
     assert {"flexible_cart_manipulator", "flexible_manipulator", "flexible_parallel_tool"} <= set(
@@ -287,14 +299,25 @@ def test_flexible_models_are_not_robots_for_launch():
 
 def test_unknown_robot_is_named():
     with pytest.raises(RuntimeError, match="shipped robots: .*arm7") as info:
-        _closure_names()(str(ROOT), "no_such_robot")
-    assert "flexible_manipulator" not in str(info.value)  # only launchable robots are offered
+        _robot_model()(str(ROOT), "no_such_robot")
+    assert "flexible_manipulator" in str(info.value)  # flexible models are launchable too
 
 
 @pytest.mark.parametrize("name", FLEXIBLE)
-def test_bringup_refuses_flexible_models(name):
-    with pytest.raises(RuntimeError, match=f"robot:={name} is a flexible model.*no URDF"):
-        _closure_names()(str(ROOT), name)
+def test_bringup_knows_flexible_models(name):
+    closures, flexible = _robot_model()(str(ROOT), name)
+    assert flexible
+    assert bool(closures) == (name == "flexible_parallel_tool")  # the closed machine tool
+
+
+def test_bringup_refuses_other_plants_for_flexible_models_before_starting():
+    """sim:=gazebo / hardware on a flexible model: refused in the OpaqueFunction before any
+    action is returned (it has no URDF)."""
+    src = (ROOT / "launch" / "bringup.launch.py").read_text()
+    setup = src[src.index("def _setup"):]
+    refusal = setup.index('if flexible and sim != "embedded"')
+    assert refusal < setup.index("actions = [")
+    assert "raise RuntimeError" in setup[refusal: setup.index("actions = [")]
 
 
 def test_bringup_refuses_gazebo_for_closures_before_starting():
@@ -505,6 +528,24 @@ def test_bringup_gazebo_refuses_closed_loop(tmp_path):
     assert "process started" not in out, out[-2000:]
 
 
+@pytest.mark.skipif(not HAVE_LAUNCH, reason="launch / launch_ros not installed (no ROS 2)")
+def test_bringup_refuses_hardware_for_flexible_model(tmp_path):
+    """robot:=flexible_manipulator sim:=hardware (no URDF for ros2_control): one error naming
+    sim:=embedded, before anything starts (a real LaunchService, in a subprocess)."""
+    from launch_helpers import LaunchProcess, make_prefix
+
+    prefix = make_prefix(tmp_path / "prefix")
+    run = LaunchProcess(prefix, "bringup.launch.py",
+                        {"robot": "flexible_manipulator", "sim": "hardware", "rviz": "false"},
+                        tmp_path / "launch.log")
+    code = run.wait(60.0)
+    run.stop()
+    out = run.log()
+    assert code not in (0, None), out[-2000:]
+    assert "sim:=hardware cannot run flexible_manipulator" in out, out[-2000:]
+    assert "Use sim:=embedded" in out and "process started" not in out, out[-2000:]
+
+
 def test_bringup_defaults_up_to_date():
     """config/bringup/<robot>.yaml exists for every launchable robot and is what
     tools/make_bringup.py writes (gains from the mass matrix, assembled initial positions)."""
@@ -512,8 +553,8 @@ def test_bringup_defaults_up_to_date():
                                                   ROOT / "tools" / "make_bringup.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    for robot in ROBOTS:
+    for robot in ROBOTS + FLEXIBLE:
         path = ROOT / "config" / "bringup" / f"{robot}.yaml"
         assert path.is_file(), f"{path} missing: run python tools/make_bringup.py"
-        assert path.read_text() == tool.robot_file(robot), \
-            f"{path} is stale: run python tools/make_bringup.py"
+        text = tool.flexible_file(robot) if robot in FLEXIBLE else tool.robot_file(robot)
+        assert path.read_text() == text, f"{path} is stale: run python tools/make_bringup.py"

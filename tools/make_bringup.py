@@ -16,6 +16,30 @@ Per shipped rigid robot (docs/ros-launch.md):
   projection of a guess, residual < 1e-10);
 * ``demo``: the reference the launch test sends: a rest-to-rest move of the named joints (the
   independent joints of a closed loop) by the given offsets [rad | m] in ``duration`` s.
+
+Per shipped flexible model (no URDF; docs/ros-launch.md "Flexible robots"):
+
+* ``law: pd`` on the joints (collocated feedback; controller_node runs pd / pid only on a
+  flexible model's joint view);
+* the loop in lockstep on simulated time (``use_sim_time: true``; simulator_node ``realtime:
+  false``, ``lockstep: true``; controller_node ``timing: state``, both at ``RATE`` Hz): the
+  command computed from the state at t_k acts over [t_k, t_k + dt], the library's
+  zero-order-hold loop without delay.  The arms are undamped: the joint PD of the open chains
+  is stable without delay and unstable with one or two periods of it (the spectral radii of
+  the linearized sampled loop are written beside the gains), so a wall-clock loop over DDS is
+  not used even where the plant steps faster than real time;
+* gains of an open chain from its joint view's inertia ``M_r`` (the joint rows and columns of
+  the mass matrix, elastic coordinates held) at the initial configuration: a joint whose hub is
+  light against its arm (free inertia, elastic coordinates free, below ``LIGHT`` x ``M_r``)
+  gets ``kp = w^2 M_r``, ``kd = 2 z w M_r`` with the (w, z) of ``W_GRID`` x ``Z_GRID`` whose
+  sampled loop (``multibody_control.controllers.sampled.linear_loop_radius``, the
+  linearization at the initial configuration, no delay) has the smallest spectral radius (the
+  best damped slowest mode); any other joint (a carriage) the rigid rule w = ``OMEGA``,
+  critical damping.  Closed loop: the plant check of the machine tool's scenario
+  (``multibody_control.inversion.closed_flexible.track_closed``): ``kp = m w^2``, ``kd =
+  2 m w`` with ``m`` the actuated body's mass and ``w = 2 pi 10 Hz``;
+* ``simulator_node.initial_positions``: every coordinate (joints, then elastic), at rest and
+  undeformed; closed loop: the neutral configuration projected onto the loops.
 """
 
 from __future__ import annotations
@@ -28,8 +52,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from multibody_control.controllers.sampled import input_inertias  # noqa: E402
+from multibody_control.controllers.sampled import (  # noqa: E402
+    input_inertias,
+    linear_loop_radius,
+)
+from multibody_dynamics.flexible.loader import load_flexible_model  # noqa: E402
 from multibody_dynamics.model import load_model, shipped_robots  # noqa: E402
+from multibody_dynamics.model.resources import shipped_flexible_models  # noqa: E402
 from multibody_dynamics.projection import ProjectedDynamics  # noqa: E402
 
 OMEGA = 20.0           # rad/s, joint PD bandwidth (critical damping)
@@ -67,6 +96,23 @@ PD_GAINS = {name: ([400.0, 400.0, 100.0], [40.0, 40.0, 2.0])
             for name in ("passive_arm", "passive_arm_minphase", "passive_arm_nonminphase",
                          "passive_arm2", "passive_arm4")}  # Ch. 7 arms: same cart and drives
 DURATION = 2.0  # s of the demo move
+
+# -- flexible models ---------------------------------------------------------------------------
+RATE = 1000.0  # Hz: simulator step and control rate of the lockstep loop
+LIGHT = 0.1    # free / rigid inertia below which a joint's hub counts as light (PD from the grid)
+W_GRID = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0, 10.0)  # rad/s
+Z_GRID = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)                  # damping ratios
+W_CLOSED = 2.0 * np.pi * 10.0  # rad/s: track_closed's default frequency of 10 Hz
+#: demo moves (joint -> offset [rad | m], duration [s]).  The cart manipulator moves its cart
+#: only: its arms hang in equilibrium under gravity, which the joint PD does not compensate.
+#: The machine tool moves both carts together (the mechanism translates: alpha and beta stay),
+#: briefly: its plant steps at about 0.08 x real time.
+FLEX_PLAN = {
+    "flexible_manipulator": ({"alpha": 0.2, "beta": 0.2}, 2.0),
+    "flexible_manipulator_book": ({"alpha": 0.2, "beta": 0.2}, 2.0),
+    "flexible_cart_manipulator": ({"x": 0.1}, 2.0),
+    "flexible_parallel_tool": ({"s1": 0.005, "s2": 0.005}, 0.3),
+}
 
 
 def _fmt(values, digits: int = 6) -> str:
@@ -118,9 +164,100 @@ def robot_file(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _free_inertia(M, i: int, held) -> float:
+    """1 / (M_S^-1)_ii over the coordinates not ``held`` (input_inertias' rule)."""
+    keep = [k for k in range(M.shape[0]) if k == i or k not in held]
+    return 1.0 / np.linalg.inv(M[np.ix_(keep, keep)])[keep.index(i), keep.index(i)]
+
+
+def open_chain_gains(system, q0):
+    """Gains of an open flexible chain (all joints driven, ``B = [I; 0]``) at ``q0`` (nv,),
+    see the module docstring: (kp (nq_r,) [N m/rad | N/m], kd (nq_r,) [N m s/rad | N s/m],
+    M_r (nq_r,) [kg m^2 | kg], the rule in words, spectral radii of the loop at 0, 1, 2
+    periods of delay)."""
+    nr, dt = system.nq_r, 1.0 / RATE
+    M = system.mass_matrix(q0)
+    joints = list(range(nr))
+    rigid = np.array([_free_inertia(M[:nr, :nr], j, joints) for j in joints])
+    free = np.array([_free_inertia(M, j, joints) for j in joints])
+    light = free < LIGHT * rigid
+    lin = system.linearize(q0, np.zeros(system.nv))
+
+    def gains(w, z):
+        wj = np.where(light, w, OMEGA)
+        zj = np.where(light, z, 1.0)
+        return wj * wj * rigid, 2.0 * zj * wj * rigid
+
+    best = min((linear_loop_radius(lin.A, lin.B, *gains(w, z), dt), w, z)
+               for w in W_GRID for z in Z_GRID)
+    _, w, z = best
+    kp, kd = gains(w, z)
+    radii = [linear_loop_radius(lin.A, lin.B, kp, kd, dt, delay=d) for d in (0, 1, 2)]
+    names = [n for n, is_light in zip(system.joint_names, light) if is_light]
+    rule = (f"light hubs ({', '.join(names)}): w = {w:g} rad/s, z = {z:g} (grid); others "
+            f"w = {OMEGA:g} rad/s, z = 1; kp = w^2 M_r, kd = 2 z w M_r")
+    return kp, kd, rigid, rule, radii
+
+
+def closed_gains(system):
+    """(kp, kd, m) of the closed flexible loop: track_closed's K_P = m w^2, K_D = 2 m w."""
+    bodies = {b.joint: b for b in system.chain.bodies}
+    m = np.array([bodies[a].mass if bodies[a].joint_type == "prismatic" else bodies[a].inertia
+                  for a in system.actuated], float)
+    return m * W_CLOSED ** 2, 2.0 * m * W_CLOSED, m
+
+
+def flexible_file(name: str) -> str:
+    system = load_flexible_model(name)
+    move, duration = FLEX_PLAN[name]
+    closed = hasattr(system, "actuated")
+    if closed:
+        q0 = system.project_position(system.neutral())
+        q0[np.abs(q0) < 1e-12] = 0.0  # round-off of the projection (machine-dependent digits)
+        kp, kd, m = closed_gains(system)
+        lines_gain = [f"  # track_closed's plant check: kp = m w^2, kd = 2 m w, w = 2 pi 10 Hz, "
+                      f"m = {_fmt(m)} kg ({', '.join(system.actuated)})"]
+    else:
+        q0 = np.zeros(system.nv)
+        kp, kd, rigid, rule, radii = open_chain_gains(system, q0)
+        lines_gain = [
+            f"  # {rule}; M_r = {_fmt(rigid)} kg m^2 | kg ({', '.join(system.joint_names)})",
+            f"  # spectral radius of the linearized loop at {RATE:g} Hz with 0 / 1 / 2 periods "
+            f"of delay: {' / '.join(f'{r:.4f}' for r in radii)}",
+        ]
+    timing = f"timing: state, rate_hz: {RATE}"
+    lines = [
+        f"# bringup.launch.py defaults of {name}: generated by tools/make_bringup.py (see its",
+        "# docstring and docs/ros-launch.md); edit the tool, not this file.",
+        "# A flexible model: no URDF (no robot_state_publisher, RViz, Gazebo or ros2_control,",
+        "# no dynamics_node); the loop runs in lockstep on simulated time.",
+        "law: pd                 # controller:= default for this robot",
+        "use_sim_time: true      # every node on the simulator's /clock",
+        "controller_node:        # parameters per law, over config/controller_node.yaml",
+        *lines_gain,
+        f"  pd: {{kp: {_fmt(kp)}, kd: {_fmt(kd)}, {timing}}}",
+        f"  pid: {{kp: {_fmt(kp)}, kd: {_fmt(kd)}, ki: {_fmt(0.5 * kp)},"
+        f" integral_limit: {_fmt(np.maximum(10.0 * kp * 0.05, 1e-3))}, {timing}}}",
+        "simulator_node:",
+        f"  rate_hz: {RATE}",
+        "  realtime: false",
+        "  lockstep: true",
+        "  lockstep_timeout: 1.0   # s of wall time: a stalled controller, not a slow step",
+        f"  initial_positions: {_fmt(q0, 10)}",
+        f"  # {', '.join(system.coordinate_names)}",
+        "demo:                   # the reference the launch test sends (rest to rest)",
+        f"  duration: {duration}",
+        "  move: {" + ", ".join(f"{k}: {v:g}" for k, v in move.items()) + "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     out = ROOT / "config" / "bringup"
     out.mkdir(exist_ok=True)
+    for name in shipped_flexible_models():
+        (out / f"{name}.yaml").write_text(flexible_file(name))
+        print(f"wrote config/bringup/{name}.yaml")
     for name in shipped_robots():
         (out / f"{name}.yaml").write_text(robot_file(name))
         print(f"wrote config/bringup/{name}.yaml")

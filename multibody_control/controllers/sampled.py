@@ -94,3 +94,47 @@ def unstable_gains(kp, kd, inertias, dt: float, names) -> list[str]:
             bad.append(f"{name} (kp {p:g}, kd {d:g}, M {m:.3g}: kd*dt/M = {d * dt / m:.3g}, "
                        f"spectral radius {r:.3g} at 1 or {PERIOD_MARGIN:g} x the period)")
     return bad
+
+
+def linear_loop_radius(A, B, kp, kd, dt: float, delay: int = 0) -> float:
+    """Spectral radius of joint PD closed around a linear model, sampled with zero-order hold.
+
+    The model ``x' = A x + B u`` with ``x = (q, v)`` (2 nv) and ``nu`` inputs that drive the
+    first ``nu`` coordinates (a flexible chain's joints, ``B = [I; 0]`` in its input rows);
+    ``u_k = -kp q_{k-d} - kd v_{k-d}`` per input, computed from the state ``d = delay``
+    periods old and held over ``[t_k, t_k + dt]`` (``delay`` 0: the lockstep loop of
+    ``simulator_node`` / ``controller_node timing: state``; 1: the one-period delay of
+    :func:`sampled_radius`, which this reproduces for a single inertia
+    ``A = [[0, 1], [0, 0]], B = [[0], [1/M]]``).  Unlike the per-coordinate check it keeps the
+    coupling of the joints to the elastic coordinates, whose undamped modes a delayed velocity
+    feedback destabilizes.
+
+    Parameters
+    ----------
+    A : (2 nv, 2 nv)  continuous state matrix [1/s] (e.g. ``FlexibleChain.linearize(...).A``)
+    B : (2 nv, nu)  continuous input matrix
+    kp, kd : (nu,)  gains [N m/rad | N/m], [N m s/rad | N s/m] (a scalar: every input)
+    dt : float  control period [s], > 0
+    delay : int  periods between the state and the command computed from it, >= 0
+
+    Returns
+    -------
+    float
+        The largest |eigenvalue| of the one-period map of the loop (stable iff < 1).
+    """
+    from multibody_dynamics.linearize import discretize_zoh
+
+    A, B = np.asarray(A, float), np.asarray(B, float)
+    n, nu = B.shape
+    nv = n // 2
+    phi, theta = discretize_zoh(A, B, dt)
+    gain = np.zeros((nu, n))
+    gain[:, :nu] = np.diag(np.broadcast_to(np.asarray(kp, float), (nu,)))
+    gain[:, nv:nv + nu] = np.diag(np.broadcast_to(np.asarray(kd, float), (nu,)))
+    size = n * (int(delay) + 1)  # the state and its `delay` predecessors
+    F = np.zeros((size, size))
+    F[:n, :n] = phi
+    F[:n, size - n:] -= theta @ gain
+    for k in range(int(delay)):
+        F[n * (k + 1):n * (k + 2), n * k:n * (k + 1)] = np.eye(n)
+    return float(np.max(np.abs(np.linalg.eigvals(F))))

@@ -560,8 +560,14 @@ class ControllerNode(Node):
             self._states = PolledSubscription(self, JointState, "/joint_states",
                                               self._locked(self._on_state), qos, serialized=True)
         else:
+            # timing state: depth 1, so the states queued while the node was busy (before it
+            # spins, after a stall) collapse to the newest.  Each answered state steps a
+            # lockstep plant once: answering two queued states keeps two states in flight, and
+            # every command then acts one step late (seen at start-up in bringup.launch.py;
+            # the joint PD of the undamped flexible arms is unstable with that delay).
+            # With one state in flight at a time the depth loses nothing.
             self.create_subscription(JointState, "/joint_states", self._locked(self._on_state),
-                                     qos)
+                                     QoSProfile(depth=1) if self._on_each_state else qos)
         on_trajectory = self._locked(self._on_trajectory)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, qos)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,

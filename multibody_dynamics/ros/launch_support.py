@@ -70,3 +70,22 @@ def optional_node(package: str, what: str, **node_kwargs) -> list:
         return [Node(package=package, **node_kwargs)]
     return [LogInfo(msg=f"[multibody_suite] WARNING: package {package} is not installed; "
                         f"{node_kwargs.get('executable', package)} is skipped ({what})")]
+
+
+def rviz_node(config: str, use_sim_time: bool | None = None) -> list:
+    """rviz2 with ``config/rviz/<config>`` of multibody_suite, optional as :func:`optional_node`
+    (the RViz block of bringup.launch.py and demo.launch.py).  ``use_sim_time``: set as a node
+    parameter unless None."""
+    from launch.substitutions import PathJoinSubstitution
+    from launch_ros.substitutions import FindPackageShare
+
+    extra = {} if use_sim_time is None else {"parameters": [{"use_sim_time": use_sim_time}]}
+    return optional_node(
+        "rviz2", "no visualization; rviz:=false silences this",
+        executable="rviz2",
+        name="rviz2",
+        output="log",
+        arguments=["-d", PathJoinSubstitution([FindPackageShare("multibody_suite"), "config",
+                                               "rviz", config])],
+        **extra,
+    )

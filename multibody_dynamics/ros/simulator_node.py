@@ -422,12 +422,16 @@ class SimulatorNode(Node):
                 "command not counted)")
 
     def _tick(self):
-        self._last_step_wall = time.monotonic()
         if self._commands is not None:
             self._commands.drain()
         with self._lock:
             self._step()
             self._publish()
+        # lockstep: the timeout runs from the state's publication, not from the start of the
+        # step (a step longer than lockstep_timeout, e.g. the first one with its compilation,
+        # took a second step on the timeout, and both states were then answered: two states
+        # in flight, every command one step late)
+        self._last_step_wall = time.monotonic()
         if self._held_pacing and not self._holding():
             self._held_pacing = False
             self._timer.timer_period_ns = 0  # the first command: as fast as possible from now
