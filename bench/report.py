@@ -251,9 +251,9 @@ def design_tracking(results: dict, suites: list[str]) -> str:
     feedforward work of both designs (bench_design_tracking)."""
     rows = []
     for e in _suites(results, suites or ["design_tracking"]):
-        if "ratio" in e:
+        if "work_ratio" in e:
             rows.append([e["name"], f"{_num(e['work_optimum_J'])} J / {_num(e['work_initial_J'])}"
-                         f" J = {_num(e['ratio'], 3)}", "—", e["book"]])
+                         f" J = {_num(e['work_ratio'], 3)}", "—", e["book"]])
             continue
         fine = (f"; {_num(e['radial_error_max_mm_fine'], 2)} mm at {e['fine_rate_hz'] / 1e3:g} "
                 "kHz" if "radial_error_max_mm_fine" in e else "")

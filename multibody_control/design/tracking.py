@@ -137,5 +137,5 @@ def fig_7_8(rate: float = 1000.0, fine_rate: float | None = 20000.0) -> list[dic
                                           ("initial", COMBINED, "stable"))}
     out.append({"name": "feedforward positive work, optimized / initial design",
                 "work_optimum_J": work["optimum"], "work_initial_J": work["initial"],
-                "ratio": work["optimum"] / work["initial"], "book": "+15 % energy (case 1)"})
+                "work_ratio": work["optimum"] / work["initial"], "book": "+15 % energy (case 1)"})
     return out
