@@ -109,7 +109,7 @@ from multibody_dynamics.ros.launch_support import (
 PACKAGE = "multibody_suite"
 SIMS = ["embedded", "gazebo", "hardware"]
 LAWS = ["default", "pd", "pid", "computed_torque", "projected_inverse_dynamics",
-        "quasi_velocity", "tv_lqr", "rmrc"]
+        "quasi_velocity", "tv_lqr", "rmrc", "feedback_linearization"]
 #: packages each plant needs besides the suite's (checked before anything starts)
 SIM_PACKAGES = {"embedded": [], "gazebo": ["ros_gz_sim", "ros_gz_bridge", "controller_manager"],
                 "hardware": ["controller_manager"]}
@@ -357,7 +357,8 @@ def generate_launch_description():
             choices=LAWS,
             description="Control law of controller_node (its parameter law); default: the "
             "robot's law of config/bringup/<robot>.yaml (computed_torque for a fully actuated "
-            "open chain, projected_inverse_dynamics for a closed loop, pd otherwise), with the "
+            "open chain, projected_inverse_dynamics for a closed loop, feedback_linearization of "
+            "the actuated joints for an arm with passive joints, pd otherwise), with the "
             "gains given there for the chosen law.",
         ),
         DeclareLaunchArgument(

@@ -68,6 +68,7 @@ LAG = 0.05       # s of slack between the test's clock for the start and the con
 #: error at the end), with room for the load.  None: 3/4 of the largest move (the passive arms
 #: under PD ended 0.02-0.11 rad from a 0.2 rad goal after a 3 s hold; braked: 0.2).
 ERROR_BOUND = {"computed_torque": (0.25, 0.02), "projected_inverse_dynamics": (0.25, 0.02),
+               "feedback_linearization": (0.25, 0.02),
                "pd": (0.3, None), "pid": (0.3, None)}
 
 

@@ -6,9 +6,18 @@ Per shipped rigid robot (docs/ros-launch.md):
 
 * ``law``: the control law that fits it (computed torque for a fully actuated open chain,
   projected inverse dynamics with passive joints for a closed loop whose actuated joints are
-  its independent coordinates or that is fully actuated, joint PD otherwise);
+  its independent coordinates or that is fully actuated, feedback linearization of the
+  actuated joints for passive_arm (the collocated output: its zero dynamics are the
+  spring-damped passive joint with the actuated ones held), joint PD otherwise.  The other
+  passive arms keep PD: their passive joints are stiff (400-900 N m/rad on links of about
+  0.02 kg m^2, modes near 140-200 rad/s), and the exact cancellation of feedback linearization
+  does not survive the loop's delay.  Library runs of the demo move at 500 Hz, error of the
+  actuated joints at 3 s with 0 / 1 / 2 periods of delay: passive_arm 4e-5 / 1e-4 / 2e-4 rad,
+  passive_arm2 0.0015 / 0.031 / 0.11, passive_arm4 0.015 / 0.22 / 0.44; over DDS with bringup
+  passive_arm4 drifted 0.34 rad and passive_arm2 ended 0.029 rad from the goal);
 * ``controller_node``: controller_node parameters per law.  Error-dynamics laws (computed
-  torque, projected inverse dynamics): kp = 100 1/s^2, kd = 20 1/s (critical damping at
+  torque, projected inverse dynamics, feedback linearization): kp = 100 1/s^2, kd = 20 1/s
+  (critical damping at
   10 rad/s, as config/scenarios/run_*.yaml).  pd / pid: per input kp = w^2 M, kd = 2 w M with
   w = 20 rad/s and M = 1 / (M^-1)_jj the free inertia of its coordinate at the initial
   configuration, so kd dt / M = 0.08 at 500 Hz (multibody_control.controllers.sampled);
@@ -77,7 +86,7 @@ PLAN = {
     "dual_arm_load": ("pd", {"arm1_joint2": 0.1, "arm2_joint3": -0.1}),
     "five_bar": ("projected_inverse_dynamics", {"left_motor": -0.1, "right_motor": 0.1}),
     "four_bar": ("projected_inverse_dynamics", {"crank": 0.2}),
-    "passive_arm": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
+    "passive_arm": ("feedback_linearization", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
     "passive_arm_minphase": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
     "passive_arm_nonminphase": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
     "passive_arm2": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
@@ -144,6 +153,9 @@ def robot_file(name: str) -> str:
         f"law: {law}                 # controller:= default for this robot",
         "controller_node:            # parameters per law, over config/controller_node.yaml",
     ]
+    if law == "feedback_linearization":  # the collocated output: the actuated joints
+        lines.append(f"  {law}: {{kp: [{KP_ED}], kd: [{KD_ED}]}}   # 1/s^2, 1/s; output: the "
+                     "actuated joints")
     if law in ("computed_torque", "projected_inverse_dynamics"):
         extra = ""
         if name in INDEPENDENT:

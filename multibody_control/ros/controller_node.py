@@ -139,6 +139,11 @@ from ..controllers.rmrc import INNER_LOOPS
 from ..controllers.sampled import input_inertias, unstable_gains
 from ..outputs import Output
 
+#: rad | m: states that resume after a gap longer than state_timeout this far from the last
+#: state before the gap come from a plant that restarted or moved without control; the law then
+#: holds the measured position instead of driving it back (a start-up hiccup of DDS, where the
+#: braked plant did not move, keeps the trajectory)
+RESUME_JUMP = 0.05
 DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a double delivery
 #: Laws of constrained systems (closures, passive joints): their reference is the independent
 #: coordinates only (a trajectory may name just those), the desired constraint force
@@ -752,7 +757,7 @@ class ControllerNode(Node):
             self.rejected["state"] += 1
             self.throttle.warn("state", f"rejected /joint_states: {exc}")
             return
-        self.state = state
+        previous, self.state = self.state, state
         if self._on_each_state:
             self._stamp_now = stamp_to_sec(msg.header.stamp)
         now = self._now()
@@ -762,14 +767,19 @@ class ControllerNode(Node):
         timeout = self.params["state_timeout"]
         if self._hold is None:
             self._hold = Reference.hold(self.model, self.state.q)
-        elif timeout > 0 and gap > timeout:
-            self._hold_measured(f"/joint_states resumed after {gap:.3g} s without")
+        elif timeout > 0 and gap > timeout and previous is not None:
+            jump = float(np.max(np.abs(self.coords.positions(state.q)
+                                       - self.coords.positions(previous.q))))
+            if jump > RESUME_JUMP:
+                self._hold_measured(f"/joint_states resumed after {gap:.3g} s without, "
+                                    f"{jump:.3g} rad | m away from the last state")
         if self._on_each_state:
             self._tick()
 
     def _hold_measured(self, reason: str):
-        """The states resumed after a gap or the clock went back: the plant may have restarted
-        elsewhere or moved, so a held target or a running trajectory would make it jump.  Hold
+        """The states resumed after a gap far from the last state (RESUME_JUMP) or the clock
+        went back: the plant restarted elsewhere or moved, so a held target or a running
+        trajectory would make it jump.  Hold
         the measured position instead (the trajectory and its goal are aborted, integrators
         reset), as joint_trajectory_controller holds the measured position on activation."""
         self._reset_laws()
