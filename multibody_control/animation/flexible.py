@@ -15,6 +15,7 @@ import numpy as np
 import pinocchio as pin
 
 from multibody_dynamics.errors import InputError
+from multibody_dynamics.model.mjcf import segment_placement
 
 from .scene import (
     CLOSURE_COLOR,
@@ -25,7 +26,6 @@ from .scene import (
     Scene,
     Shape,
     _pose7,
-    _segment_pose,
 )
 
 MAX_SEGMENTS = 12  # cylinders per drawn beam
@@ -138,9 +138,9 @@ def _shape_pose(chain, qk: np.ndarray, fr, builder) -> pin.SE3:
         def node(n):
             return p + R @ np.r_[d.node_positions[n] + d.node_shapes[n, :2] @ qe, 0.0]
 
-        return _segment_pose(node(a), node(c)) if what == "seg" else pin.SE3(np.eye(3), node(a))
+        return segment_placement(node(a), node(c)) if what == "seg" else pin.SE3(np.eye(3), node(a))
     if what == "bar":
-        return _segment_pose(p, p + R @ np.r_[chain.bodies[i].distal, 0.0])
+        return segment_placement(p, p + R @ np.r_[chain.bodies[i].distal, 0.0])
     if what == "block":
         return pin.SE3(R, p)
     return pin.SE3(np.eye(3), p)

@@ -29,6 +29,7 @@ import numpy as np
 import pinocchio as pin
 
 from multibody_dynamics.errors import InputError
+from multibody_dynamics.model.mjcf import segment_placement
 
 LINK_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#bcbd22",
                "#3b5ba5")
@@ -221,17 +222,6 @@ def _model_visuals(model) -> tuple[dict, dict]:
     return mjcf_visuals(model.urdf_path), masses
 
 
-def _segment_pose(a: np.ndarray, b: np.ndarray) -> pin.SE3:
-    """Placement whose z axis runs from a to b, centred between them."""
-    d = b - a
-    L = np.linalg.norm(d)
-    z = d / L if L > 1e-12 else np.array([0.0, 0.0, 1.0])
-    helper = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    x = np.cross(helper, z)
-    x /= np.linalg.norm(x)
-    return pin.SE3(np.column_stack([x, np.cross(z, x), z]), 0.5 * (a + b))
-
-
 def _pose7(M: pin.SE3) -> np.ndarray:
     return np.concatenate([M.translation, pin.Quaternion(M.rotation).coeffs()])
 
@@ -291,7 +281,7 @@ def _stick_shapes(name: str, fid: int, sticks: list, color: str, r: float
     for C in sticks:
         a, b = np.zeros(3), C.translation
         shapes.append(Shape("cylinder", (r, float(np.linalg.norm(b))), color, "link", name))
-        placements.append((fid, _segment_pose(a, b)))
+        placements.append((fid, segment_placement(a, b)))
         for end in (a, b):
             shapes.append(Shape("sphere", (r,), color, "link", name))
             placements.append((fid, pin.SE3(np.eye(3), end)))

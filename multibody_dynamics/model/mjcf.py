@@ -537,11 +537,11 @@ def _geom_rotation(geom: ET.Element, scale: float, path: Path) -> np.ndarray:
         return R
     if geom.get("zaxis") is not None:
         z = _floats(geom.get("zaxis"), 3, "geom zaxis", path)
-        return _segment_frame(np.zeros(3), z / np.linalg.norm(z)).rotation
+        return segment_placement(np.zeros(3), z / np.linalg.norm(z)).rotation
     return np.eye(3)
 
 
-def _segment_frame(a: np.ndarray, b: np.ndarray) -> pin.SE3:
+def segment_placement(a: np.ndarray, b: np.ndarray) -> pin.SE3:
     """Placement whose z axis runs from a to b, centred between them."""
     d = b - a
     n = np.linalg.norm(d)
@@ -560,7 +560,7 @@ def _geom_shape(geom: ET.Element, defaults: _Defaults, cls, scale: float, path: 
     fromto = defaults.get(geom, "geom", "fromto", cls)
     if gtype in ("capsule", "cylinder") and fromto is not None:
         ends = _floats(fromto, 6, "geom fromto", path)
-        M = _segment_frame(ends[:3], ends[3:])
+        M = segment_placement(ends[:3], ends[3:])
         return "cylinder", (size[0], float(np.linalg.norm(ends[3:] - ends[:3]))), M
     pos = _floats(defaults.get(geom, "geom", "pos", cls, "0 0 0"), 3, "geom pos", path)
     M = pin.SE3(_geom_rotation(geom, scale, path), pos)
