@@ -155,3 +155,13 @@ def test_two_iteration_study(tmp_path):
     assert result.best.evaluation.ok
     assert saved["best"]["criterion"] == pytest.approx(result.best.evaluation.value)
     assert saved["best"]["min_phase"] and saved["evaluations"] == 6
+
+
+def test_diverging_integration_gets_the_large_value():
+    # an elastic coordinate beyond `limit` counts as an unbounded integration (step 2): with a
+    # limit far below the line's deformation the minimum-phase design is rejected, not scored
+    problem = FlexibleOutputProblem(limit=1e-7)
+    ev = problem.evaluate(X_MINPHASE)
+    assert not ev.ok and ev.value == PENALTY
+    assert "classical inversion failed" in ev.message and "diverge" in ev.message
+    assert ev.info["min_phase"]  # step 1 passed: its eigenvalues are kept for the report
