@@ -140,7 +140,11 @@ def test_two_iteration_study(tmp_path):
     from multibody_dynamics.yaml_io import load_yaml
 
     path = "config/designs/flexible_manipulator_book_output.yaml"
-    load_study(path)  # the shipped file validates
+    shipped = load_study(path)  # the shipped file validates; the book's swarm size
+    assert shipped.optimizer.particles == 100  # Seifried (2014) Sect. 7.3.2
+    ref = np.array([shipped.reference["parameters"][n] for n in shipped.names])
+    np.testing.assert_array_equal(ref, X718)  # the reference is (7.18), inside the +-20 % box
+    assert np.all(ref >= shipped.lower) and np.all(ref <= shipped.upper)
     raw = load_yaml(open(path).read())
     raw["optimizer"].update(particles=3, iterations=2)
     raw["options"].update(dt=0.005, rtol=1e-6)  # a coarser criterion keeps the test short
