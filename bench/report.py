@@ -183,6 +183,72 @@ def flexible_designs(results: dict, suites: list[str]) -> str:
     return _rows(["model", "feedforward", "max error [mm]", "book [mm]", "CPU [s]"], rows)
 
 
+def _by_name(entries: list[dict]) -> dict:
+    return {e["name"]: e for e in entries}
+
+
+def flexible_output_damping(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.3.2 on the damped model: zero dynamics against the modal damping."""
+    entries = _suites(results, suites or ["flexible_design"])
+    by = _by_name(entries)
+    rows = []
+    for e in entries:
+        if not e["name"].startswith("flexdesign_damping_"):
+            continue
+        z = e["damping"]
+        opt = by.get(f"flexdesign_optimum_damping_{z:g}", {})
+        err = opt.get("error_mm")
+        rows.append([f"{100 * z:g} %", _num(e["abscissa_718"]), _num(e["abscissa_638"]),
+                     f"{100 * e['min_phase_share']:.1f} % of {e['sample']}",
+                     _num(opt.get("spectral_abscissa")),
+                     _num(err) if err is not None else "rejected"])
+    return _rows(["modal damping", "max Re λ, Γ (7.18) [1/s]", "max Re λ, Γ (6.38) [1/s]",
+                  "minimum-phase designs in the ±20 % box", "max Re λ, our Γ [1/s]",
+                  "our Γ: max error [mm]"], rows)
+
+
+def flexible_output(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.3.2: the output designs beside the Sect. 6.4 designs (damped model)."""
+    by = _by_name(_suites(results, suites or ["flexible_design"]))
+    book, pd = by["flexdesign_book_gamma_718"], by.get("flexdesign_designs_pd", {})
+    rows = [["Γ (7.18), the book's optimum", f"non-minimum phase, max Re λ = "
+             f"{_num(book['spectral_abscissa'])} 1/s", "rejected (large value)",
+             "—", "minimum phase, ≈ 0.28 (classical inversion + PID)"]]
+    for e in (v for k, v in by.items() if k.startswith("flexdesign_study_")):
+        g = e["best"]
+        gamma = (f"[[{g['g11']}, {g['g12']}, 0, 0], [{g['g21']}, {g['g22']}, {g['g23']}, "
+                 f"{g['g24']}]]")
+        pd_mm = pd.get("classical_optimum_pd_mm") if e["name"] == "flexdesign_study_pool2" \
+            else None
+        rows.append([f"our swarm, {100 * e['damping']:g} % damping, {e['particles']} x "
+                     f"{e['iterations']}: Γ = {gamma}",
+                     f"max Re λ = {_num(e['best_abscissa'])} 1/s", _num(e["best_error_mm"]),
+                     _num(pd_mm), "—"])
+    for key, label, booktxt in (("rigid", "Sect. 6.4 rigid feedforward", "several cm"),
+                                ("quasi_static", "Sect. 6.4 quasi-static compensation",
+                                 "< 1")):
+        if f"{key}_pd_mm" in pd:
+            rows.append([label, "—", "—", _num(pd[f"{key}_pd_mm"]), booktxt])
+    return _rows(["design", "zero dynamics", "criterion (7.17) [mm]", "with joint PD [mm]",
+                  "book [mm]"], rows)
+
+
+def flexible_output_cost(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.3.2: cost of one evaluation and of the studies."""
+    by = _by_name(_suites(results, suites or ["flexible_design"]))
+    c = by["flexdesign_evaluation_cost"]
+    rows = [["one evaluation (minimum-phase Γ: steps 1 and 2)", _num(c["evaluation_s"]),
+             f"{_num(c['ratio_to_step1'])}× step 1 alone ({_num(1e3 * c['step1_s'])} ms); "
+             f"{_num(c['ratio_to_invert_flexible'])}× invert_flexible 'classical' "
+             f"({_num(c['invert_flexible_classical_s'])} s)"]]
+    for k, e in by.items():
+        if k.startswith("flexdesign_study_"):
+            rows.append([f"study, {100 * e['damping']:g} % damping, {e['particles']} particles x "
+                         f"{e['iterations']} iterations, pool of 2", _num(e["wall_s"]),
+                         f"{e['evaluations']} evaluations, {e['feasible']} minimum phase"])
+    return _rows(["what", "wall [s]", "beside"], rows)
+
+
 def flexible_parallel(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 6.5: the parallel flexible machine tool."""
     rows = []
@@ -290,6 +356,8 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "ratios": ratios, "skipped": skipped, "simulate": simulate, "inversion": inversion,
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
+    "flexible_output": flexible_output, "flexible_output_damping": flexible_output_damping,
+    "flexible_output_cost": flexible_output_cost,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
     "design_tracking": design_tracking,
     "machine": machine,

@@ -697,7 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method",
                    help="override the scenario's method (rigid models: classical, ode, index1, "
                    "index2_euler, stable, causal, quasi_static; flexible models: rigid, collocated, "
-                   "quasi_static, stable; closed flexible models: classical, stable)")
+                   "quasi_static, stable, classical; closed flexible models: classical, stable)")
     p.add_argument("--out", default="inversion_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_invert, outputs={"out": "dir"})

@@ -32,6 +32,10 @@ of every coordinate (joint angles and elastic coordinates) and ``u`` the joint t
     (same solver, boundary conditions on the stable/unstable eigenspaces, pre-/post-actuation
     from the zero-dynamics eigenvalues). ``y_d`` comes from the rigid inverse kinematics, as
     the book does.
+``"classical"``
+    Classical inversion (Def. 3.6) for the same combined output: the internal dynamics are
+    integrated forward from the rest equilibrium, as for ``"collocated"``; bounded only for a
+    minimum-phase Γ (the output design of Sect. 7.3, eqs. 7.12-7.17).
 
 :func:`track_flexible` checks a design the way Sect. 6.4.1 does: the plant is simulated with
 the feedforward plus a stiff PD law on the joint angles around the design's joint reference
@@ -57,7 +61,7 @@ from .desired import TabulatedOutput
 from .internal import decay_time, integrate_forward, solve_stable, time_grid
 from .result import InversionResult
 
-FLEXIBLE_METHODS = ("rigid", "collocated", "quasi_static", "stable")
+FLEXIBLE_METHODS = ("rigid", "collocated", "quasi_static", "stable", "classical")
 
 
 class FlexibleServo(ElasticServo):
@@ -217,9 +221,9 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
     chain : FlexibleChain
     task : Task
         End-effector path of one body ('<body>.x', '<body>.y') with its time law.
-    method : {"rigid", "collocated", "quasi_static", "stable"}
+    method : {"rigid", "collocated", "quasi_static", "stable", "classical"}
     gamma : (nq_r, nq_e), optional
-        Output weights for ``"stable"``; default Γ of eqs. (6.34)-(6.37)
+        Output weights for ``"stable"`` and ``"classical"``; default Γ of eqs. (6.34)-(6.37)
         (:func:`~multibody_dynamics.flexible.output.chain_combined_output`).
     dt : float
         Sample spacing of the result [s].
@@ -249,8 +253,9 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
     nr, ne = chain.nq_r, chain.nq_e
     ik = RigidInverseKinematics(chain, task, ik_guess)
     if gamma is None:
-        gamma = chain_combined_output(chain) if method == "stable" else np.zeros((nr, ne))
-    if method != "stable":
+        gamma = (chain_combined_output(chain) if method in ("stable", "classical")
+                 else np.zeros((nr, ne)))
+    if method not in ("stable", "classical"):
         gamma = np.zeros((nr, ne))
     servo = FlexibleServo(chain, gamma)
     names = tuple(chain.joint_names)
@@ -304,7 +309,7 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                                   "Γ_4', to 13.375, 92.5) or a slower "
                                   "trajectory") from None
             q, v, a, u = _sample(servo, t_out, eta, ytraj)
-        elif method == "collocated":
+        elif method in ("collocated", "classical"):
             eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
                                                  eta0, t_out, 1e-9, 1e-12, 10 * dt, 1e3,
                                                  np.arange(ne))

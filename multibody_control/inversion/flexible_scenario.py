@@ -12,9 +12,9 @@ errors naming the key)::
       order: 5                      # rest-to-rest polynomial order (3, 5, 7, 9)
       lines:                        # one body's end point on a straight line (chain x-y plane)
         arm2: {start: [0.45, -0.10], end: [0.45, 0.10]}
-    method: stable                  # rigid | collocated | quasi_static | stable
+    method: stable                  # rigid | collocated | quasi_static | stable | classical
     compare: [rigid, quasi_static]  # further designs run and tracked for the summary table
-    output: {gamma: [[...], [...]]} # stable only: Γ (nq_r x nq_e); default (6.34)-(6.37)
+    output: {gamma: [[...], [...]]} # stable, classical: Γ (nq_r x nq_e); default (6.34)-(6.37)
     ik_guess: [-0.5, 1.5]           # rad, joint angles near the path start (elbow branch)
     dt: 0.001                       # s, sample spacing
     options: {decay_tol: 1.0e-6, bvp_tol: 1.0e-6, max_nodes: 100000, t_end: null}

@@ -61,7 +61,7 @@ flexible_manipulator)
     :func:`~multibody_control.inversion.flexible_scenario.run_flexible_scenario` for its
     method only (its ``compare`` list is left to ``multibody invert``; its tracking check runs
     when ``verify`` is true and is part of the logged summary); ``method`` chooses among the
-    flexible designs ``rigid``, ``collocated``, ``quasi_static``, ``stable`` (the methods of
+    flexible designs ``rigid``, ``collocated``, ``quasi_static``, ``stable``, ``classical`` (the methods of
     rigid robots are refused with that list, as the flexible designs are on a rigid robot).
     The output is the end point of one body in the plane, ``output_names`` ``["<body>.x",
     "<body>.y"]`` (empty: the scenario's task, or the model's end effector); a scenario fixes
