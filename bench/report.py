@@ -404,10 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     specs = args.tables or ["machine", "ratios:rigid,constrained,controllers,flexible,"
                             "elastic_joints", "simulate", "inversion", "scenarios", "ros_loop",
                             "release", "flexible_designs", "flexible_parallel", "speed", "design",
-                            "peers"]
+                            "peers", "ros_memory", "design_tracking"]
     for spec in specs:
         name, _, suites = spec.partition(":")
-        print(table(results, name, suites.split(",") if suites else None), end="\n\n")
+        try:
+            print(table(results, name, suites.split(",") if suites else None), end="\n\n")
+        except ReportError as exc:
+            print(f"report.py: {exc} (TABLE:SUITE,SUITE selects suites)", file=sys.stderr)
+            return 2
     return 0
 
 
