@@ -329,6 +329,21 @@ def design_tracking(results: dict, suites: list[str]) -> str:
     return _rows(["concept", "max radial error (ours)", "max passive angle [rad]", "book"], rows)
 
 
+def design_studies(results: dict, suites: list[str]) -> str:
+    """The book's cases 2-4 run as printed, our best beside the printed optimum, both by the
+    same criterion (bench_design_studies)."""
+    def flag(ok: bool) -> str:
+        return "" if ok else " (infeasible)"
+
+    rows = [[e["name"], str(e["evaluations"]), _num(e["wall_s"]),
+             _num(e["best_criterion"], 3) + flag(e["best_feasible"]),
+             _num(e["printed_criterion"], 3) + flag(e["printed_feasible"]),
+             "yes" if e["holds"] else "no", _num(e.get("load_average_1min"), 2)]
+            for e in _suites(results, suites or ["design_studies"])]
+    return _rows(["case", "evaluations", "wall [s], 2 workers", "our best criterion",
+                  "printed optimum's criterion", "ours at least as good", "load average"], rows)
+
+
 def ros_memory(results: dict, suites: list[str]) -> str:
     """Resident memory of the four nodes over a long 500 Hz loop (bench_ros_memory)."""
     def row(e: dict) -> list[str]:
@@ -359,7 +374,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "flexible_output": flexible_output, "flexible_output_damping": flexible_output_damping,
     "flexible_output_cost": flexible_output_cost,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
-    "design_tracking": design_tracking,
+    "design_tracking": design_tracking, "design_studies": design_studies,
     "machine": machine,
 }
 
@@ -404,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = args.tables or ["machine", "ratios:rigid,constrained,controllers,flexible,"
                             "elastic_joints", "simulate", "inversion", "scenarios", "ros_loop",
                             "release", "flexible_designs", "flexible_parallel", "speed", "design",
-                            "peers", "ros_memory", "design_tracking"]
+                            "peers", "ros_memory", "design_tracking", "design_studies"]
     for spec in specs:
         name, _, suites = spec.partition(":")
         try:
