@@ -9,7 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from multibody_control.inversion import METHODS, CausalInversionResult, InversionResult, invert
+from multibody_control.inversion import (
+    METHODS,
+    CausalInversionResult,
+    ForwardOptions,
+    InversionResult,
+    invert,
+)
 from multibody_control.inversion.closed_flexible import (
     ClosedInversion,
     ClosedOutputServo,
@@ -81,11 +87,12 @@ def test_every_rigid_method_reports_the_agreed_names(rigid_runs, method):
 
 
 def test_closed_loop_route(models):
+    """The five-bar's motors prescribed (the loop has no internal dynamics)."""
     m = models["five_bar"]
-    task = Task(TimeLaw(0.1, 0.3), (linear_move("left_motor", 2.0, 2.1),
-                                    linear_move("right_motor", 1.1, 1.0)))
-    res = invert(m, Output(m, ["left_motor", "right_motor"]), task, "classical", dt=1e-2,
-                 ik_guess=[2.0, -1.2, 1.1, 1.2], t_end=0.35)
+    moves = (linear_move("left_motor", 2.0, 2.1), linear_move("right_motor", 1.1, 1.0))
+    opts = ForwardOptions(dt=1e-2, ik_guess=[2.0, -1.2, 1.1, 1.2], t_end=0.35)
+    res = invert(m, Output(m, [n for mv in moves for n in mv.names]), Task(TimeLaw(0.1, 0.3), moves),
+                 "classical", options=opts)
     assert res.success, res.message
     check_agreed(res, (res.y, res.y_desired))
     assert res.nfev == res.t.size  # one projected inverse dynamics per sample
