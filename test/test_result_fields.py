@@ -98,13 +98,27 @@ def test_closed_loop_route(models):
     assert res.nfev == res.t.size  # one projected inverse dynamics per sample
 
 
-@pytest.mark.parametrize("method", ["rigid", "classical"])
-def test_open_flexible_route(method):
+@pytest.fixture(scope="module")
+def flexible_runs():
     chain = load_flexible_model("flexible_manipulator")
     task = Task(TimeLaw(0.2, 1.2, 5), (straight_line("arm2", (0.45, -0.10), (0.45, 0.10)),))
-    res = invert_flexible(chain, task, method, dt=1e-2)
+    return chain, {method: invert_flexible(chain, task, method, dt=1e-2)
+                   for method in ("rigid", "quasi_static", "classical")}
+
+
+@pytest.mark.parametrize("method", ["rigid", "quasi_static", "classical"])
+def test_open_flexible_route(flexible_runs, method):
+    res = flexible_runs[1][method]
     check_agreed(res, (res.y, res.y_desired) if res.t.size else None)
-    assert res.nfev > 0
+    assert res.method == method and res.nfev > 0
+
+
+def test_open_flexible_quasi_static_counts_its_stiffness_evaluations(flexible_runs):
+    """Quasi-static compensation adds, per sample, one model evaluation and two per coordinate
+    for the central-difference stiffness (once uncounted: the rigid design's nfev)."""
+    chain, runs = flexible_runs
+    rigid, qs = runs["rigid"], runs["quasi_static"]
+    assert qs.nfev - rigid.nfev == qs.t.size * (1 + 2 * chain.nv)
 
 
 @pytest.fixture(scope="module")
