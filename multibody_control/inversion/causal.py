@@ -238,7 +238,8 @@ def invert_causal(model, output, task, servo, desired, *, dt: float = 1e-3,
 
     def failed(msg, lam=None):
         return CausalInversionResult.failure(model, output, "causal", msg, start=start, t0=t0,
-                                             tf=tf, eigenvalues=lam)
+                                             tf=tf, eigenvalues=lam,
+                                             nfev=servo.counters["dynamics"])
 
     try:
         y0, yf = desired(t0)[0], desired(tf)[0]

@@ -27,6 +27,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.interpolate import CubicSpline
 
+from multibody_dynamics.deprecation import deprecated_alias
 from multibody_dynamics.errors import DimensionError, InputError, SolverError
 from multibody_dynamics.flexible.closed import ClosedFlexibleChain, ClosedSimulation
 from multibody_dynamics.flexible.servo import ElasticServo
@@ -170,7 +171,8 @@ class ClosedInversion:
     ----------
     t : (N,) [s]; q, v, a : (N, nv) reference of every coordinate; u : (N, nu) inputs [N | N m]
     eta : (N, 2 nq_e) internal states; method : str; success : bool; message : str
-    iterations : int (dichotomy sweeps; 0 for classical); nfev : int (model solves)
+    iterations : int (dichotomy sweeps; 0 for classical); nfev : int (model solves;
+        ``evaluations`` is its deprecated read-only alias)
     wall_time : float [s]
     output_error : float, max |H q - y_d| over the samples (the servo-constraint residual,
         as :attr:`InversionResult.output_error`; inf without samples)
@@ -189,6 +191,8 @@ class ClosedInversion:
     nfev: int
     wall_time: float
     output_error: float = np.inf
+
+    evaluations = deprecated_alias("nfev", "evaluations")
 
 
 def _phi(x):

@@ -322,7 +322,7 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
             u = np.array([servo.inputs(*x) for x in zip(q, v, a)])
             status, msg = True, "rigid-body inverse kinematics and dynamics"
             if method == "quasi_static":
-                q, u = _quasi_static(chain, ik.body, q, v, a, u)
+                q, u = _quasi_static(chain, ik.body, q, v, a, u, servo.counters)
                 v, a = _derivatives(t_out, q)
                 msg = "quasi-static deformation compensation (6.6)-(6.11)"
             eta = np.hstack([q[:, nr:], v[:, nr:]])
@@ -357,8 +357,9 @@ def _sample(servo, t, eta, ytraj):
     return [np.array([r[k] for r in rows]) for k in range(4)]
 
 
-def _quasi_static(chain, body, q0, v0, a0, u0, step=1e-6):
-    """Corrected references ``q_d = [q_r,d0 + q~_r; q_e,d]`` and ``u_d + Δu_d`` (6.5)-(6.11)."""
+def _quasi_static(chain, body, q0, v0, a0, u0, counters, step=1e-6):
+    """Corrected references ``q_d = [q_r,d0 + q~_r; q_e,d]`` and ``u_d + Δu_d`` (6.5)-(6.11);
+    ``counters["dynamics"]`` counts the model evaluations (1 + 2 nv a sample)."""
     nr, nv = chain.nq_r, chain.nv
     q_out, u_out = q0.copy(), u0.copy()
     eye = np.eye(nv)
@@ -372,6 +373,7 @@ def _quasi_static(chain, body, q0, v0, a0, u0, step=1e-6):
         h = residual(q)  # h_r = 0 up to rounding: u_d is the rigid inverse dynamics of q_d0
         G = np.column_stack([(residual(q + step * e) - residual(q - step * e)) / (2 * step)
                              for e in eye])
+        counters["dynamics"] += 1 + 2 * nv
         qe = -np.linalg.solve(G[nr:, nr:], h[nr:])  # (6.6)
         _, J, _ = chain.point_kinematics(q, np.zeros(nv), body)
         dqr = -np.linalg.solve(J[:, :nr], J[:, nr:] @ qe)  # (6.9)
@@ -388,7 +390,7 @@ def _quasi_static_guess(chain, body, servo, ytraj, t, t0, tf):
     zeros = np.zeros((len(t), chain.nq_e))
     q0, v0, a0 = (np.hstack([x, zeros]) for x in (y, yd, ydd))
     u0 = np.array([servo.inputs(*x) for x in zip(q0, v0, a0)])
-    q, _ = _quasi_static(chain, body, q0, v0, a0, u0)
+    q, _ = _quasi_static(chain, body, q0, v0, a0, u0, servo.counters)
     qe = q[:, nr:]
     return np.hstack([qe, np.gradient(qe, t, axis=0, edge_order=2)])
 

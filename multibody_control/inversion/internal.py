@@ -59,7 +59,10 @@ class Problem:
     desired: object | None = None
 
     def failure(self, message: str, **kwargs) -> InversionResult:
-        """:meth:`InversionResult.failure` for this problem (keywords as there)."""
+        """:meth:`InversionResult.failure` for this problem (keywords as there; ``nfev``
+        defaults to the servo-constraints' dynamics evaluations so far)."""
+        if self.servo is not None:
+            kwargs.setdefault("nfev", self.servo.counters["dynamics"])
         t0, tf = self.task.law.t0, self.task.law.tf
         return InversionResult.failure(self.model, self.output, self.method, message,
                                        start=self.start, t0=t0, tf=tf, **kwargs)

@@ -91,7 +91,7 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
     message = ("quasi-static deformation compensation (6.6)-(6.11)" if compensate
                else "rigid design: passive joints at rest and locked")
     success = True
-    k = 0
+    k = nfev = 0  # nfev: inverse-dynamics evaluations
     try:
         for k, tk in enumerate(t):
             qa, va, aa = rigid(tk)
@@ -100,6 +100,7 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
             v0, a0 = np.zeros(model.nv), np.zeros(model.nv)
             v0[ia], a0[ia] = va, aa
             ud = np.linalg.solve(Ba, dyn.inverse_dynamics(q0, v0, a0)[ia])  # passive locked
+            nfev += 1
 
             def residual(x, v0=v0, a0=a0, ud=ud):
                 return dyn.inverse_dynamics(x, v0, a0) - model.B @ ud
@@ -110,6 +111,7 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
             h = residual(q0)
             G = np.column_stack([(residual(q0 + step * e) - residual(q0 - step * e)) / (2 * step)
                                  for e in eye])
+            nfev += 1 + 2 * len(eye)
             qu = -np.linalg.solve(G[np.ix_(iu, iu)], h[iu])  # (6.6)
             J = task_map.jacobian(q0)
             dqa = -np.linalg.solve(J[:, ia], J[:, iu] @ qu)  # (6.9)
@@ -138,7 +140,7 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
     eta = np.hstack([q[:, iu], v[:, iu]])
     err = float(np.max(np.abs(y - y_des))) if len(t) else np.inf
     return InversionResult(t, q, v, a, u, y_des, y, eta, err, t0, tf, 0.0, 0.0, np.zeros(0),
-                           success, message, "quasi_static" if compensate else "rigid", 0, time.perf_counter() - start,
+                           success, message, "quasi_static" if compensate else "rigid", nfev, time.perf_counter() - start,
                            model.input_names, tuple(task.names))
 
 

@@ -97,6 +97,7 @@ import numpy as np
 import scipy.linalg
 from scipy.integrate import solve_ivp
 
+from ..deprecation import deprecated_alias
 from ..errors import DimensionError, InputError, ModelError, SolverError
 from .beam import (
     _GAUSS_W,
@@ -182,18 +183,21 @@ class ClosedSimulation:
     Attributes
     ----------
     t : (N,) [s]; q, v : (N, nv) coordinates and velocities
-    constraint_error : (N,) max |c(q)| [m | rad] before the projection at each sample
+    residual : (N,) max |c(q)| [m | rad] before the projection at each sample (the name of
+        every simulation result; ``constraint_error`` is its deprecated read-only alias)
     success : bool; message : str; nfev : int (right-hand side evaluations); wall_time : float [s]
     """
 
     t: np.ndarray
     q: np.ndarray
     v: np.ndarray
-    constraint_error: np.ndarray
+    residual: np.ndarray
     success: bool
     message: str
     nfev: int
     wall_time: float
+
+    constraint_error = deprecated_alias("residual", "constraint_error")
 
 
 class ClosedFlexibleChain:

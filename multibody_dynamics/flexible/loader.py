@@ -533,21 +533,10 @@ def _closure_far_end(w: YamlChecker, chain: FlexibleChain, rc: dict, key: str):
     return None, None, w.vector(rc["point_b"], f"{key}.point_b", 2)
 
 
-def _closure(w: YamlChecker, chain: FlexibleChain, rc, i: int, seen: set) -> PlanarClosure:
-    """The checked closure ``closures[i]`` (its name is added to ``seen``, the names so far)."""
-    key = f"closures[{i}]"
-    rc = w.mapping(rc, key, _CLOSURE)
-    for req in ("type", "body_a"):
-        if req not in rc:
-            raise w.error(f"{key}.{req}", "missing")
-    ctype = w.string(rc["type"], f"{key}.type")
-    if ctype not in CLOSURE_TYPES:
-        raise w.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one of "
-                                     f"{', '.join(CLOSURE_TYPES)} (planar cut joints)")
-    cname = w.string(rc.get("name", f"closure{i}"), f"{key}.name")
-    if cname in seen:
-        raise w.error(f"{key}.name", f"duplicate closure name {cname!r}")
-    seen.add(cname)
+def _closure(w: YamlChecker, chain: FlexibleChain, key: str, rc: dict, ctype: str,
+             cname: str) -> PlanarClosure:
+    """The closure ``rc`` at ``key`` whose common part (keys, type, unique name) is checked
+    (:meth:`YamlChecker.closures`): its bodies, nodes and offset."""
     body_a, node_a = _closure_end(w, chain, rc, "a", key)
     body_b, node_b, point_b = _closure_far_end(w, chain, rc, key)
     if "angle_offset" in rc and ctype != "planar_weld":
@@ -559,10 +548,9 @@ def _closure(w: YamlChecker, chain: FlexibleChain, rc, i: int, seen: set) -> Pla
 
 def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleChain:
     """The :class:`ClosedFlexibleChain` of a file with ``closures:`` on the tree ``chain``."""
-    if not isinstance(raw["closures"], list) or not raw["closures"]:
-        raise w.error("closures", "expected a non-empty list of cut joints")
-    seen = set()
-    closures = [_closure(w, chain, rc, i, seen) for i, rc in enumerate(raw["closures"])]
+    heads = w.closures(raw["closures"], _CLOSURE, ("type", "body_a"), CLOSURE_TYPES,
+                       nonempty=True)
+    closures = [_closure(w, chain, *head) for head in heads]
     joints = chain.joint_names
     actuated = _joint_list(w, raw, "actuated", joints) if "actuated" in raw else None
     independent = None

@@ -145,5 +145,5 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
                                   int(sol.nfev), time.perf_counter() - start)
     sim = model.simulate(q0, v0, t, u=lambda _t: u, rtol=rtol, atol=atol)
     energy = np.array([model.energy(qk, vk) for qk, vk in zip(sim.q, sim.v)])
-    return FlexibleSimulation(name, names, sim.t, sim.q, sim.v, energy, sim.constraint_error,
+    return FlexibleSimulation(name, names, sim.t, sim.q, sim.v, energy, sim.residual,
                               sim.success, sim.message, sim.nfev, time.perf_counter() - start)

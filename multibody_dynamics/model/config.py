@@ -174,6 +174,55 @@ class YamlChecker:
             raise self.error(key, f"expected a non-empty string, got {value!r}")
         return value
 
+    def closures(self, value, allowed, required, types, *, nonempty=False):
+        """The checked common part of a ``closures:`` list, shared by every schema with one.
+
+        Parameters
+        ----------
+        value : object
+            The value of the key ``closures`` as read from YAML.
+        allowed : set of str
+            The keys an entry may have (the schema's own: frames, bodies, axes ...).
+        required : sequence of str
+            The keys every entry must have, ``"type"`` among them.
+        types : Mapping or sequence of str
+            The closure types the schema knows (e.g. :data:`CLOSURE_ROWS`).
+        nonempty : bool
+            Whether an empty list is refused (a file whose ``closures`` make it a closed loop).
+
+        Returns
+        -------
+        list of tuple
+            ``(key, entry, type, name)`` per closure: ``key`` as ``"closures[i]"`` for the
+            messages of the schema's own checks, ``entry`` the mapping, ``name`` unique
+            (default ``closure<i>``).
+
+        Raises
+        ------
+        ModelError
+            Naming the file and the key, e.g. ``closures[1].type``, and what was expected.
+        """
+        if not isinstance(value, list) or (nonempty and not value):
+            raise self.error("closures", f"expected a {'non-empty ' if nonempty else ''}list of "
+                                         f"closures (cut joints), got {value!r}")
+        heads, seen = [], set()
+        for i, entry in enumerate(value):
+            key = f"closures[{i}]"
+            entry = self.mapping(entry, key, allowed)
+            for req in required:
+                if req not in entry:
+                    raise self.error(f"{key}.{req}", "missing")
+            ctype = self.string(entry["type"], f"{key}.type")
+            if ctype not in types:
+                raise self.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one "
+                                                f"of {', '.join(types)}")
+            cname = self.string(entry.get("name", f"closure{i}"), f"{key}.name")
+            if cname in seen:
+                raise self.error(f"{key}.name", f"duplicate closure name {cname!r}")
+            seen.add(cname)
+            heads.append((key, entry, ctype, cname))
+        return heads
+
     def mapping(self, value, key, allowed):
         if not isinstance(value, dict):
             raise self.error(key, f"expected a mapping, got {type(value).__name__}")
@@ -246,24 +295,9 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C90
             initial[str(jname)] = w.number(value, f"initial_positions.{jname}")
 
     closures = []
-    raw_closures = raw.get("closures") or []
-    if not isinstance(raw_closures, list):
-        raise w.error("closures", "expected a list of closures")
-    seen = set()
-    for i, c in enumerate(raw_closures):
-        key = f"closures[{i}]"
-        c = w.mapping(c, key, _CLOSURE_KEYS)
-        for req in ("type", "frame_a", "frame_b"):
-            if req not in c:
-                raise w.error(f"{key}.{req}", "missing")
-        ctype = w.string(c["type"], f"{key}.type")
-        if ctype not in CLOSURE_ROWS:
-            raise w.error(f"{key}.type", f"unknown closure type {ctype!r}; expected one of "
-                                         f"{', '.join(CLOSURE_ROWS)}")
-        cname = w.string(c.get("name", f"closure{i}"), f"{key}.name")
-        if cname in seen:
-            raise w.error(f"{key}.name", f"duplicate closure name {cname!r}")
-        seen.add(cname)
+    heads = w.closures(raw.get("closures") or [], _CLOSURE_KEYS, ("type", "frame_a", "frame_b"),
+                       CLOSURE_ROWS)
+    for key, c, ctype, cname in heads:
         if ctype in _NEEDS_AXIS and "axis" not in c:
             raise w.error(f"{key}.axis", f"missing; closure type {ctype!r} needs an axis (3 numbers)")
         axis = w.unit3(c["axis"], f"{key}.axis") if "axis" in c else None
