@@ -130,6 +130,12 @@ def cmd_requirements(args) -> int:
         traj = demo_motion(model)
     else:
         traj = read_trajectory_csv(args.trajectory, model.coordinate_names)
+        if model.nq != model.nv:  # the CSV gives continuous joints by angle
+            from dataclasses import replace
+
+            from multibody_dynamics.model.joint_angles import JointAngles
+
+            traj = replace(traj, q=JointAngles(model).configuration(traj.q))
     payload = _payload(args, model)
     result = requirements_analysis(model, traj.t, traj.q, traj.v, traj.a, payload,
                                    progress=not args.quiet)
@@ -264,10 +270,9 @@ def _simulation_start(model, args):
     a closed loop without --q0 starts assembled."""
     q0 = v0 = None
     if args.q0 is not None:
-        if len(args.q0) != model.nq:
-            raise MultibodyError(f"--q0: expected {model.nq} values (one per configuration "
-                                 f"coordinate), got {len(args.q0)}")
-        q0 = np.array(args.q0, float)
+        from multibody_dynamics.model.joint_angles import configuration_from_values
+
+        q0 = configuration_from_values(model, args.q0, "--q0")
         if args.given or args.branch:
             raise MultibodyError("--q0 and --given/--branch: give the full start or the known "
                                  "coordinates, not both")
@@ -380,14 +385,19 @@ def cmd_analyze(args) -> int:
     from .analysis import analyze_output
 
     model = load_model(args.robot)
+    if model.nq != model.nv:  # outputs and servo-constraints work on q as coordinates
+        raise MultibodyError(f"{model.name} has continuous or multi-DoF joints (nq={model.nq}, "
+                             f"nv={model.nv}); analyze supports models with nq == nv")
     gamma = None
     if args.gamma is not None:
         gamma = np.array(args.gamma, float)
     output = _output_from_spec(model, args.output, gamma)
-    if args.q is not None and len(args.q) != model.nq:
-        raise MultibodyError(f"--q: expected {model.nq} values ({', '.join(model.coordinate_names)}), "
-                             f"got {len(args.q)}")
-    res = analyze_output(model, output, q_guess=None if args.q is None else np.array(args.q, float))
+    q_guess = None
+    if args.q is not None:
+        from multibody_dynamics.model.joint_angles import configuration_from_values
+
+        q_guess = configuration_from_values(model, args.q, "--q")
+    res = analyze_output(model, output, q_guess=q_guess)
     print(f"{model.name}")
     print(res.format())
     return 0
@@ -640,8 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "configuration (bridged by one RK4 step), 'free' leaves the branch to the "
                    "integrator (default: %(default)s; fixed steps continue either way)")
     p.add_argument("--q0", type=float, nargs="+", metavar="Q",
-                   help="initial configuration (nq values; default: rest); projected onto the "
-                   "constraint manifold first")
+                   help="initial configuration: one value per joint [rad | m] (continuous "
+                   "joints as angles; their nq cos/sin entries are accepted too; default: rest); "
+                   "projected onto the constraint manifold first")
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
                    help="closed loops: start from these joint values [rad | m], the others "
                         "assembled (default without --q0: the assembly closest to the rest "
@@ -681,8 +692,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="linearly combined output y = q_a + Gamma q_u: Gamma row by row "
                    "(n_actuated x n_passive values); overrides --output")
     p.add_argument("--q", type=float, nargs="+", metavar="Q",
-                   help="start configuration that fixes the analysed output value and branch "
-                   "(default: rest with actuated revolute joints at +0.5 rad)")
+                   help="start configuration that fixes the analysed output value and branch: "
+                   "one value per joint, continuous joints as angles (default: rest with "
+                   "actuated revolute joints at +0.5 rad)")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser(
