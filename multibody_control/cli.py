@@ -682,7 +682,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="relative degree, decoupling matrix and zero dynamics of an output",
         description="Output analysis (Seifried 2014 Ch. 3-4): decoupling matrix alpha = H M^-1 B "
         "and its condition, vector relative degree, eigenvalues of the linearized zero dynamics "
-        "at the equilibrium for the output of the start configuration, minimum phase yes/no.",
+        "at the equilibrium for the output of the start configuration, minimum phase yes/no.  "
+        "Closed loops: assembled near the start (--q), alpha = H N (N^T M N)^-1 N^T B with N "
+        "a basis of the admissible velocities; loops with as many inputs as degrees of freedom "
+        "only (no internal dynamics).",
     )
     _robot_arg(p)
     p.add_argument("--output", default="collocated", metavar="SPEC",
