@@ -352,7 +352,8 @@ def _simulate_flexible(args) -> int:
           "and --singular-branch apply to rigid models")
     result = simulate_flexible(model, args.duration, args.q0, args.v0, args.tau,
                                rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
-                               output_dt=1e-2 if args.output_dt is None else args.output_dt)
+                               output_dt=1e-2 if args.output_dt is None else args.output_dt,
+                               progress=not args.quiet)
     print(f"{result.name}: {result.summary()}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
