@@ -96,17 +96,27 @@ class FlexibleSimulation:
         return save_figure(fig, path)
 
 
-class _Progress:
-    """tqdm bar over simulated time [s] on stderr, advanced by the times at which the
-    integrator evaluates the dynamics (at most every 0.5 % of ``duration``)."""
+class TimeProgress:
+    """tqdm bar over simulated time [s] on stderr, advanced by :meth:`tick` with the times at
+    which an integrator evaluates the dynamics (redrawn at most every 0.5 % of ``duration``).
 
-    def __init__(self, duration: float, enabled: bool):
+    Parameters
+    ----------
+    duration : float
+        Simulated time the bar spans [s].
+    enabled : bool
+        False: every method does nothing.
+    desc : str
+        Label of the bar.
+    """
+
+    def __init__(self, duration: float, enabled: bool, desc: str = "simulate"):
         self.bar = None
         self.step = 0.005 * duration
         if enabled:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=round(duration, 9), desc="simulate", unit="s", leave=False,
+            self.bar = tqdm(total=round(duration, 9), desc=desc, unit="s", leave=False,
                             bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s "
                                        "[{elapsed}<{remaining}]")
 
@@ -157,7 +167,7 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     u = vec(u, nu, "u", np.zeros(nu))
     t = np.unique(np.r_[np.arange(0.0, duration, output_dt), duration])  # always ends at duration
     start = time.perf_counter()
-    bar = _Progress(t[-1], progress)
+    bar = TimeProgress(t[-1], progress)
     try:
         return _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start)
     finally:
