@@ -213,9 +213,19 @@ def _assemble(model, args, quiet: bool = False):
     if not result.success:
         raise MultibodyError(f"{model.name}: cannot assemble a start: {result.message}")
     if not quiet:
-        q = ", ".join(f"{n}={x:.6g}" for n, x in zip(model.coordinate_names, result.q))
+        q = ", ".join(f"{n}={x:.6g}" for n, x in zip(model.coordinate_names,
+                                                      _joint_values(model, result.q)))
         print(f"start: assembled ({result.mode}; max |phi| {result.residual:.1e}): {q}")
     return result
+
+
+def _joint_values(model, q) -> np.ndarray:
+    """One value per coordinate name (nv,) of ``q`` (nq,): continuous joints as angles [rad]
+    in (-pi, pi] (pinocchio's difference from the neutral configuration)."""
+    import pinocchio as pin
+
+    pm = model.pin_model
+    return pin.difference(pm, pin.neutral(pm), np.asarray(q, float))
 
 
 def cmd_assemble(args) -> int:
@@ -240,12 +250,13 @@ def cmd_assemble(args) -> int:
         head = "chosen" if k == 0 and result.success else "other"
         print(f"{head:6s} mode {mode.label}  (distance from the guess {mode.distance:.3g})")
         if k == 0 or args.all:
-            for n, x in zip(model.coordinate_names, mode.q):
+            for n, x in zip(model.coordinate_names, _joint_values(model, mode.q)):
                 print(f"    {n.ljust(width)}  {x: .9f}")
     if args.out and result.success:
         path = Path(args.out)
         path.write_text(",".join(model.coordinate_names) + "\n"
-                        + ",".join(repr(float(x)) for x in result.q) + "\n")
+                        + ",".join(repr(float(x)) for x in _joint_values(model, result.q))
+                        + "\n")
         print(f"wrote {path}")
     return 0 if result.success else 1
 

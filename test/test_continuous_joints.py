@@ -2,6 +2,7 @@
 the command line (--q0, --q) and in trajectory CSVs, checked against pinocchio directly."""
 
 import csv
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -115,3 +116,35 @@ def test_analyze_refuses_continuous_joints(urdf, capsys):
     assert main(["analyze", urdf, "--output", "link2.x,link2.z"]) == 2
     err = capsys.readouterr().err
     assert "nq=3, nv=2" in err and "nq == nv" in err and err.count("\n") == 1
+
+
+@pytest.fixture
+def four_bar_continuous(tmp_path):
+    """The shipped four-bar with its crank a continuous joint (same mechanism)."""
+    root = Path(__file__).resolve().parents[1]
+    urdf = (root / "urdf" / "four_bar.urdf").read_text()
+    old = '<joint name="crank" type="revolute">'
+    assert urdf.count(old) == 1
+    (tmp_path / "four_bar_c.urdf").write_text(urdf.replace(
+        old, '<joint name="crank" type="continuous">'))
+    yaml = (root / "config" / "robots" / "four_bar.yaml").read_text()
+    assert "urdf: ../../urdf/four_bar.urdf" in yaml
+    path = tmp_path / "four_bar_c.yaml"
+    path.write_text(yaml.replace("urdf: ../../urdf/four_bar.urdf", "urdf: four_bar_c.urdf")
+                    .replace("name: four_bar", "name: four_bar_c"))
+    return str(path)
+
+
+def test_assemble_given_continuous_crank_matches_revolute(four_bar_continuous, tmp_path):
+    assert load_model(four_bar_continuous).nq == 4
+    rows = {}
+    for name, robot in (("c", four_bar_continuous), ("r", "four_bar")):
+        out = tmp_path / f"{name}.csv"
+        assert main(["assemble", robot, "--given", "crank=2.5", "--branch", "J=-",
+                     "--out", str(out)]) == 0
+        rows[name] = _rows(out)[0]
+    # one value per joint, the crank held at its angle; the same mechanism as with a
+    # revolute crank (the printed CSV used to hold cos/sin under the joint names)
+    assert float(rows["c"]["crank"]) == pytest.approx(2.5, abs=1e-12)
+    for joint in ("coupler", "rocker"):
+        assert float(rows["c"][joint]) == pytest.approx(float(rows["r"][joint]), abs=1e-8)
