@@ -130,6 +130,12 @@ def cmd_requirements(args) -> int:
         traj = demo_motion(model)
     else:
         traj = read_trajectory_csv(args.trajectory, model.coordinate_names)
+        if model.nq != model.nv:  # the CSV gives continuous joints by angle
+            from dataclasses import replace
+
+            from multibody_dynamics.model.joint_angles import JointAngles
+
+            traj = replace(traj, q=JointAngles(model).configuration(traj.q))
     payload = _payload(args, model)
     result = requirements_analysis(model, traj.t, traj.q, traj.v, traj.a, payload,
                                    progress=not args.quiet)
@@ -207,9 +213,19 @@ def _assemble(model, args, quiet: bool = False):
     if not result.success:
         raise MultibodyError(f"{model.name}: cannot assemble a start: {result.message}")
     if not quiet:
-        q = ", ".join(f"{n}={x:.6g}" for n, x in zip(model.coordinate_names, result.q))
+        q = ", ".join(f"{n}={x:.6g}" for n, x in zip(model.coordinate_names,
+                                                      _joint_values(model, result.q)))
         print(f"start: assembled ({result.mode}; max |phi| {result.residual:.1e}): {q}")
     return result
+
+
+def _joint_values(model, q) -> np.ndarray:
+    """One value per coordinate name (nv,) of ``q`` (nq,): continuous joints as angles [rad]
+    in (-pi, pi] (pinocchio's difference from the neutral configuration)."""
+    import pinocchio as pin
+
+    pm = model.pin_model
+    return pin.difference(pm, pin.neutral(pm), np.asarray(q, float))
 
 
 def cmd_assemble(args) -> int:
@@ -234,12 +250,13 @@ def cmd_assemble(args) -> int:
         head = "chosen" if k == 0 and result.success else "other"
         print(f"{head:6s} mode {mode.label}  (distance from the guess {mode.distance:.3g})")
         if k == 0 or args.all:
-            for n, x in zip(model.coordinate_names, mode.q):
+            for n, x in zip(model.coordinate_names, _joint_values(model, mode.q)):
                 print(f"    {n.ljust(width)}  {x: .9f}")
     if args.out and result.success:
         path = Path(args.out)
         path.write_text(",".join(model.coordinate_names) + "\n"
-                        + ",".join(repr(float(x)) for x in result.q) + "\n")
+                        + ",".join(repr(float(x)) for x in _joint_values(model, result.q))
+                        + "\n")
         print(f"wrote {path}")
     return 0 if result.success else 1
 
@@ -264,10 +281,9 @@ def _simulation_start(model, args):
     a closed loop without --q0 starts assembled."""
     q0 = v0 = None
     if args.q0 is not None:
-        if len(args.q0) != model.nq:
-            raise MultibodyError(f"--q0: expected {model.nq} values (one per configuration "
-                                 f"coordinate), got {len(args.q0)}")
-        q0 = np.array(args.q0, float)
+        from multibody_dynamics.model.joint_angles import configuration_from_values
+
+        q0 = configuration_from_values(model, args.q0, "--q0")
         if args.given or args.branch:
             raise MultibodyError("--q0 and --given/--branch: give the full start or the known "
                                  "coordinates, not both")
@@ -347,7 +363,8 @@ def _simulate_flexible(args) -> int:
           "and --singular-branch apply to rigid models")
     result = simulate_flexible(model, args.duration, args.q0, args.v0, args.tau,
                                rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
-                               output_dt=1e-2 if args.output_dt is None else args.output_dt)
+                               output_dt=1e-2 if args.output_dt is None else args.output_dt,
+                               progress=not args.quiet)
     print(f"{result.name}: {result.summary()}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
@@ -380,14 +397,19 @@ def cmd_analyze(args) -> int:
     from .analysis import analyze_output
 
     model = load_model(args.robot)
+    if model.nq != model.nv:  # outputs and servo-constraints work on q as coordinates
+        raise MultibodyError(f"{model.name} has continuous or multi-DoF joints (nq={model.nq}, "
+                             f"nv={model.nv}); analyze supports models with nq == nv")
     gamma = None
     if args.gamma is not None:
         gamma = np.array(args.gamma, float)
     output = _output_from_spec(model, args.output, gamma)
-    if args.q is not None and len(args.q) != model.nq:
-        raise MultibodyError(f"--q: expected {model.nq} values ({', '.join(model.coordinate_names)}), "
-                             f"got {len(args.q)}")
-    res = analyze_output(model, output, q_guess=None if args.q is None else np.array(args.q, float))
+    q_guess = None
+    if args.q is not None:
+        from multibody_dynamics.model.joint_angles import configuration_from_values
+
+        q_guess = configuration_from_values(model, args.q, "--q")
+    res = analyze_output(model, output, q_guess=q_guess)
     print(f"{model.name}")
     print(res.format())
     return 0
@@ -640,8 +662,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "configuration (bridged by one RK4 step), 'free' leaves the branch to the "
                    "integrator (default: %(default)s; fixed steps continue either way)")
     p.add_argument("--q0", type=float, nargs="+", metavar="Q",
-                   help="initial configuration (nq values; default: rest); projected onto the "
-                   "constraint manifold first")
+                   help="initial configuration: one value per joint [rad | m] (continuous "
+                   "joints as angles; their nq cos/sin entries are accepted too; default: rest); "
+                   "projected onto the constraint manifold first")
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
                    help="closed loops: start from these joint values [rad | m], the others "
                         "assembled (default without --q0: the assembly closest to the rest "
@@ -671,7 +694,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="relative degree, decoupling matrix and zero dynamics of an output",
         description="Output analysis (Seifried 2014 Ch. 3-4): decoupling matrix alpha = H M^-1 B "
         "and its condition, vector relative degree, eigenvalues of the linearized zero dynamics "
-        "at the equilibrium for the output of the start configuration, minimum phase yes/no.",
+        "at the equilibrium for the output of the start configuration, minimum phase yes/no.  "
+        "Closed loops: assembled near the start (--q), alpha = H N (N^T M N)^-1 N^T B with N "
+        "a basis of the admissible velocities; loops with as many inputs as degrees of freedom "
+        "only (no internal dynamics).",
     )
     _robot_arg(p)
     p.add_argument("--output", default="collocated", metavar="SPEC",
@@ -681,8 +707,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="linearly combined output y = q_a + Gamma q_u: Gamma row by row "
                    "(n_actuated x n_passive values); overrides --output")
     p.add_argument("--q", type=float, nargs="+", metavar="Q",
-                   help="start configuration that fixes the analysed output value and branch "
-                   "(default: rest with actuated revolute joints at +0.5 rad)")
+                   help="start configuration that fixes the analysed output value and branch: "
+                   "one value per joint, continuous joints as angles (default: rest with "
+                   "actuated revolute joints at +0.5 rad)")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser(

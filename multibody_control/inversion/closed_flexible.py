@@ -31,6 +31,7 @@ from multibody_dynamics.deprecation import deprecated_alias
 from multibody_dynamics.errors import DimensionError, InputError, SolverError
 from multibody_dynamics.flexible.closed import ClosedFlexibleChain, ClosedSimulation
 from multibody_dynamics.flexible.servo import ElasticServo
+from multibody_dynamics.flexible.simulation import TimeProgress
 
 
 class ClosedOutputServo(ElasticServo):
@@ -209,7 +210,7 @@ def _phi(x):
 
 def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
                   tol: float = 1e-10, max_iter: int = 60, rtol: float = 1e-8,
-                  atol: float = 1e-10) -> ClosedInversion:
+                  atol: float = 1e-10, progress: bool = False) -> ClosedInversion:
     """Feedforward for a prescribed output of a closed flexible system.
 
     ``"classical"`` (Seifried Def. 3.6): the internal dynamics ``η' = f(t, η)`` are integrated
@@ -239,6 +240,9 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
         Convergence of the dichotomy sweeps on max |Δη| [unit of q_e, q_e'].
     max_iter : int
         Maximum sweeps.
+    progress : bool
+        tqdm bars on stderr: the classical integration (simulated time) and the
+        reconstruction of the states and inputs (samples).
 
     Returns
     -------
@@ -271,7 +275,10 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
         return failed(str(exc))
     iterations, ok, msg = 0, True, ""
     if method == "classical":
+        bar = TimeProgress(t[-1] - t[0], progress, "internal dynamics")
+
         def rhs(tk, x):
+            bar.tick(tk - t[0])
             yk, ydk, yddk = (np.asarray(z, float).reshape(-1) for z in ytraj(np.array([tk])))
             return servo.internal_rhs_at(yk, ydk, yddk, x)
 
@@ -284,6 +291,8 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
             ok, msg = sol.status == 0, f"forward integration: {sol.message}"
         except SolverError as exc:
             eta, ok, msg = np.tile(eta0, (1, 1)), False, f"forward integration failed: {exc}"
+        finally:
+            bar.close()
     else:
         try:
             Q, _ = servo.zero_dynamics_jacobian(y[0], eta0)
@@ -292,13 +301,22 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
         if np.min(np.abs(np.linalg.eigvals(Q).real)) < 1e-9:
             return failed("zero dynamics not hyperbolic (eigenvalue on the imaginary axis): "
                           "stable inversion is not defined; use method='classical'")
-        eta, ok, msg, iterations = dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol, max_iter)
+        eta, ok, msg, iterations = dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol, max_iter,
+                                                    progress=progress)
     rows = []
+    samples = range(len(eta))
+    if progress:
+        from tqdm import tqdm
+
+        samples = tqdm(samples, desc="reconstruct", unit="sample", leave=False)
     try:
-        for k in range(len(eta)):
+        for k in samples:
             rows.append(servo.reconstruct(t[k], eta[k], ytraj))
     except SolverError as exc:
         ok, msg = False, f"{msg}; reconstruction failed: {exc}"
+    finally:
+        if progress:
+            samples.close()
     m = len(rows)
     q, v, a, u = ([r[j] for r in rows] for j in range(4))
     q = np.array(q).reshape(m, nv)
@@ -310,12 +328,14 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
                            out_err)
 
 
-def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter: int = 60):
+def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter: int = 60,
+                     progress: bool = False):
     """Stable inversion by dichotomy sweeps (Devasia, Chen and Paden 1996); see :func:`invert_closed`.
 
     ``servo`` needs ``internal_rhs_batch(y, yd, ydd, eta)`` (any inverse model with internal
     states ``η``); ``Q`` is the zero-dynamics Jacobian at ``eta0`` and must be hyperbolic.
     Returns ``(eta (N, 2n), success, message, sweeps)``; never raises for a numerical failure.
+    ``progress``: a tqdm bar of the sweeps on stderr.
     The sweeps contract only while ``f(t, η) - Q (η - η0)`` stays small against the spectral
     gap: small motions such as the machine tool's. On the serial flexible manipulator's 0.2 m
     line (the arm turns, so the zero dynamics vary along the path) they do not converge in 60
@@ -331,7 +351,15 @@ def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter
     msg = f"no convergence in {max_iter} sweeps"
     ok = False
     last = np.inf
+    bar = None
+    if progress:  # sweeps until convergence, at most max_iter
+        from tqdm import tqdm
+
+        bar = tqdm(total=max_iter, desc="stable inversion", unit="sweep", leave=False)
     for iterations in range(1, max_iter + 1):
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"change {last:.2g}")
         try:
             f = servo.internal_rhs_batch(y, yd, ydd, eta)
         except SolverError as exc:
@@ -362,13 +390,15 @@ def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter
         if change < tol:
             ok, msg = True, f"converged in {iterations} sweeps (last change {change:.2g})"
             break
+    if bar is not None:
+        bar.close()
     return eta, ok, msg, iterations
 
 
 
 def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency: float = 10.0,
                  damping: float = 1.0, every: int = 1, rtol: float = 1e-8,
-                 atol: float = 1e-10) -> ClosedSimulation:
+                 atol: float = 1e-10, progress: bool = False) -> ClosedSimulation:
     """Simulate the closed plant with a feedforward plus a PD law on the actuated joints.
 
     Starts at the inverse model's first state; inputs ``u_ff(t) + K_P (q_a,ref - q_a) + K_D
@@ -377,7 +407,7 @@ def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency
     ``K_D = 2 damping m w``, ``w = 2 pi frequency`` [Hz], ``m`` the mass (prismatic joint) or
     the inertia (revolute) of each actuated joint's rigid body (a flexible body: the diagonal
     of the mass matrix at the first state). Output at every ``every``-th sample of ``result.t``
-    (the bench: 1 ms).
+    (the bench: 1 ms).  ``progress``: a tqdm bar over simulated time on stderr.
     """
     if not isinstance(result, ClosedInversion):
         raise InputError(f"result must be a ClosedInversion, got {type(result).__name__}")
@@ -397,8 +427,14 @@ def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency
                   for a, j in zip(system.actuated, ia)], float)
     kp, kd = m * w * w, 2 * damping * m * w
 
+    bar = TimeProgress(t[-1] - t[0], progress, "plant simulation")
+
     def feedback(tk, q, v):
+        bar.tick(tk - t[0])
         return kp * (sref(tk) - q[ia]) + kd * (vref(tk) - v[ia])
 
-    return system.simulate(result.q[0], result.v[0], t[::int(every)], u=uff, feedback=feedback,
-                           rtol=rtol, atol=atol)
+    try:
+        return system.simulate(result.q[0], result.v[0], t[::int(every)], u=uff,
+                               feedback=feedback, rtol=rtol, atol=atol)
+    finally:
+        bar.close()

@@ -429,11 +429,13 @@ def closed_zero_dynamics(system: ClosedFlexibleChain, H_r, gamma, q_r) -> np.nda
 def run_closed_design(system: ClosedFlexibleChain, task: Task, t, spec: ClosedDesignSpec,
                       path=None, guess=None, verify: bool = True, tracking: dict | None = None,
                       zero_dynamics: bool = True, tol: float = 1e-10, max_iter: int = 60,
-                      rtol: float = 1e-8, atol: float = 1e-10) -> ClosedDesign:
+                      rtol: float = 1e-8, atol: float = 1e-10,
+                      progress: bool = False) -> ClosedDesign:
     """One design: output ``(H_r, Γ)``, ``y_d`` from the rigid task path, :func:`invert_closed`,
     the tool error of the inverse model and (``verify``) of the closed plant simulated with
     the feedforward plus the PD law of :func:`track_closed` (``tracking``: ``frequency`` [Hz],
-    ``damping``, ``every`` samples). ``path`` reuses a :func:`closed_task_path` on ``t``."""
+    ``damping``, ``every`` samples). ``path`` reuses a :func:`closed_task_path` on ``t``;
+    ``progress`` shows tqdm bars of the long stages on stderr."""
     t = np.asarray(t, float)
     path = closed_task_path(system, task, t, guess) if path is None else path
     H, gamma = closed_output(system, spec.output, spec.gamma)
@@ -442,7 +444,7 @@ def run_closed_design(system: ClosedFlexibleChain, task: Task, t, spec: ClosedDe
     servo = ClosedOutputServo(system, H, gamma, guess=q_r0)
     ytraj = closed_task_outputs(t, path, H)
     res = invert_closed(servo, ytraj, t, method=spec.method, tol=tol, max_iter=max_iter,
-                        rtol=rtol, atol=atol)
+                        rtol=rtol, atol=atol, progress=progress)
     body = task_body(task)
     n = res.t.size
     err = point_error(system, res.q, body, task(res.t)[0]) if n else np.zeros(0)
@@ -451,7 +453,8 @@ def run_closed_design(system: ClosedFlexibleChain, task: Task, t, spec: ClosedDe
     out_err = float(np.max(np.abs(y - ytraj(res.t)[0]))) if n else float("nan")
     sim = sim_err = None
     if verify and res.success:
-        sim = track_closed(system, res, rtol=rtol, atol=atol, **(tracking or {}))
+        sim = track_closed(system, res, rtol=rtol, atol=atol, progress=progress,
+                           **(tracking or {}))
         sim_err = point_error(system, sim.q, body, task(sim.t)[0])
     return ClosedDesign(spec, res, err, out_err, eig, sim, sim_err)
 
@@ -554,7 +557,7 @@ def run_closed_scenario(sc: ClosedInversionScenario, progress: bool = False):
         start = time.perf_counter()
         try:
             d = run_closed_design(sc.system, sc.task, t, spec, path=path, verify=sc.verify,
-                                  tracking=tracking, **opts)
+                                  tracking=tracking, progress=progress, **opts)
         except MultibodyError as exc:  # keep going; the summary says why
             empty = np.zeros((0, sc.system.nv))
             res = ClosedInversion(t[:0], empty, empty, empty, np.zeros((0, sc.system.nu)),

@@ -96,8 +96,42 @@ class FlexibleSimulation:
         return save_figure(fig, path)
 
 
+class TimeProgress:
+    """tqdm bar over simulated time [s] on stderr, advanced by :meth:`tick` with the times at
+    which an integrator evaluates the dynamics (redrawn at most every 0.5 % of ``duration``).
+
+    Parameters
+    ----------
+    duration : float
+        Simulated time the bar spans [s].
+    enabled : bool
+        False: every method does nothing.
+    desc : str
+        Label of the bar.
+    """
+
+    def __init__(self, duration: float, enabled: bool, desc: str = "simulate"):
+        self.bar = None
+        self.step = 0.005 * duration
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=round(duration, 9), desc=desc, unit="s", leave=False,
+                            bar_format="{l_bar}{bar}| {n:.3g}/{total:.3g} s "
+                                       "[{elapsed}<{remaining}]")
+
+    def tick(self, t: float) -> None:
+        if self.bar is not None and t - self.bar.n >= self.step:
+            self.bar.update(min(t, self.bar.total) - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol: float = 1e-8,
-                      atol: float = 1e-10, output_dt: float = 1e-2) -> FlexibleSimulation:
+                      atol: float = 1e-10, output_dt: float = 1e-2,
+                      progress: bool = False) -> FlexibleSimulation:
     """Run ``model`` (open or closed flexible model) for ``duration`` s with constant inputs ``u``.
 
     Parameters
@@ -108,6 +142,8 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     u : (nu,), optional
         Joint inputs [N | N m], held constant (default zero).
     rtol, atol : DOP853 tolerances; output_dt : sample spacing [s]
+    progress : bool
+        tqdm progress bar on stderr (simulated time).
     """
     if not (np.isfinite(duration) and duration > 0):
         raise InputError(f"duration: expected a positive time in s, got {duration}")
@@ -131,10 +167,26 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     u = vec(u, nu, "u", np.zeros(nu))
     t = np.unique(np.r_[np.arange(0.0, duration, output_dt), duration])  # always ends at duration
     start = time.perf_counter()
+    bar = TimeProgress(t[-1], progress)
+    try:
+        return _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start)
+    finally:
+        bar.close()
+
+
+def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start) -> FlexibleSimulation:
+    """The integration of :func:`simulate_flexible` (open chain or closed loop)."""
+    nv = model.nv
     name = chain.config.name
     names = chain.coordinate_names
     if isinstance(model, FlexibleChain):
-        sol = solve_ivp(model.ode(u=u), (0.0, t[-1]), np.r_[q0, v0], method="DOP853", t_eval=t,
+        f = model.ode(u=u)
+
+        def rhs(tk, x):
+            bar.tick(tk)
+            return f(tk, x)
+
+        sol = solve_ivp(rhs, (0.0, t[-1]), np.r_[q0, v0], method="DOP853", t_eval=t,
                         rtol=rtol, atol=atol)
         q, v = sol.y[:nv].T, sol.y[nv:].T
         ok = sol.status == 0 and np.all(np.isfinite(sol.y))
@@ -143,7 +195,11 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
         energy = np.array([model.energy(qk, vk) for qk, vk in zip(q, v)])
         return FlexibleSimulation(name, names, sol.t, q, v, energy, np.zeros(sol.t.size), bool(ok), msg,
                                   int(sol.nfev), time.perf_counter() - start)
-    sim = model.simulate(q0, v0, t, u=lambda _t: u, rtol=rtol, atol=atol)
+    def u_of(tk):
+        bar.tick(tk)
+        return u
+
+    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol)
     energy = np.array([model.energy(qk, vk) for qk, vk in zip(sim.q, sim.v)])
     return FlexibleSimulation(name, names, sim.t, sim.q, sim.v, energy, sim.residual,
                               sim.success, sim.message, sim.nfev, time.perf_counter() - start)

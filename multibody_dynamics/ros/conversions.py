@@ -32,6 +32,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ..errors import InputError, ModelError
+from ..model.joint_angles import JointAngles
 
 WRENCH_LABELS = ("fx", "fy", "fz", "tx", "ty", "tz")
 
@@ -93,26 +94,15 @@ class JointCoordinates:
         self._index = {n: i for i, n in enumerate(self.names)}
         self._cache: tuple[tuple[str, ...], np.ndarray] | None = None
         self._kept: tuple[tuple[str, ...], np.ndarray | None] | None = None
-        pm = getattr(model, "pin_model", None)
-        if pm is None:  # flexible model: q = the coordinates themselves
+        self._angles: JointAngles | None = None
+        if getattr(model, "pin_model", None) is None:  # flexible model: q = the coordinates
             self.label = getattr(model, "name", None) or model.config.name
-            self._iq = np.arange(len(self.names))
-            self._continuous = np.zeros(0, dtype=int)
-            self._simple = True
             return
         self.label = model.name
-        self._iq = np.empty(model.nv, dtype=int)
-        continuous = []
-        for jid in range(1, pm.njoints):
-            j = pm.joints[jid]
-            if j.nv != 1 or j.nq not in (1, 2):
-                raise ModelError(f"{model.name}: joint {pm.names[jid]!r} has {j.nv} velocity "
-                                 "coordinates; sensor_msgs/JointState carries 1-DoF joints only")
-            self._iq[j.idx_v] = j.idx_q
-            if j.nq == 2:
-                continuous.append(j.idx_v)
-        self._continuous = np.array(continuous, dtype=int)
-        self._simple = self._continuous.size == 0
+        try:
+            self._angles = JointAngles(model)
+        except ModelError as exc:
+            raise ModelError(f"{exc}; sensor_msgs/JointState carries 1-DoF joints only") from None
 
     @property
     def n(self) -> int:
@@ -120,25 +110,15 @@ class JointCoordinates:
 
     def positions(self, q) -> np.ndarray:
         """Joint positions (nv,) [rad | m] of configuration ``q`` (nq,)."""
-        q = np.asarray(q, float)
-        if self._simple:
-            return q.copy()
-        pos = q[self._iq].copy()
-        iq = self._iq[self._continuous]
-        pos[self._continuous] = np.arctan2(q[iq + 1], q[iq])
-        return pos
+        if self._angles is None:
+            return np.array(q, float)
+        return self._angles.angles(q)
 
     def configuration(self, positions) -> np.ndarray:
         """Configuration ``q`` (nq,) of joint positions (nv,)."""
-        pos = np.asarray(positions, float)
-        if self._simple:
-            return pos.copy()
-        q = np.empty(self.model.nq)
-        q[self._iq] = pos
-        iq = self._iq[self._continuous]
-        th = pos[self._continuous]
-        q[iq], q[iq + 1] = np.cos(th), np.sin(th)
-        return q
+        if self._angles is None:
+            return np.array(positions, float)
+        return self._angles.configuration(positions)
 
     def order(self, names, what: str) -> np.ndarray:
         """Index ``idx`` with ``model_vector[idx] = message_vector`` for the names of a message.
