@@ -779,9 +779,9 @@ class ControllerNode(Node):
     def _hold_measured(self, reason: str):
         """The states resumed after a gap far from the last state (RESUME_JUMP) or the clock
         went back: the plant restarted elsewhere or moved, so a held target or a running
-        trajectory would make it jump.  Hold
-        the measured position instead (the trajectory and its goal are aborted, integrators
-        reset), as joint_trajectory_controller holds the measured position on activation."""
+        trajectory would make it jump.  Hold the measured position instead (the trajectory
+        and its goal are aborted, integrators reset), as joint_trajectory_controller holds the
+        measured position on activation."""
         self._reset_laws()
         self._hold = Reference.hold(self.model, self.state.q)
         dropped = ""
