@@ -192,9 +192,11 @@ class Probe:
                     return
                 raise
 
-    def record(self, msg_type, topic: str, depth: int = 100, latched: bool = False) -> list:
+    def record(self, msg_type, topic: str, depth: int = 100, latched: bool = False,
+               timed: bool = False) -> list:
         """The messages of ``topic`` as they arrive; ``latched``: the reader of a latched topic
-        (depth 1, reliable, transient local: it gets the last message sent before it joined)."""
+        (depth 1, reliable, transient local: it gets the last message sent before it joined);
+        ``timed``: ``(time.monotonic() at receipt, message)`` pairs instead."""
         qos = depth
         if latched:
             from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -205,7 +207,7 @@ class Probe:
 
         def callback(msg):
             with self.lock:
-                messages.append(msg)
+                messages.append((time.monotonic(), msg) if timed else msg)
 
         self.node.create_subscription(msg_type, topic, callback, qos)
         return messages
@@ -335,6 +337,11 @@ def start_late_controller(launch, probe, inv, states, robot: str, rate: float, t
     probe.wait_for(lambda: pattern.search(ctl.log()), 60.0, "controller_node to start the "
                    "latched trajectory", nodes)
     return float(pattern.search(ctl.log()).group(1)), nodes
+
+
+def all_finite(messages, field) -> bool:
+    """Every value of ``field`` of every message is finite."""
+    return all(np.all(np.isfinite(getattr(m, field))) for m in list(messages))
 
 
 def tracking_errors(states, names, interp, start, t_lo, t_hi, n_effort=None):

@@ -44,6 +44,7 @@ from multibody_dynamics.ros.conversions import (  # noqa: E402
     JointCoordinates,
     MessageError,
     sec_to_duration,
+    trajectory_msg,
 )
 from multibody_dynamics.ros.runtime import run_node  # noqa: E402
 
@@ -223,12 +224,7 @@ def test_tv_lqr_switches_after_the_design(node, models):
     wp = rest_to_rest(t, q0, q0 + np.array([0.3, 0.1, 0.1, 0.0]), 0.1, 0.9)
     effort = np.zeros((t.size, 4))
     effort[:, 0] = 5.0
-    msg = JointTrajectory(joint_names=list(model.coordinate_names))
-    for k, tk in enumerate(t):
-        msg.points.append(JointTrajectoryPoint(
-            positions=wp.q[k].tolist(), velocities=wp.v[k].tolist(),
-            accelerations=wp.a[k].tolist(), effort=effort[k].tolist(),
-            time_from_start=sec_to_duration(float(tk))))
+    msg = trajectory_msg(model.coordinate_names, t, wp.q, wp.v, wp.a, effort)
     n._on_trajectory(msg)
     u_fallback = n._command(n._now())  # before the gains: the PD fallback + feedforward
     assert n._plan is None and np.all(np.isfinite(u_fallback))

@@ -26,7 +26,6 @@ rclpy = pytest.importorskip("rclpy")
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
 from multibody_control.controllers import (  # noqa: E402
     Reference,
@@ -40,14 +39,15 @@ from multibody_dynamics.model import load_model  # noqa: E402
 from multibody_dynamics.model.resources import share_dir  # noqa: E402
 from multibody_dynamics.ros.conversions import (  # noqa: E402
     JointCoordinates,
-    sec_to_duration,
     sec_to_stamp,
     stamp_to_sec,
+    trajectory_msg,
 )
 from multibody_dynamics.simulate import Simulator, SimulatorConfig  # noqa: E402
 
 launch = ros_helpers.launch  # fixtures
 probe = ros_helpers.probe
+all_finite = ros_helpers.all_finite
 
 RATE = 250.0                              # Hz, simulator step and control rate
 Q_POS, Q_VEL, R = 1e3, 10.0, 0.1          # LQR weights (module docstring)
@@ -73,12 +73,7 @@ def reference():
     t = tr.t[idx] - tr.t[0]
     pos = np.array([coords.positions(q) for q in tr.q[idx]])
     effort = tr.u[idx] @ np.asarray(model.B, float).T
-    msg = JointTrajectory(joint_names=list(model.coordinate_names))
-    for k, tk in enumerate(t):
-        msg.points.append(JointTrajectoryPoint(
-            positions=pos[k].tolist(), velocities=tr.v[idx[k]].tolist(),
-            accelerations=tr.a[idx[k]].tolist(), effort=effort[k].tolist(),
-            time_from_start=sec_to_duration(float(tk))))
+    msg = trajectory_msg(model.coordinate_names, t, pos, tr.v[idx], tr.a[idx], effort)
     return model, coords, TrajectoryInterpolator(t, pos, tr.v[idx], tr.a[idx], effort), msg
 
 
@@ -106,8 +101,6 @@ def library_error(model, coords, interp, switch: float | None, delay_steps: int)
     return err
 
 
-def all_finite(messages, field) -> bool:
-    return all(np.all(np.isfinite(getattr(m, field))) for m in list(messages))
 
 
 def test_tv_lqr_tracking_over_dds(launch, probe, reference):

@@ -71,9 +71,7 @@ def test_kill_and_restart_each_node_while_the_other_runs(launch, probe):
     names = model.coordinate_names
     commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=5000)
     # with the time of receipt, to tell the states before a restart from those after it
-    states: list = []
-    probe.node.create_subscription(JointState, "/joint_states",
-                                   lambda m: states.append((time.monotonic(), m)), 5000)
+    states = probe.record(JointState, "/joint_states", depth=5000, timed=True)
     sim = launch("simulator_node", robot="arm7", rate_hz=RATE, command_timeout=0.2)
     ctl = launch("controller_node", robot="arm7", rate_hz=RATE, law="computed_torque")
     probe.wait_for(lambda: len(commands) > 20 and len(states) > 20, 60.0,

@@ -34,14 +34,13 @@ rclpy = pytest.importorskip("rclpy")
 
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
+from multibody_dynamics.ros import conversions  # noqa: E402
 from multibody_dynamics.ros.conversions import (  # noqa: E402
     JointCoordinates,
     MessageError,
     joint_state_to_arrays,
-    sec_to_duration,
-    sec_to_stamp,
     stamp_to_sec,
 )
 from multibody_dynamics.ros.runtime import run_node  # noqa: E402
@@ -277,15 +276,8 @@ def library_error(chain, delay_steps: int) -> float:
 
 def trajectory_msg(chain, start: float) -> JointTrajectory:
     wp, effort = waypoints(chain)
-    msg = JointTrajectory()
-    msg.header.stamp = sec_to_stamp(start)
-    msg.joint_names = list(chain.joint_names)
-    for k, t in enumerate(wp.t):
-        msg.points.append(JointTrajectoryPoint(
-            positions=wp.q[k].tolist(), velocities=wp.v[k].tolist(),
-            accelerations=wp.a[k].tolist(), effort=effort[k].tolist(),
-            time_from_start=sec_to_duration(t)))
-    return msg
+    return conversions.trajectory_msg(chain.joint_names, wp.t, wp.q, wp.v, wp.a, effort,
+                                      stamp=start)
 
 
 def test_flexible_tracking_over_dds(launch, probe, chain):

@@ -30,10 +30,10 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from multibody_dynamics.model import load_model  # noqa: E402
-from multibody_dynamics.ros.conversions import sec_to_duration, sec_to_stamp  # noqa: E402
+from multibody_dynamics.ros.conversions import trajectory_msg  # noqa: E402
 
 launch = ros_helpers.launch  # fixtures
 probe = ros_helpers.probe
@@ -102,12 +102,7 @@ def bad_commands(n):
 
 
 def trajectory(names, times, values, stamp=0.0):
-    msg = JointTrajectory(joint_names=list(names))
-    msg.header.stamp = sec_to_stamp(stamp)
-    for t, q in zip(times, values):
-        msg.points.append(JointTrajectoryPoint(positions=list(q),
-                                               time_from_start=sec_to_duration(t)))
-    return msg
+    return trajectory_msg(names, times, values, stamp=stamp)
 
 
 def bad_trajectories(names, q):
@@ -125,18 +120,13 @@ def bad_trajectories(names, q):
     }
 
 
-def finite(messages, field) -> bool:
-    return all(np.all(np.isfinite(getattr(m, field))) for m in list(messages))
-
-
 @pytest.mark.slow
 def test_fuzzed_topics_of_all_four_nodes(launch, probe):  # noqa: C901
     model = load_model("arm7")
     names = model.coordinate_names
     states = probe.record(JointState, "/joint_states", depth=20000)
-    commands: list = []
-    probe.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                   lambda m: commands.append((time.monotonic(), m)), 20000)
+    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=20000,
+                            timed=True)
     outputs = {topic: probe.record(Float64MultiArray, f"/dynamics_node/{topic}", depth=2000)
                for topic in ("gravity_torques", "inverse_dynamics_torques", "reaction_wrenches")}
     results = probe.record(JointTrajectory, "/inverter_node/joint_trajectory", latched=True)
@@ -201,12 +191,12 @@ def test_fuzzed_topics_of_all_four_nodes(launch, probe):  # noqa: C901
     for p in nodes:
         assert p.alive, f"{p.name} died:\n{p.log()}"
     ctl_cmds = [m for _, m in list(commands) if m.layout.dim]  # the probe's have no layout
-    assert ctl_cmds and finite(ctl_cmds, "data")
+    assert ctl_cmds and ros_helpers.all_finite(ctl_cmds, "data")
     plant = [m for m in list(states) if len(m.effort) == 7]
     for field in ("position", "velocity", "effort"):
-        assert finite(plant, field), f"non-finite {field} on /joint_states"
+        assert ros_helpers.all_finite(plant, field), f"non-finite {field} on /joint_states"
     for topic, msgs in outputs.items():
-        assert finite(msgs, "data"), f"non-finite /dynamics_node/{topic}"
+        assert ros_helpers.all_finite(msgs, "data"), f"non-finite /dynamics_node/{topic}"
     drift = max(float(np.max(np.abs(np.array(m.position) - q_held))) for m in plant[-200:])
     assert drift < HELD, f"the arm moved {drift:.3g} rad from its held position"
     assert np.mean(during) >= RATE_KEPT * np.mean(before), (during, before)

@@ -31,16 +31,17 @@ from multibody_control.controllers import (  # noqa: E402
 )
 from multibody_control.trajectories import rest_to_rest  # noqa: E402
 from multibody_dynamics.model import load_model  # noqa: E402
+from multibody_dynamics.ros import conversions  # noqa: E402
 from multibody_dynamics.ros.conversions import (  # noqa: E402
     labels_of,
     sec_to_duration,
-    sec_to_stamp,
     stamp_to_sec,
 )
 from multibody_dynamics.simulate import Simulator, SimulatorConfig  # noqa: E402
 
 launch = ros_helpers.launch  # fixtures
 probe = ros_helpers.probe
+all_finite = ros_helpers.all_finite
 
 RATE = 250.0                      # Hz, simulator step rate and control rate
 KP, KD = 100.0, 20.0              # computed torque: critically damped, 10 rad/s
@@ -84,18 +85,7 @@ def library_error(model, delay_steps: int) -> float:
 
 def trajectory_msg(names, start: float) -> JointTrajectory:
     wp = waypoints()
-    msg = JointTrajectory()
-    msg.header.stamp = sec_to_stamp(start)
-    msg.joint_names = list(names)
-    for k, t in enumerate(wp.t):
-        msg.points.append(JointTrajectoryPoint(
-            positions=wp.q[k].tolist(), velocities=wp.v[k].tolist(),
-            accelerations=wp.a[k].tolist(), time_from_start=sec_to_duration(t)))
-    return msg
-
-
-def all_finite(messages, field) -> bool:
-    return all(np.all(np.isfinite(getattr(m, field))) for m in list(messages))
+    return conversions.trajectory_msg(names, wp.t, wp.q, wp.v, wp.a, stamp=start)
 
 
 def test_tracking_over_dds(launch, probe):
