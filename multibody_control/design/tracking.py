@@ -35,14 +35,17 @@ initial configuration of the initial design here).
 from __future__ import annotations
 
 import numpy as np
+import pinocchio as pin
 
+from multibody_dynamics.errors import ModelError
 from multibody_dynamics.model import load_model
 
 from ..scenarios import _frame_positions, run_scenario, sample_reference, scenario_from_mapping
 from .problem import get_problem
 from .problems import PRINTED_OPTIMA
 
-__all__ = ["CASES", "HALF_CIRCLE", "feedforward_work", "fig_7_8", "radial_error", "track"]
+__all__ = ["CASES", "HALF_CIRCLE", "ROBUSTNESS", "case4_robustness", "feedforward_work", "fig_7_8",
+           "load_disturbance", "radial_error", "track"]
 
 CENTER, RADIUS = np.array([0.0, -1.5]), 1.0   # m, Sect. 4.2.7
 HALF_CIRCLE = {
@@ -79,20 +82,22 @@ def radial_error(model, t, Q, t0: float = HALF_CIRCLE["t0"],
     return np.abs(np.linalg.norm(tip - CENTER, axis=1) - RADIUS)
 
 
-def _scenario(model, gamma, method: str, controller: dict, rate: float):
+def _scenario(model, gamma, method: str, controller: dict, rate: float, plant: dict | None = None):
     inversion = {"task": HALF_CIRCLE, "method": method, "dt": 0.001}
     if gamma is not None:
         inversion["output"] = {"gamma": gamma}
     raw = {"robot": model, "duration": DURATION, "reference": {"inversion": inversion},
-           "controller": dict(controller), "plant": {"rate": rate}}
+           "controller": dict(controller), "plant": {"rate": rate, **(plant or {})}}
     return scenario_from_mapping(raw)
 
 
-def track(model, gamma, method: str, controller: dict, rate: float = 1000.0):
+def track(model, gamma, method: str, controller: dict, rate: float = 1000.0,
+          plant: dict | None = None):
     """The closed-loop run of ``model`` on the half circle: inversion of the output (``gamma``
     of y = q_a + Γ q_u, or None for the exact output) by ``method`` as reference, the
-    ``controller`` mapping of a run scenario; returns the RunResult."""
-    return run_scenario(_scenario(model, gamma, method, controller, rate))
+    ``controller`` mapping of a run scenario, ``plant`` further keys of the scenario's
+    ``plant`` mapping (disturbances, noise); returns the RunResult."""
+    return run_scenario(_scenario(model, gamma, method, controller, rate, plant))
 
 
 def feedforward_work(model, gamma, method: str, rate: float = 1000.0) -> float:
@@ -138,4 +143,74 @@ def fig_7_8(rate: float = 1000.0, fine_rate: float | None = 20000.0) -> list[dic
     out.append({"name": "feedforward positive work, optimized / initial design",
                 "work_optimum_J": work["optimum"], "work_initial_J": work["initial"],
                 "work_ratio": work["optimum"] / work["initial"], "book": "+15 % energy (case 1)"})
+    return out
+
+
+#: Sect. 7.4.4, case 4: the load of Table 7.2 (6 kg, 0.0147 kg m^2 at the tip) and the
+#: uncertainties of the robustness test as printed (load mass +10 %, springs +15 %, dampers
+#: -30 %, white measurement noise on all coordinates).  Not printed, chosen: the noise
+#: (standard deviations 1e-5 rad | m and 1e-4 rad/s | m/s; the error is insensitive to it, see
+#: docs/design.md), the load's inertia scaled with its mass, the gains and the control rate.
+ROBUSTNESS = {"load_mass": 6.0, "load_inertia": 0.0147, "load_fraction": 0.10,
+              "stiffness": 0.15, "damping": -0.30, "noise_q": 1e-5, "noise_v": 1e-4}
+#: feedback-linearization gains of the robustness test: critical damping at 60 rad/s (the gains
+#: of Fig. 7.8, 20 rad/s, are run beside them)
+FL_STIFF = {"law": "feedback_linearization", "kp": 3600.0, "kd": 120.0}
+
+
+def load_disturbance(model, fraction: float, load_mass: float, load_inertia: float,
+                     frame: str = "tip") -> dict:
+    """The relative changes (``mass``, ``com``, ``inertia`` of a run scenario's
+    ``plant.disturbances``) of the last body of ``model`` when the point load of mass
+    ``load_mass`` [kg] and rotational inertia ``load_inertia`` [kg m^2] about the plane normal,
+    merged into that body at ``frame``, grows by ``fraction``.
+
+    Exact for a planar arm moving about z: the added load is a point mass with inertia
+    ``fraction * load_inertia`` on the body's z axis at the frame; the body's CoM must stay on
+    the line of its old CoM (true when the load sits on the link axis, as here), else a
+    ModelError, because the scenario's CoM change is a scale of the lever.
+    """
+    pm = model.pin_model
+    old = pm.inertias[pm.njoints - 1]
+    at = pm.frames[pm.getFrameId(frame)].placement.translation
+    extra = pin.Inertia(fraction * load_mass, at, np.diag([0.0, 0.0, fraction * load_inertia]))
+    new = old + extra
+    c_old, c_new = np.asarray(old.lever), np.asarray(new.lever)
+    if np.linalg.norm(np.cross(c_old, c_new)) > 1e-12 * max(1.0, float(c_old @ c_old)):
+        raise ModelError(f"load_disturbance: the load at frame {frame!r} moves the CoM of the last "
+                         "body off its line; a relative CoM change cannot describe it")
+    return {"mass": new.mass / old.mass - 1.0,
+            "com": float(np.linalg.norm(c_new) / np.linalg.norm(c_old)) - 1.0,
+            "inertia": float(new.inertia[2, 2] / old.inertia[2, 2]) - 1.0}
+
+
+def case4_robustness(rate: float = 1000.0, controllers: tuple = (FL_STIFF, FL)) -> list[dict]:
+    """Seifried (2014) Sect. 7.4.4, case 4: the printed optimum of Table 7.6 on the half circle
+    with feedback linearization of the exact end-effector output, nominal and with the
+    uncertainties of :data:`ROBUSTNESS` (book: a negligible error nominally, 0.338 mm with the
+    uncertainties, internal dynamics bounded).  With the first controller: a nominal run and a
+    perturbed run without the noise; then a perturbed run with noise per controller; entries as
+    :func:`fig_7_8`'s."""
+    problem = get_problem("passive_arm4_case4")
+    model = problem.build(np.array(PRINTED_OPTIMA["passive_arm4_case4"]))[0].model
+    r = ROBUSTNESS
+    dist = load_disturbance(model, r["load_fraction"], r["load_mass"], r["load_inertia"])
+    dist.update(stiffness=r["stiffness"], damping=r["damping"])
+    perturbed = {"disturbances": dist,
+                 "noise": {"q": r["noise_q"], "v": r["noise_v"], "seed": 1}}
+    quiet = {"disturbances": dist}
+    what = "load +10 %, springs +15 %, dampers -30 %"
+    runs = [("nominal", controllers[0], None, "negligible"),
+            (f"{what}, no noise", controllers[0], quiet, "0.338 mm, with noise")]
+    runs += [(f"{what}, noise", ctl, perturbed, "0.338") for ctl in controllers]
+    passive = [model.coordinate_names.index(n) for n in model.passive_joint_names]
+    out = []
+    for what, ctl, plant, book in runs:
+        res = track(model, None, "classical", ctl, rate, plant)
+        out.append({"name": f"case 4 optimum, exact output, feedback linearization "
+                            f"(kp {ctl['kp']:g}, kd {ctl['kd']:g}), {what}",
+                    "success": res.success, "message": res.message,
+                    "radial_error_max_mm": float(radial_error(model, res.t, res.q).max() * 1e3),
+                    "passive_max_rad": float(np.max(np.abs(res.q[:, passive]))),
+                    "book_mm": book, "rate_hz": rate})
     return out
