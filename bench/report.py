@@ -325,7 +325,8 @@ def design_tracking(results: dict, suites: list[str]) -> str:
                 "kHz" if "radial_error_max_mm_fine" in e else "")
         error = (f"{_num(e['radial_error_max_mm'], 3)} mm at {e['rate_hz'] / 1e3:g} kHz{fine}"
                  if e["success"] else f"failed: {e['message']}")
-        book = e["book_mm"] if "mm" in e["book_mm"] else f"{e['book_mm']} mm"
+        book = e["book_mm"]
+        book = book if "mm" in book or not any(c.isdigit() for c in book) else f"{book} mm"
         rows.append([e["name"], error, _num(e["passive_max_rad"], 3), book])
     return _rows(["concept", "max radial error (ours)", "max passive angle [rad]", "book"], rows)
 
