@@ -7,7 +7,9 @@ The dependency rules of the design (docs/contributing.md, "Architecture guards")
   not ``if TYPE_CHECKING:`` blocks);
 * ``multibody_dynamics`` never imports ``multibody_control`` (anywhere, deferred or not);
 * library modules (outside the ``ros/`` subpackages) never import rclpy or another ROS 2
-  package, nor a ``ros/`` subpackage, at module level: the library must import without ROS.
+  package, nor a ``ros/`` subpackage, at module level: the library must import without ROS;
+* only the command line (``multibody_control/cli.py``, ``*_cli.py``) calls ``print``: library
+  code reports progress through a callback or ``logging``.
 """
 
 from __future__ import annotations
