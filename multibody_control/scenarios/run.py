@@ -96,7 +96,7 @@ from .schema import integer as _integer
 from .schema import mapping as _mapping
 from .schema import merge as _merge
 from .schema import number as _number
-from .schema import read_scenario_file, robot_path
+from .schema import read_scenario_file, robot_path, time_law
 
 _TOP = {"description", "robot", "duration", "task_frame", "reference", "controller", "plant",
         "initial_error"}
@@ -268,16 +268,10 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
         ref["file"] = _reference_file(where, ref["file"], model, path, duration)
     elif "joints" in ref:
         j = _mapping(where, "reference.joints", ref["joints"], _JOINTS)
-        for req in ("t0", "tf", "start", "end"):
+        law = time_law(where, j, "reference.joints")
+        for req in ("start", "end"):
             if req not in j:
                 raise _err(where, f"reference.joints.{req}", "missing")
-        t0 = _number(where, "reference.joints.t0", j["t0"])
-        tf = _number(where, "reference.joints.tf", j["tf"])
-        if not tf > t0:
-            raise _err(where, "reference.joints.tf", f"expected tf > t0 = {t0:g}, got {tf:g}")
-        order = j.get("order", 5)
-        if order not in (3, 5, 7, 9) or isinstance(order, bool):
-            raise _err(where, "reference.joints.order", f"expected 3, 5, 7 or 9, got {order!r}")
         start = _coordinates(where, "reference.joints.start", j["start"], model)
         end = _coordinates(where, "reference.joints.end", j["end"], model)
         if set(start) != set(end):
@@ -288,7 +282,8 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
         if model.nq != model.nv:
             raise _err(where, "reference.joints", f"needs nq == nv; {model.name} has nq = "
                        f"{model.nq}, nv = {model.nv}")
-        ref["joints"] = {"t0": t0, "tf": tf, "order": order, "start": start, "end": end}
+        ref["joints"] = {"t0": law.t0, "tf": law.tf, "order": law.order, "start": start,
+                         "end": end}
     elif "sines" in ref:
         s = _mapping(where, "reference.sines", ref["sines"])
         if not s:

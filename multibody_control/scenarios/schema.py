@@ -111,17 +111,18 @@ def xy(where, key, p) -> list[float]:
     return [number(where, key, c) for c in p]
 
 
-def time_law(where, t: dict) -> TimeLaw:
-    """The ``task`` keys t0, tf [s] and order (3, 5, 7, 9; default 5) as a :class:`TimeLaw`."""
+def time_law(where, t: dict, key: str = "task") -> TimeLaw:
+    """The keys t0, tf [s] and order (3, 5, 7, 9; default 5) of the mapping ``t`` at ``key``
+    (``task``, ``reference.joints``) as a rest-to-rest :class:`TimeLaw`."""
     for req in ("t0", "tf"):
         if req not in t:
-            raise err(where, f"task.{req}", "missing (s)")
+            raise err(where, f"{key}.{req}", "missing (s)")
     order = t.get("order", 5)
     if isinstance(order, bool) or order not in (3, 5, 7, 9):
-        raise err(where, "task.order", f"expected 3, 5, 7 or 9, got {order!r}")
-    t0, tf = number(where, "task.t0", t["t0"]), number(where, "task.tf", t["tf"])
+        raise err(where, f"{key}.order", f"expected 3, 5, 7 or 9, got {order!r}")
+    t0, tf = number(where, f"{key}.t0", t["t0"]), number(where, f"{key}.tf", t["tf"])
     if not tf > t0:
-        raise err(where, "task.tf", f"expected tf > t0 = {t0}, got {tf}")
+        raise err(where, f"{key}.tf", f"expected tf > t0 = {t0:g}, got {tf:g}")
     return TimeLaw(t0, tf, order)
 
 
