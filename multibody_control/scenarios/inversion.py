@@ -123,11 +123,9 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
         key = f"task.arcs.{name}"
         spec = _mapping(path, key, spec, {"center", "radius", "start_deg", "end_deg"})
         model.frame_id(name)
-        center = spec.get("center")
-        if not isinstance(center, list) or len(center) != 2:
-            raise _err(path, f"{key}.center", f"expected [x, y] in m, got {center!r}")
-        comps.append(circular_arc(name, [_number(path, f"{key}.center", c) for c in center],
-                                  _number(path, f"{key}.radius", spec.get("radius"), positive=True),
+        center = xy(path, f"{key}.center", spec.get("center"))
+        radius = _number(path, f"{key}.radius", spec.get("radius"), positive=True)
+        comps.append(circular_arc(name, center, radius,
                                   _number(path, f"{key}.start_deg", spec.get("start_deg")),
                                   _number(path, f"{key}.end_deg", spec.get("end_deg"))))
     for name, spec in _named(path, "task.lines", t.get("lines")).items():

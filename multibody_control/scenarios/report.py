@@ -1,18 +1,14 @@
 """Reports of the scenario runs: the summaries ``multibody run`` and ``multibody invert`` print,
-the CSV files (with their result sidecar, see :mod:`multibody_dynamics.result_meta`) and the
-PNG plots, for every scenario kind.
+the CSV files (with their result sidecar, :mod:`multibody_dynamics.result_meta`) and the PNG
+plots, for every scenario kind (summary, CSV, plot):
 
-=========================  =====================  ======================  =====================
-scenario                   summary                CSV                     plot
-=========================  =====================  ======================  =====================
-closed loop (``run_*``)    :func:`run_summary`    :func:`write_run_csv`   :func:`plot_run`
-inversion (rigid)          :func:`inversion_      :func:`write_           :func:`plot_inversion`
-                           summary`               inversion_csv`
-flexible inversion         :func:`flexible_       :func:`write_           :func:`plot_flexible`
-                           summary`               flexible_csv`
-closed flexible inversion  :func:`closed_summary` :func:`write_closed_    :func:`plot_closed`
-                                                  csv`
-=========================  =====================  ======================  =====================
+- closed loop (``run_*.yaml``): :func:`run_summary`, :func:`write_run_csv`, :func:`plot_run`;
+- inversion of a rigid or closed-loop robot: :func:`inversion_summary`,
+  :func:`write_inversion_csv`, :func:`plot_inversion`;
+- inversion of a flexible chain: :func:`flexible_summary`, :func:`write_flexible_csv`,
+  :func:`plot_flexible`;
+- inversion of a closed flexible robot: :func:`closed_summary`, :func:`write_closed_csv`,
+  :func:`plot_closed` (:func:`flexible_summary` and :func:`plot_flexible` dispatch to them).
 """
 
 from __future__ import annotations
@@ -182,8 +178,8 @@ def write_inversion_csv(result: InversionResult, model: MultibodyModel, path: st
     return path
 
 
-def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | Path, title: str = "",
-                   verification: VerificationResult | None = None) -> Path:
+def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | Path,
+                   title: str = "", verification: VerificationResult | None = None) -> Path:
     """Output vs desired, joint motion, feedforward, internal states; pre/post-actuation shaded."""
     from multibody_dynamics.plotting import save_figure, subplots
 
