@@ -314,11 +314,27 @@ def _write_meta(sc, csv_path: Path, name: str) -> None:
     write_result_meta(csv_path, "invert", name, model_path, flexible=True)
 
 
+def _save_designs_figure(fig, axes, sc, title: str, path: str | Path, **legend) -> Path:
+    """The common end of the design plots: the motion [t0, tf] of the task shaded, grids,
+    legends where there are labelled lines, the time label, the scenario's description as the
+    title (else ``title``); saved to ``path``."""
+    from multibody_dynamics.plotting import save_figure
+
+    for ax in axes:
+        ax.axvspan(sc.task.law.t0, sc.task.law.tf, color="0.93")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper right", **legend)
+    axes[-1].set_xlabel("t [s] (shaded: motion)")
+    fig.suptitle(sc.description or title)
+    return save_figure(fig, path)
+
+
 def plot_flexible(sc, runs, path: str | Path) -> Path:
     """End-effector error of every design (log scale), elastic coordinates, feedforward."""
     if isinstance(sc, ClosedInversionScenario):
         return plot_closed(sc, runs, path)
-    from multibody_dynamics.plotting import save_figure, subplots
+    from multibody_dynamics.plotting import subplots
 
     fig, axes = subplots(3, 1, figsize=(9, 9), sharex=True)
     for method, (_, track) in runs.items():
@@ -336,13 +352,8 @@ def plot_flexible(sc, runs, path: str | Path) -> Path:
             axes[2].plot(res.t, res.u[:, k], lw=1.2, label=name)
     axes[1].set_ylabel(f"q_e ({sc.methods[0]};\ndotted: simulated)")
     axes[2].set_ylabel("feedforward [N m]")
-    for ax in axes:
-        ax.axvspan(sc.task.law.t0, sc.task.law.tf, color="0.93")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right", ncol=2)
-    axes[-1].set_xlabel("t [s] (shaded: motion)")
-    fig.suptitle(sc.description or f"{sc.chain.config.name}: feedforward designs")
-    return save_figure(fig, path)
+    return _save_designs_figure(fig, axes, sc, f"{sc.chain.config.name}: feedforward designs",
+                                path, fontsize=7, ncol=2)
 
 
 def _split(lam) -> str:
@@ -408,7 +419,7 @@ def write_closed_csv(sc: ClosedInversionScenario, design: ClosedDesign, path: st
 def plot_closed(sc: ClosedInversionScenario, runs, path: str | Path) -> Path:
     """Tool error of every design (inverse model solid, simulated dotted; log scale), the
     elastic coordinates and the feedforward of the scenario's design."""
-    from multibody_dynamics.plotting import save_figure, subplots
+    from multibody_dynamics.plotting import subplots
 
     fig, axes = subplots(3, 1, figsize=(9, 9), sharex=True)
     for label, d in runs.items():
@@ -429,11 +440,5 @@ def plot_closed(sc: ClosedInversionScenario, runs, path: str | Path) -> Path:
             axes[2].plot(res.t, res.u[:, k], lw=1.2, label=name)
     axes[1].set_ylabel(f"q_e ({sc.designs[0].label})")
     axes[2].set_ylabel("feedforward [N]")
-    for ax in axes:
-        ax.axvspan(sc.task.law.t0, sc.task.law.tf, color="0.93")
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6, loc="upper right", ncol=3)
-    axes[-1].set_xlabel("t [s] (shaded: motion)")
-    fig.suptitle(sc.description or f"{sc.system.name}: feedforward designs")
-    return save_figure(fig, path)
+    return _save_designs_figure(fig, axes, sc, f"{sc.system.name}: feedforward designs", path,
+                                fontsize=6, ncol=3)
