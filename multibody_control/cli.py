@@ -503,7 +503,8 @@ def _invert_closed(args, fs, sc) -> int:
             raise MultibodyError(f"--method: {sc.system.name} is a closed flexible model: expected "
                                  f"one of {', '.join(fs.CLOSED_METHODS)}, got {args.method!r}")
         sc = replace(sc, designs=(replace(sc.designs[0], method=args.method),))
-    runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    runs = fs.run_flexible_scenario(  # stage lines as they finish, bars on stderr
+        sc, progress=False if args.quiet else (lambda line: print(line, flush=True)))
     print(f"{sc.system.name}: {sc.description or Path(args.scenario).name}")
     print(fs.flexible_summary(sc, runs))
     out = Path(args.out)
@@ -748,9 +749,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import animate_cli  # `multibody animate` and --animate FILE on simulate/run/invert
     animate_cli.add_parser(sub)
     animate_cli.add_option(sub.choices)
-    from . import result_format  # --format csv|npz|both on simulate/run/invert
+    from . import result_format_cli  # --format csv|npz|both on simulate/run/invert
 
-    result_format.add_option(sub.choices)
+    result_format_cli.add_option(sub.choices)
 
     from .design.design_cli import add_parser as add_design_parser
 

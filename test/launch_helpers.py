@@ -23,10 +23,11 @@ import ast
 import importlib.util
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from ros_helpers import LoggedProcess, ros_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "multibody_suite"
@@ -85,8 +86,6 @@ def make_prefix(dest: Path) -> Path:
 def launch_environment(prefix: Path, extra: dict | None = None) -> dict[str, str]:
     """The environment of a launch in ``prefix``: the test's ROS domain, this tree first on
     PYTHONPATH, this interpreter's scripts (xacro) first on PATH."""
-    from ros_helpers import ros_environment
-
     env = ros_environment()
     env["AMENT_PREFIX_PATH"] = os.pathsep.join(
         [str(prefix), *filter(None, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep))])
@@ -114,33 +113,15 @@ sys.exit(ls.run())
 """
 
 
-class LaunchProcess:
+class LaunchProcess(LoggedProcess):
     """``LaunchService`` running ``launch_file`` with ``args`` in a subprocess (own session)."""
 
     def __init__(self, prefix: Path, launch_file: str, args: dict, log_path: Path,
                  env: dict | None = None):
-        self.log_path = Path(log_path)
-        self._log = open(self.log_path, "wb")
         argv = [f"{k}:={v}" for k, v in args.items()]
         self.leftover: list[int] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", RUNNER, launch_file, *argv], stdout=self._log,
-            stderr=subprocess.STDOUT, env=launch_environment(prefix, env),
-            start_new_session=True)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def log(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def wait(self, timeout: float) -> int | None:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        super().__init__([sys.executable, "-c", RUNNER, launch_file, *argv], log_path,
+                         launch_environment(prefix, env))
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGINT to the process group (as Ctrl-C in the terminal of ``ros2 launch``: launch
@@ -148,7 +129,7 @@ class LaunchProcess:
 
         Returns the launch's exit code, or None when it had to be killed."""
         code = None
-        if self.alive():
+        if self.alive:
             try:
                 os.killpg(self.proc.pid, signal.SIGINT)
             except ProcessLookupError:
@@ -157,13 +138,13 @@ class LaunchProcess:
         else:
             code = self.proc.returncode
         # what outlived the launch (checked by the tests), then killed: nothing may stay
-        self.leftover = [] if self.alive() else session_members(self.proc.pid)
+        self.leftover = [] if self.alive else session_members(self.proc.pid)
         for pid in session_members(self.proc.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if self.alive():
+        if self.alive:
             self.proc.wait(5)
         self._log.close()
         return code

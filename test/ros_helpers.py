@@ -88,25 +88,21 @@ def _die_with_parent():
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-class NodeProcess:
-    """A node started as a subprocess with its output in a log file."""
+class LoggedProcess:
+    """A subprocess in a session of its own whose output (stdout and stderr) goes to a log file.
 
-    def __init__(self, executable: str, params: dict, log_dir: Path, remap: dict | None = None):
-        self.name = executable
-        self.log_path = log_dir / f"{executable}-{len(list(log_dir.glob(executable + '*')))}.log"
-        args = node_command(executable) + (["--executor", EXECUTOR] if EXECUTOR else [])
-        args += ["--ros-args"]
-        if TIMING and executable in TIMED_NODES and "timing" not in params:
-            params = {"timing": TIMING, **params}
-        for key, value in params.items():
-            args += ["-p", f"{key}:={_param(value)}"]
-        for old, new in (remap or {}).items():
-            args += ["-r", f"{old}:={new}"]
+    The one process wrapper of the tests: :class:`NodeProcess` (a node) and
+    ``launch_helpers.LaunchProcess`` (a launch) add how they start and stop.  ``alive`` is a
+    property; ``wait`` returns the exit code, or None when the process is still running after
+    ``timeout``.
+    """
+
+    def __init__(self, args: list[str], log_path: Path, env: dict[str, str], **popen):
         self.args = args
-        self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=ros_environment(), start_new_session=True,
-                                     preexec_fn=_die_with_parent)
+        self.log_path = Path(log_path)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True, **popen)
 
     @property
     def alive(self) -> bool:
@@ -117,8 +113,29 @@ class NodeProcess:
             self._log.flush()
         return self.log_path.read_text(errors="replace")
 
-    def wait(self, timeout: float) -> int:
-        return self.proc.wait(timeout)
+    def wait(self, timeout: float) -> int | None:
+        """The exit code, or None if the process still runs after ``timeout`` [s]."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+class NodeProcess(LoggedProcess):
+    """A node started as a subprocess with its output in a log file."""
+
+    def __init__(self, executable: str, params: dict, log_dir: Path, remap: dict | None = None):
+        self.name = executable
+        log_path = log_dir / f"{executable}-{len(list(log_dir.glob(executable + '*')))}.log"
+        args = node_command(executable) + (["--executor", EXECUTOR] if EXECUTOR else [])
+        args += ["--ros-args"]
+        if TIMING and executable in TIMED_NODES and "timing" not in params:
+            params = {"timing": TIMING, **params}
+        for key, value in params.items():
+            args += ["-p", f"{key}:={_param(value)}"]
+        for old, new in (remap or {}).items():
+            args += ["-r", f"{old}:={new}"]
+        super().__init__(args, log_path, ros_environment(), preexec_fn=_die_with_parent)
 
     def pause(self) -> None:
         """Freeze the process (SIGSTOP): its executor and its DDS threads stop."""

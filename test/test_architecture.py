@@ -7,7 +7,9 @@ The dependency rules of the design (docs/contributing.md, "Architecture guards")
   not ``if TYPE_CHECKING:`` blocks);
 * ``multibody_dynamics`` never imports ``multibody_control`` (anywhere, deferred or not);
 * library modules (outside the ``ros/`` subpackages) never import rclpy or another ROS 2
-  package, nor a ``ros/`` subpackage, at module level: the library must import without ROS.
+  package, nor a ``ros/`` subpackage, at module level: the library must import without ROS;
+* only the command line (``multibody_control/cli.py``, ``*_cli.py``) calls ``print``: library
+  code reports progress through a callback or ``logging``.
 """
 
 from __future__ import annotations
@@ -160,3 +162,34 @@ def test_import_reader_sees_relative_and_ros_imports():
         "multibody_dynamics.projection", eager_only=True)
     eager = imported_modules("multibody_dynamics.ros.simulator_node", eager_only=True)
     assert any(t.split(".")[0] == "rclpy" for t in eager)
+
+
+def is_cli_module(name: str) -> bool:
+    """The command-line layer, the only library code that writes to the terminal:
+    ``multibody_control.cli`` and the modules named ``*_cli``."""
+    last = name.split(".")[-1]
+    return name == "multibody_control.cli" or last.endswith("_cli")
+
+
+def print_calls(tree: ast.AST) -> list[int]:
+    """Line numbers of the calls of the builtin ``print`` in ``tree``."""
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name) and node.func.id == "print"]
+
+
+@pytest.mark.parametrize("name", [m for m in sorted(modules()) if not is_cli_module(m)])
+def test_library_module_does_not_print(name):
+    path = modules()[name]
+    lines = print_calls(ast.parse(path.read_text(), str(path)))
+    assert not lines, (
+        f"{path}: print() on line(s) {lines}; library code reports progress through a "
+        "callback (a `progress` parameter) or the logging module, and the command line "
+        "(cli.py, *_cli.py) prints")
+
+
+def test_print_finder_finds_a_print():
+    # the checker itself: a nested bare print is found, a method named print is not
+    tree = ast.parse("def f(x):\n    if x:\n        print('a', flush=True)\n    x.print()\n")
+    assert print_calls(tree) == [3]
+    assert is_cli_module("multibody_control.cli") and is_cli_module("multibody_control.animate_cli")
+    assert not is_cli_module("multibody_control.scenarios.flexible")

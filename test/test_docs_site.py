@@ -63,11 +63,11 @@ def test_every_page_expands_with_the_committed_results():
 @pytest.mark.parametrize("path, block, module, keys", [
     ("multibody_dynamics/model/config.py", 1, "multibody_dynamics.model.config", "_TOP_KEYS"),
     ("multibody_dynamics/flexible/loader.py", 1, "multibody_dynamics.flexible.loader", "_TOP"),
-    ("multibody_control/inversion/scenario.py", 1, "multibody_control.inversion.scenario",
+    ("multibody_control/scenarios/inversion.py", 1, "multibody_control.scenarios.inversion",
      "_TOP"),
-    ("multibody_control/inversion/flexible_scenario.py", 1,
-     "multibody_control.inversion.flexible_scenario", "_TOP"),
-    ("multibody_control/scenarios.py", 1, "multibody_control.scenarios", "_TOP"),
+    ("multibody_control/scenarios/flexible.py", 1, "multibody_control.scenarios.flexible",
+     "_TOP"),
+    ("multibody_control/scenarios/run.py", 1, "multibody_control.scenarios.run", "_TOP"),
 ])
 def test_documented_schema_has_exactly_the_validated_top_level_keys(path, block, module, keys):
     # the site shows the docstring's schema; the validator accepts the module's key set

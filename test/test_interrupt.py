@@ -118,7 +118,7 @@ def test_simulate_interrupted_keeps_the_samples_as_npz(tmp_path):
 def test_invert_interrupted_in_the_check_keeps_every_sample(tmp_path, monkeypatch, capsys):
     """Ctrl-C in the open-loop check (after the inversion): all samples are written, marked
     partial (unverified)."""
-    import multibody_control.inversion.scenario as scenario_module
+    import multibody_control.scenarios.inversion as scenario_module
     from multibody_control.cli import main
 
     def interrupted_verify(*args, **kwargs):

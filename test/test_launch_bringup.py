@@ -142,7 +142,7 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot, controlle
         deadline = time.monotonic() + STARTUP
         while time.monotonic() < deadline and not (
                 states and commands and pub.get_subscription_count() > 0):
-            assert run.alive(), f"the launch ended:\n{run.log()[-4000:]}"
+            assert run.alive, f"the launch ended:\n{run.log()[-4000:]}"
             time.sleep(0.05)
         assert states and commands and pub.get_subscription_count() > 0, \
             f"no loop after {STARTUP:g} s:\n{run.log()[-4000:]}"
@@ -160,7 +160,7 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot, controlle
         time.sleep(duration + hold)
         log = run.log()
         assert "process has died" not in log, log[-4000:]
-        assert run.alive(), log[-4000:]
+        assert run.alive, log[-4000:]
         recorded = [m for m in list(states)[n_before:] if _stamp(m) >= t_sent]
         rate = len(recorded) / (duration + hold)
         # the simulator publishes at 1000 Hz; under load fewer arrive, but a flow it must be
@@ -256,7 +256,7 @@ def test_flexible_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
         deadline = time.monotonic() + STARTUP
         while time.monotonic() < deadline and not (
                 len(states) > 10 and pub.get_subscription_count() > 0):
-            assert run.alive(), f"the launch ended:\n{run.log()[-4000:]}"
+            assert run.alive, f"the launch ended:\n{run.log()[-4000:]}"
             time.sleep(0.05)
         assert states and pub.get_subscription_count() > 0, \
             f"no loop after {STARTUP:g} s:\n{run.log()[-4000:]}"
@@ -274,7 +274,7 @@ def test_flexible_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
         t_end = t_start + duration + hold
         wall1 = time.monotonic()
         while _stamp(states[-1]) < t_end:
-            assert run.alive() and "process has died" not in run.log(), run.log()[-4000:]
+            assert run.alive and "process has died" not in run.log(), run.log()[-4000:]
             assert time.monotonic() - wall1 < STARTUP + 20.0 * (duration + hold) / rtf, \
                 "the loop stalled"
             time.sleep(0.05)
@@ -356,7 +356,7 @@ def test_missing_optional_packages_skipped_before_anything_starts(prefix, tmp_pa
     try:
         deadline = time.monotonic() + STARTUP
         while time.monotonic() < deadline and run.log().count("process started") < 4:
-            assert run.alive(), run.log()[-4000:]
+            assert run.alive, run.log()[-4000:]
             time.sleep(0.2)
         log = run.log()
         assert log.count("process started") == 4, log[-4000:]  # 2 x simulator + controller

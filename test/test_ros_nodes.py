@@ -256,7 +256,7 @@ def _subscriber_names(probe, topic: str) -> set[str]:
 def test_refuses_to_start(launch, executable, params, message):
     """Unsupported models and badly typed parameters: a clear error and a non-zero exit."""
     p = launch(executable, **params)
-    assert p.wait(60.0) != 0
+    assert p.wait(60.0) not in (0, None)
     assert message in p.log()
 
 

@@ -40,6 +40,7 @@ import csv
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import pickle
@@ -74,6 +75,7 @@ EVALUATIONS = "evaluations.csv"
 #: every file a study writes in its directory
 OUTPUTS = (RESULT, EVALUATIONS, CHECKPOINT, "convergence.png", "design.png", "response.png")
 _CHECKPOINT_FORMAT = 1
+_LOG = logging.getLogger(__name__)
 
 
 # -- the study file ------------------------------------------------------------------------------
@@ -797,7 +799,8 @@ def _write_study_outputs(result: StudyResult, out: Path, problem: DesignProblem,
                          interrupted: bool, plots: bool) -> None:
     """``result.json`` and ``evaluations.csv``; then StudyInterrupted, or the plots.
 
-    A plot that fails is a warning on stderr (the numbers are written already).
+    A plot that fails is a warning of this module's logger (the numbers are written already;
+    without a logging set-up, Python prints it on stderr).
     """
     write_outputs(result, out)
     if interrupted:
@@ -805,8 +808,7 @@ def _write_study_outputs(result: StudyResult, out: Path, problem: DesignProblem,
     if plots and result.records:
         _, failures = write_plots(result, out, problem)
         for name, message in failures:
-            print(f"multibody design: warning: {name} not written: {message}",
-                  file=sys.stderr)
+            _LOG.warning("multibody design: warning: %s not written: %s", name, message)
 
 
 def evaluate_one(study: Study, params: dict[str, float]) -> tuple[np.ndarray, Evaluation]:

@@ -5,7 +5,8 @@ Module map (imports point one way, top to bottom): :mod:`.result` (the result ty
 :mod:`.internal` (internal-dynamics integration, stable BVP, index-2 Euler),
 :mod:`.causal`, :mod:`.quasi_static`, :mod:`.closed_loop`, :mod:`.verify`, :mod:`.methods`
 (registry and :func:`invert`), then the flexible models (:mod:`.flexible`,
-:mod:`.closed_flexible`) and the scenario files.
+:mod:`.closed_flexible`). The scenario files are read, run and reported by
+:mod:`multibody_control.scenarios` (``scenario`` and ``flexible_scenario`` here re-export them).
 """
 
 from .causal import CausalInversionResult

@@ -72,7 +72,6 @@ Divergence (NaN, ``|v| > max_speed``, a failed projection) ends the run with
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,19 +82,21 @@ import pinocchio as pin
 from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError, MultibodyError, SolverError
 from multibody_dynamics.model import MultibodyModel, load_model
-from multibody_dynamics.result_meta import write_model_meta
 from multibody_dynamics.simulate import METHODS as SIM_METHODS
 from multibody_dynamics.simulate import Simulator, SimulatorConfig
 from multibody_dynamics.validation import check_sample_budget
 
-from .controllers import LAWS, Controller, Reference, TrajectoryInterpolator, make_controller
-from .inversion.scenario import (
-    inversion_scenario_from_mapping,
-    read_scenario_file,
-    run_inversion_scenario,
-)
-from .outputs import Output
-from .trajectories import read_trajectory_csv, rest_to_rest
+from ..controllers import LAWS, Controller, Reference, TrajectoryInterpolator, make_controller
+from ..outputs import Output
+from ..trajectories import read_trajectory_csv, rest_to_rest
+from .inversion import inversion_scenario_from_mapping, run_inversion_scenario
+from .schema import err as _err
+from .schema import gain as _gain
+from .schema import integer as _integer
+from .schema import mapping as _mapping
+from .schema import merge as _merge
+from .schema import number as _number
+from .schema import read_scenario_file, robot_path, time_law
 
 _TOP = {"description", "robot", "duration", "task_frame", "reference", "controller", "plant",
         "initial_error"}
@@ -115,6 +116,8 @@ _PLANT = {"rate", "substeps", "method", "max_speed", "effort_limit", "disturbanc
 _DISTURBANCES = {"link", "mass", "inertia", "com", "stiffness", "damping"}
 _NOISE = {"q", "v", "seed"}
 _INITIAL = {"q", "v"}
+#: the keys where .inf is a value (no limit); every other number is finite
+_LIMITS = ("integral_limit", "effort_limit", "force_integral_limit")
 #: laws whose closed loop obeys e'' + K_D e' + K_P e = 0 with an exact model
 _EXACT_LAWS = ("computed_torque", "projected_inverse_dynamics")
 
@@ -138,38 +141,6 @@ def _tracked_output(where, model, rows, inversion) -> tuple[str, ...]:
         raise _err(where, "controller.options.output", f"{out.m} rows for {model.nu} inputs "
                    f"({', '.join(model.input_names)}); expected one row per input")
     return tuple(rows)
-
-
-def _err(where, key, msg):
-    return InputError(f"{where}: {key}: {msg}")
-
-
-def _mapping(where, key, value, allowed=None):
-    if not isinstance(value, dict):
-        raise _err(where, key or "file", f"expected a mapping, got {type(value).__name__}")
-    if allowed is not None:
-        unknown = sorted(set(value) - set(allowed))
-        if unknown:
-            raise _err(where, f"{key}.{unknown[0]}" if key else unknown[0],
-                       f"unknown key; expected one of {', '.join(sorted(allowed))}")
-    return value
-
-
-def _number(where, key, value, *, positive=False, minimum=None):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise _err(where, key, f"expected a number, got {value!r}")
-    if positive and not value > 0:
-        raise _err(where, key, f"expected a positive number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise _err(where, key, f"expected a number >= {minimum:g}, got {value!r}")
-    return float(value)
-
-
-def _gain(where, key, value):
-    """A gain: number or list of numbers (the length is checked by the controller)."""
-    if isinstance(value, list):
-        return tuple(_number(where, f"{key}[{i}]", v) for i, v in enumerate(value))
-    return _number(where, key, value)
 
 
 def _coordinates(where, key, value, model) -> dict[str, float]:
@@ -229,13 +200,6 @@ class RunScenario:
         return 1.0 / self.rate
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def _reference_file(where, value, model: MultibodyModel, path: Path | None, duration: float):
     """``reference.file``: the joint trajectory CSV, read and checked (a SampledTrajectory)."""
     key = "reference.file"
@@ -284,10 +248,7 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
     elif not isinstance(robot, str):
         raise _err(where, "robot", f"expected a robot name or a path, got {robot!r}")
     else:
-        if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute() and \
-                path is not None:
-            robot = str(Path(path).parent / robot)
-        model = load_model(robot)
+        model = load_model(robot_path(robot, path))
     duration = _number(where, "duration", raw["duration"], positive=True)
     task_frame = raw.get("task_frame", model.end_effector)
     if task_frame is not None:
@@ -307,16 +268,10 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
         ref["file"] = _reference_file(where, ref["file"], model, path, duration)
     elif "joints" in ref:
         j = _mapping(where, "reference.joints", ref["joints"], _JOINTS)
-        for req in ("t0", "tf", "start", "end"):
+        law = time_law(where, j, "reference.joints")
+        for req in ("start", "end"):
             if req not in j:
                 raise _err(where, f"reference.joints.{req}", "missing")
-        t0 = _number(where, "reference.joints.t0", j["t0"])
-        tf = _number(where, "reference.joints.tf", j["tf"])
-        if not tf > t0:
-            raise _err(where, "reference.joints.tf", f"expected tf > t0 = {t0:g}, got {tf:g}")
-        order = j.get("order", 5)
-        if order not in (3, 5, 7, 9) or isinstance(order, bool):
-            raise _err(where, "reference.joints.order", f"expected 3, 5, 7 or 9, got {order!r}")
         start = _coordinates(where, "reference.joints.start", j["start"], model)
         end = _coordinates(where, "reference.joints.end", j["end"], model)
         if set(start) != set(end):
@@ -327,7 +282,8 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
         if model.nq != model.nv:
             raise _err(where, "reference.joints", f"needs nq == nv; {model.name} has nq = "
                        f"{model.nq}, nv = {model.nv}")
-        ref["joints"] = {"t0": t0, "tf": tf, "order": order, "start": start, "end": end}
+        ref["joints"] = {"t0": law.t0, "tf": law.tf, "order": law.order, "start": start,
+                         "end": end}
     elif "sines" in ref:
         s = _mapping(where, "reference.sines", ref["sines"])
         if not s:
@@ -367,7 +323,7 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
         raise _err(where, "controller.law", f"expected one of {', '.join(supported)}, got {law!r}")
     for k in ("kp", "kd", "ki", "integral_limit", "effort_limit"):
         if k in c:
-            c[k] = _gain(where, f"controller.{k}", c[k])
+            c[k] = _gain(where, f"controller.{k}", c[k], infinite=k in _LIMITS)
     if "ki" in c and law != "pid":
         raise _err(where, "controller.ki", f"only the pid law has an integral gain, not {law}")
     options = dict(_mapping(where, "controller.options", c.get("options") or {}, _OPTIONS[law]))
@@ -397,7 +353,7 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
         elif isinstance(v, list) and v and isinstance(v[0], list):
             options[k] = tuple(tuple(_number(where, key, x) for x in row) for row in v)
         else:
-            options[k] = _gain(where, key, v)
+            options[k] = _gain(where, key, v, infinite=k in _LIMITS)
     if law == "tv_lqr" and "inversion" not in ref:
         raise _err(where, "controller.law", "tv_lqr needs an inversion reference (the nominal "
                    "motion and feedforward it is designed along)")
@@ -414,17 +370,16 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
     rate = _number(where, "plant.rate", p.get("rate", 1000.0), positive=True)
     check_sample_budget(duration, 1.0 / rate, f"{where}: duration / plant.rate",
                         "lower plant.rate or shorten duration")
-    substeps = p.get("substeps", 1)
-    if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
-        raise _err(where, "plant.substeps", f"expected an integer >= 1, got {substeps!r}")
+    substeps = _integer(where, "plant.substeps", p.get("substeps", 1))
     method = p.get("method", "rk4")
     if not isinstance(method, str) or method not in SIM_METHODS:
         raise _err(where, "plant.method", f"expected one of {', '.join(SIM_METHODS)}, got "
                    f"{method!r}")
-    max_speed = _number(where, "plant.max_speed", p.get("max_speed", 1e4), positive=True)
+    max_speed = _number(where, "plant.max_speed", p.get("max_speed", 1e4), positive=True,
+                        infinite=True)
     limit = None
     if p.get("effort_limit") is not None:
-        lim = _gain(where, "plant.effort_limit", p["effort_limit"])
+        lim = _gain(where, "plant.effort_limit", p["effort_limit"], infinite=True)
         limit = np.broadcast_to(np.asarray(lim, float), (model.nu,)).copy() \
             if np.ndim(lim) == 0 or len(lim) == model.nu else None
         if limit is None:
@@ -445,9 +400,7 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
     n = _mapping(where, "plant.noise", p.get("noise") or {}, _NOISE)
     noise_q = _number(where, "plant.noise.q", n.get("q", 0.0), minimum=0.0)
     noise_v = _number(where, "plant.noise.v", n.get("v", 0.0), minimum=0.0)
-    seed = n.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise _err(where, "plant.noise.seed", f"expected an integer >= 0, got {seed!r}")
+    seed = _integer(where, "plant.noise.seed", n.get("seed", 0), minimum=0)
 
     ie = _mapping(where, "initial_error", raw.get("initial_error") or {}, _INITIAL)
     iq = _coordinates(where, "initial_error.q", ie.get("q"), model)
@@ -916,120 +869,6 @@ def _metrics(res: RunResult, ref: SampledReference) -> dict:
     return mt
 
 
-def summary_table(res: RunResult) -> str:
-    """The summary printed by ``multibody run``: one quantity per line with its unit."""
-    sc, mt = res.scenario, res.metrics
-    model = sc.model
-    outcome = "ok" if res.success else ("INTERRUPTED" if res.interrupted else "DIVERGED")
-    rows = [("outcome", outcome, res.message),
-            ("simulated", f"{res.t[-1] - res.t[0]:.4g}", f"s in {res.wall_time:.3g} s wall, "
-             f"control {sc.rate:g} Hz (ZOH), {sc.substeps} substep(s)"),
-            ("joint error max", f"{mt['joint_error_max']:.4g}", "rad | m (largest coordinate)"),
-            ("joint error rms", f"{mt['joint_error_rms']:.4g}", "rad | m (2-norm over joints)"),
-            ("joint error final", f"{mt['joint_error_final']:.4g}", "rad | m")]
-    for name in model.coordinate_names:
-        rows.append((f"  {name}", f"{mt[f'error_max.{name}']:.4g}",
-                     f"max; rms {mt[f'error_rms.{name}']:.4g}"))
-    if "output_error_max" in mt:
-        rows.append(("output error max", f"{mt['output_error_max']:.4g}",
-                     "rad | m (y(q_ref) - y(q), the rows feedback_linearization tracks)"))
-    if "task_error_max" in mt:
-        rows += [("task error max", f"{mt['task_error_max'] * 1e3:.4g}", f"mm ({sc.task_frame})"),
-                 ("task error rms", f"{mt['task_error_rms'] * 1e3:.4g}", "mm"),
-                 ("task error final", f"{mt['task_error_final'] * 1e3:.4g}", "mm")]
-    if "path_error_max" in mt:
-        rows += [("path error max", f"{mt['path_error_max'] * 1e3:.4g}",
-                  "mm (task frame vs the desired path, t >= t0)"),
-                 ("path error rms", f"{mt['path_error_rms'] * 1e3:.4g}", "mm")]
-    for name, val in zip(model.input_names, mt["u_peak"]):
-        rows.append((f"peak |u| {name}", f"{val:.4g}", "N | N m"))
-    rows.append(("mean |u|", f"{mt['u_norm_mean']:.4g}", "N | N m (2-norm)"))
-    if "force_error_max" in mt:
-        rows += [("force error max", f"{mt['force_error_max']:.4g}", "N | N m"),
-                 ("force error final", f"{mt['force_error_final']:.4g}", "N | N m"),
-                 ("lambda final", ", ".join(f"{x:.4g}" for x in res.lam[-1]),
-                  f"N | N m (desired {', '.join(f'{x:g}' for x in sc.reference['lambda_d'])})")]
-    if res.lam_labels:
-        rows.append(("constraint residual", f"{mt['residual_max']:.3g}", "m | rad (max |phi|)"))
-    if model.passive.any() and "passive_torque_max" in mt and sc.controller["law"] == \
-            "projected_inverse_dynamics":
-        rows.append(("passive torque max", f"{mt['passive_torque_max']:.3g}", "N m | N"))
-    if "analytic_deviation" in mt:
-        rows.append(("vs e''+Kd e'+Kp e=0", f"{mt['analytic_deviation']:.3g}",
-                     "rad | m (max deviation from the analytic error)"))
-    w = max(len(r[0]) for r in rows)
-    v = max(len(r[1]) for r in rows)
-    return "\n".join(f"{a.ljust(w)}  {b.rjust(v)}  {c}" for a, b, c in rows)
-
-
-def write_csv(res: RunResult, path: str | Path) -> Path:
-    """t, q.*, q_ref.*, v.*, u.*, e.*, task_error, lambda.*, residual (SI units)."""
-    model = res.scenario.model
-    names = model.coordinate_names
-    cols = (["t"] + [f"q.{n}" for n in names] + [f"q_ref.{n}" for n in names]
-            + [f"v.{n}" for n in names] + [f"u.{n}" for n in model.input_names]
-            + [f"e.{n}" for n in names])
-    parts = [res.t[:, None], res.q, res.q_ref, res.v, res.u, res.joint_error]
-    if res.task_error.size:
-        cols.append("task_error")
-        parts.append(res.task_error[:, None])
-    cols += [f"lambda.{lab}" for lab in res.lam_labels] + ["residual"]
-    parts += [res.lam, res.residual[:, None]]
-    path = Path(path)
-    np.savetxt(path, np.hstack(parts), delimiter=",", header=",".join(cols), comments="",
-               fmt="%.10g")
-    write_model_meta(path, "run", model, task_frame=res.scenario.task_frame)
-    return path
-
-
-def plot(res: RunResult, path: str | Path, title: str = "") -> Path:
-    """PNG: joint errors (analytic error dynamics dashed), task error, inputs, multipliers."""
-    from multibody_dynamics.plotting import save_figure, subplots
-
-    model = res.scenario.model
-    fig, axes = subplots(4, 1, figsize=(9, 10), sharex=True)
-    t = res.t
-    for i, name in enumerate(model.coordinate_names):
-        axes[0].plot(t, res.joint_error[:, i], lw=1.1, label=name)
-    if res.output_error is not None:  # feedback_linearization: its output rows instead
-        axes[0].cla()
-        for j, name in enumerate(res.scenario.controller["options"]["output"]):
-            axes[0].plot(t, res.output_error[:, j], lw=1.1, label=name)
-    if res.analytic_error is not None:
-        for j in range(res.analytic_error.shape[1]):
-            axes[0].plot(t, res.analytic_error[:, j], "k--", lw=0.8)
-    axes[0].set_ylabel("output error\ny(q_ref) - y(q) [rad | m]" if res.output_error is not None
-                       else "joint error\nq_ref - q [rad | m]")
-    if res.task_error.size:
-        axes[1].plot(t, res.task_error * 1e3, lw=1.1, label=res.scenario.task_frame)
-    axes[1].set_ylabel("task error [mm]")
-    for i, name in enumerate(model.input_names):
-        axes[2].plot(t, res.u[:, i], lw=1.1, label=name)
-    axes[2].set_ylabel("input u [N | N m]")
-    if res.lam_labels:
-        for i, lab in enumerate(res.lam_labels):
-            axes[3].plot(t, res.lam[:, i], lw=1.1, label=lab)
-        lam_d = res.scenario.reference.get("lambda_d")
-        if lam_d is not None:
-            for x in lam_d:
-                axes[3].axhline(x, color="k", ls="--", lw=0.8)
-        axes[3].set_ylabel("multipliers [N | N m]")
-    else:
-        axes[3].text(0.5, 0.5, "no constraints", ha="center", va="center",
-                     transform=axes[3].transAxes)
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="upper right", ncol=4)
-    axes[-1].set_xlabel("t [s]")
-    status = "" if res.success else (f" (INTERRUPTED: {res.message})" if res.interrupted else
-                                     f" (DIVERGED: {res.message})")
-    fig.suptitle((title or f"{model.name}: {res.scenario.controller['law']}") + status,
-                 fontsize=10)
-    return save_figure(fig, path)
-
-
 __all__ = ["Disturbances", "RunResult", "RunScenario", "SampledReference", "build_controller",
-           "error_dynamics_solution", "load_run_scenario", "perturbed_model", "plot",
-           "run_scenario", "sample_reference", "scenario_from_mapping", "summary_table",
-           "write_csv"]
+           "error_dynamics_solution", "load_run_scenario", "perturbed_model", "run_scenario",
+           "sample_reference", "scenario_from_mapping"]

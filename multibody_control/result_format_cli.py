@@ -1,7 +1,8 @@
 """``--format csv|npz|both`` of simulate, run, invert and requirements: results also as
 NumPy archives.
 
-Hooked into :func:`multibody_control.cli.build_parser` by :func:`add_option`, after the
+Part of the command line (hence ``_cli``: it prints what it wrote). Hooked into
+:func:`multibody_control.cli.build_parser` by :func:`add_option`, after the
 animation option (so an animation is made from the CSV before it is converted).  The
 commands write their CSV (and sidecar) as always; with ``npz`` or ``both`` each CSV they
 wrote is converted to ``<stem>.npz`` (:func:`multibody_dynamics.result_npz.write_npz`), and

@@ -1,0 +1,153 @@
+"""The one schema checker of the scenario files (``run_*.yaml``, ``invert_*.yaml`` for rigid,
+flexible and closed flexible robots).
+
+Every scenario kind validates its keys with these functions, so that the same value gets the
+same answer in every file and the errors read alike: ``<file>: <key>: <what was expected>``
+(:class:`~multibody_dynamics.errors.InputError`).
+
+Numbers (:func:`number`): ints and floats, never booleans, never NaN, and finite unless the key
+is a limit (``infinite=True``), where ``.inf`` means "no limit" (``controller.effort_limit``,
+``controller.integral_limit``, ``plant.effort_limit``, ``plant.max_speed``). A time, a gain, a
+tolerance, a coordinate or a matrix entry of ±inf is an error in every scenario kind.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from multibody_dynamics.errors import InputError
+from multibody_dynamics.yaml_io import load_yaml
+
+from ..tasks import TimeLaw
+
+__all__ = ["err", "flag", "gain", "integer", "mapping", "matrix", "merge", "named", "number",
+           "read_scenario_file", "robot_path", "time_law", "xy"]
+
+
+def err(where, key, msg) -> InputError:
+    """The error of ``key`` in file (or context) ``where``: ``"<where>: <key>: <msg>"``."""
+    return InputError(f"{where}: {key}: {msg}")
+
+
+def mapping(where, key, value, allowed=None) -> dict:
+    """``value`` as a mapping whose keys are among ``allowed`` (None: any key)."""
+    if not isinstance(value, dict):
+        raise err(where, key or "file", f"expected a mapping, got {type(value).__name__}")
+    if allowed is not None:
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            raise err(where, f"{key}.{unknown[0]}" if key else unknown[0],
+                      f"unknown key; expected one of {', '.join(sorted(allowed))}")
+    return value
+
+
+def number(where, key, value, *, positive=False, minimum=None, infinite=False) -> float:
+    """A real number: not a boolean, not NaN; finite unless ``infinite`` (a limit, where
+    ``.inf`` means none); ``positive``: > 0; ``minimum``: >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise err(where, key, f"expected a number, got {value!r}")
+    if not infinite and math.isinf(value):
+        raise err(where, key, f"expected a finite number, got {value!r}")
+    if positive and not value > 0:
+        raise err(where, key, f"expected a positive number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise err(where, key, f"expected a number >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def gain(where, key, value, *, infinite=False):
+    """A number or a list of numbers (their count is checked by the consumer)."""
+    if isinstance(value, list):
+        return tuple(number(where, f"{key}[{i}]", v, infinite=infinite)
+                     for i, v in enumerate(value))
+    return number(where, key, value, infinite=infinite)
+
+
+def integer(where, key, value, *, minimum=1) -> int:
+    """An integer >= ``minimum`` (not a boolean, not a float)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise err(where, key, f"expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def flag(where, key, value) -> bool:
+    """``true`` or ``false``."""
+    if not isinstance(value, bool):
+        raise err(where, key, f"expected true or false, got {value!r}")
+    return value
+
+
+def named(where, key, value) -> dict:
+    """An optional mapping keyed by names (joints, frames): {} when absent."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise err(where, key, f"expected a mapping of name to settings, got {value!r}")
+    return value
+
+
+def matrix(where, key, value, shape=None, what="") -> np.ndarray:
+    """A matrix of finite numbers given as a list of equally long rows; ``shape`` (rows, cols)
+    when fixed, ``what`` names its rows x columns in the message."""
+    rows: list = value if isinstance(value, list) else []
+    ok = bool(rows) and all(isinstance(r, list) and r and len(r) == len(rows[0]) for r in rows)
+    if ok and shape is not None:
+        ok = (len(rows), len(rows[0])) == tuple(shape)
+    if not ok:
+        expected = "a matrix (a list of equally long rows)" if shape is None else \
+            f"a finite {shape[0]} x {shape[1]} matrix" + (f" ({what})" if what else "")
+        raise err(where, key, f"expected {expected}, got {value!r}")
+    return np.array([[number(where, key, x) for x in r] for r in rows])
+
+
+def xy(where, key, p) -> list[float]:
+    """A point ``[x, y]`` [m]."""
+    if not isinstance(p, list) or len(p) != 2:
+        raise err(where, key, f"expected [x, y] in m, got {p!r}")
+    return [number(where, key, c) for c in p]
+
+
+def time_law(where, t: dict, key: str = "task") -> TimeLaw:
+    """The keys t0, tf [s] and order (3, 5, 7, 9; default 5) of the mapping ``t`` at ``key``
+    (``task``, ``reference.joints``) as a rest-to-rest :class:`TimeLaw`."""
+    for req in ("t0", "tf"):
+        if req not in t:
+            raise err(where, f"{key}.{req}", "missing (s)")
+    order = t.get("order", 5)
+    if isinstance(order, bool) or order not in (3, 5, 7, 9):
+        raise err(where, f"{key}.order", f"expected 3, 5, 7 or 9, got {order!r}")
+    t0, tf = number(where, f"{key}.t0", t["t0"]), number(where, f"{key}.tf", t["tf"])
+    if not tf > t0:
+        raise err(where, f"{key}.tf", f"expected tf > t0 = {t0:g}, got {tf:g}")
+    return TimeLaw(t0, tf, order)
+
+
+def read_scenario_file(path: Path) -> dict:
+    """The content of a scenario YAML (empty file: {}); InputError naming the file otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: scenario file not found")
+    try:
+        return load_yaml(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: malformed YAML ({' '.join(str(exc).split())})") from None
+
+
+def robot_path(robot: str, path: Path | None) -> str:
+    """The ``robot`` key: a shipped name as is, a relative model-YAML path resolved against the
+    directory of the scenario file ``path``."""
+    if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute() and path is not None:
+        return str(Path(path).parent / robot)
+    return robot
+
+
+def merge(base: dict, over: dict) -> dict:
+    """``base`` with ``over`` merged in (nested mappings merge, other values replace)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
