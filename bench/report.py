@@ -282,6 +282,18 @@ def flexible_cart_output_cost(results: dict, suites: list[str]) -> str:
          _num(s["wall_s"]), f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"]])
 
 
+def flexible_cart_readings(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.5.2: the three printed errors against the unprinted model data."""
+    rows = [["Seifried (2014)", "—", "—", "—", "88.7", "1.6", "1.7"]]
+    for e in _suites(results, suites or ["flexible_cart_readings"]):
+        cells = [_num(e[f"{k}_mm"]) if e[f"{k}_mm"] is not None else "rejected"
+                 for k in ("collocated", "d732", "d733")]
+        rows.append([e["label"], f"{e['gravity']:g}", f"{e['tool_kg']:g}",
+                     f"{100 * e['damping']:g} %", *cells])
+    return _rows(["model", "gravity e2 [m/s²]", "tool [kg]", "modal damping",
+                  "collocated [mm]", "(7.32) [mm]", "(7.33) [mm]"], rows)
+
+
 def flexible_parallel(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 6.5: the parallel flexible machine tool."""
     rows = []
@@ -407,6 +419,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "flexible_output": flexible_output, "flexible_output_damping": flexible_output_damping,
     "flexible_output_cost": flexible_output_cost, "flexible_cart_output": flexible_cart_output,
     "flexible_cart_output_cost": flexible_cart_output_cost,
+    "flexible_cart_readings": flexible_cart_readings,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
     "design_tracking": design_tracking, "design_studies": design_studies,
     "machine": machine,
