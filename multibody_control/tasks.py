@@ -14,8 +14,10 @@ Seifried (2014) Sect. 7.5.2 (Fig. 7.13, a sketch without coordinates): the end e
 flexible cart manipulator follows a semicircle of radius 1 m while the cart moves from -0.5 m to
 0.5 m, in 3 s, with 5th-order polynomials (:func:`cart_semicircle_task`). With two arms of 1 m
 on a cart at the height of the rail, a semicircle whose end points lie level and on the cart's
-side of the motion cannot be followed without folding the arms to |beta| > 2.4 rad (where the
-book's output designs (7.32), (7.33) have unstable zero dynamics), so we read the sketch as:
+side of the motion (end effector moving with the cart) brings the end effector within
+sqrt(1.25) m of the joint somewhere, i.e. folds the arms to |beta| >= 1.95 rad: at or beyond
+where the book's output designs lose stable zero dynamics (from |beta| = 1.75-1.95 rad for
+(7.32), 1.5-1.75 rad for (7.33), depending on alpha; 0.05 rad grid). So we read the sketch as:
 centre (0, 0.5) m, from (1, 0.5) over the top (0, 1.5) to (-1, 0.5) m, the arms standing up
 and the end effector crossing over the cart (|beta| <= 1.45 rad). With the collocated output
 this reading gives 92.6 mm maximum error against the book's 88.7 mm; the hanging mirror image
