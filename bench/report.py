@@ -249,6 +249,51 @@ def flexible_output_cost(results: dict, suites: list[str]) -> str:
     return _rows(["what", "wall [s]", "beside"], rows)
 
 
+def flexible_cart_output(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.5.2.2: output designs of the flexible cart manipulator, book beside ours."""
+    entries = _suites(results, suites or ["flexible_cart_design"])
+    rows = []
+    for e in entries:
+        if "label" in e:
+            zd = (f"max Re λ = {_num(e['spectral_abscissa'])} 1/s"
+                  if e["spectral_abscissa"] is not None else "—")
+            err = _num(e["error_mm"]) if e["ok"] else "rejected (large value)"
+            book = _num(e["book_mm"]) if e["book_mm"] is not None else "non-minimum phase"
+            rows.append([e["label"], zd, err, book])
+        elif "best" in e:
+            g = ", ".join(f"{v}" for v in e["best"].values())
+            rows.append([f"our swarm, {100 * e['damping']:g} % damping, {e['particles']} x "
+                         f"{e['iterations']}: ΔΓ entries [{g}]",
+                         f"max Re λ = {_num(e['best_abscissa'])} 1/s",
+                         _num(e["best_error_mm"]) if e["best_ok"] else "none feasible",
+                         "1.6 (120 x 30)"])
+    return _rows(["design", "zero dynamics at the start", "max end-effector error [mm]",
+                  "book [mm]"], rows)
+
+
+def flexible_cart_output_cost(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.5.2.2: cost of one evaluation and of the swarm."""
+    by = _by_name(_suites(results, suites or ["flexible_cart_design"]))
+    c, s = by["cartdesign_evaluation_cost"], by["cartdesign_study_pool2"]
+    return _rows(["what", "wall [s]", "beside"], [
+        ["one evaluation (minimum-phase design (7.32): steps 1 and 2)", _num(c["evaluation_s"]),
+         f"{_num(c['ratio_to_step1'])}× step 1 alone ({_num(1e3 * c['step1_s'])} ms)"],
+        [f"swarm, {s['particles']} particles x {s['iterations']} iterations, pool of 2",
+         _num(s["wall_s"]), f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"]])
+
+
+def flexible_cart_readings(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.5.2: the three printed errors against the unprinted model data."""
+    rows = [["Seifried (2014)", "—", "—", "—", "88.7", "1.6", "1.7"]]
+    for e in _suites(results, suites or ["flexible_cart_readings"]):
+        cells = [_num(e[f"{k}_mm"]) if e[f"{k}_mm"] is not None else "rejected"
+                 for k in ("collocated", "d732", "d733")]
+        rows.append([e["label"], f"{e['gravity']:g}", f"{e['tool_kg']:g}",
+                     f"{100 * e['damping']:g} %", *cells])
+    return _rows(["model", "gravity e2 [m/s²]", "tool [kg]", "modal damping",
+                  "collocated [mm]", "(7.32) [mm]", "(7.33) [mm]"], rows)
+
+
 def flexible_parallel(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 6.5: the parallel flexible machine tool."""
     rows = []
@@ -374,7 +419,9 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
     "flexible_output": flexible_output, "flexible_output_damping": flexible_output_damping,
-    "flexible_output_cost": flexible_output_cost,
+    "flexible_output_cost": flexible_output_cost, "flexible_cart_output": flexible_cart_output,
+    "flexible_cart_output_cost": flexible_cart_output_cost,
+    "flexible_cart_readings": flexible_cart_readings,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
     "design_tracking": design_tracking, "design_studies": design_studies,
     "machine": machine,

@@ -285,8 +285,8 @@ def test_flexible_models_are_not_robots_for_launch():
     the embedded simulator only)."""
     assert ROBOTS and FLEXIBLE and sorted(ROBOTS + FLEXIBLE) == [p.stem for p in ROBOT_FILES]
     assert {"arm7", "five_bar"} <= set(ROBOTS)
-    assert {"flexible_cart_manipulator", "flexible_manipulator", "flexible_parallel_tool"} <= set(
-        FLEXIBLE)
+    assert {"flexible_cart_manipulator", "flexible_manipulator", "flexible_parallel_tool",
+            "flexible_cart_manipulator_design"} <= set(FLEXIBLE)
     for robot in ROBOTS:
         for rel in (f"urdf/{robot}.urdf", f"urdf/{robot}.urdf.xacro",
                     f"config/controllers/{robot}.yaml"):

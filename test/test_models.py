@@ -160,7 +160,8 @@ def test_cli_models_and_check(capsys):
         assert rows[name][4] == "-"
     # elastic coordinates: 2 modes per link / arm, 12 + 6 modes in the machine tool
     for name, n_elastic in (("flexible_cart_manipulator", "4"), ("flexible_manipulator", "4"),
-                            ("flexible_parallel_tool", "18")):
+                            ("flexible_parallel_tool", "18"),
+                            ("flexible_cart_manipulator_design", "4")):
         assert rows[name][4] == n_elastic
     assert main(["check", "five_bar"]) == 0
     assert "end_effector planar_revolute" in capsys.readouterr().out

@@ -22,7 +22,8 @@ from multibody_dynamics.robot import (
 CLOSED = {"dual_arm_load", "five_bar", "four_bar", "prr_surface", "slider_crank",
           "flexible_parallel_tool"}
 ELASTIC = {"flexible_cart_manipulator": 4, "flexible_manipulator": 4,
-           "flexible_manipulator_book": 4, "flexible_parallel_tool": 18}
+           "flexible_manipulator_book": 4, "flexible_parallel_tool": 18,
+           "flexible_cart_manipulator_design": 4}
 
 
 @pytest.fixture(scope="module")

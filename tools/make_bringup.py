@@ -120,6 +120,7 @@ FLEX_PLAN = {
     "flexible_manipulator": ({"alpha": 0.2, "beta": 0.2}, 2.0),
     "flexible_manipulator_book": ({"alpha": 0.2, "beta": 0.2}, 2.0),
     "flexible_cart_manipulator": ({"x": 0.1}, 2.0),
+    "flexible_cart_manipulator_design": ({"s": 0.1}, 2.0),
     "flexible_parallel_tool": ({"s1": 0.005, "s2": 0.005}, 0.3),
 }
 

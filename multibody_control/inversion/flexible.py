@@ -154,8 +154,10 @@ class RigidInverseKinematics:
 
     The end point of body ``frame`` (the task's frame, default the chain's end effector) at
     ``q_e = 0`` is ``r_ap(y)``, the rigid forward kinematics with the total arm lengths (6.30).
-    Newton iterations from ``guess`` (joint angles; it selects the elbow branch), warm-started
-    from the previous sample.
+    Task coordinates that are joint names of the chain (a cart ``"s"``, Seifried (2014)
+    Sect. 7.5.2) are prescribed as given; the two frame coordinates are solved for the other
+    joints by Newton iterations from ``guess`` (joint values; it selects the elbow branch),
+    warm-started from the previous sample.
     """
 
     def __init__(self, chain: FlexibleChain, task: Task, guess=None):
@@ -163,13 +165,21 @@ class RigidInverseKinematics:
         if len(names) != chain.nq_r:
             raise InputError(f"task has {len(names)} coordinates ({', '.join(names)}) but "
                              f"{chain.config.name} has {chain.nq_r} joints")
-        frames = {n.rsplit(".", 1)[0] for n in names}
-        axes = [n.rsplit(".", 1)[-1] for n in names]
-        if len(frames) != 1 or axes != ["x", "y"][:len(axes)] or len(axes) != 2:
+        joints = list(chain.joint_names)
+        fixed = [n for n in names if n in joints]
+        pointwise = [n for n in names if n not in joints]
+        frames = {n.rsplit(".", 1)[0] for n in pointwise}
+        axes = [n.rsplit(".", 1)[-1] for n in pointwise]
+        if len(frames) != 1 or axes != ["x", "y"]:
             raise InputError(f"task coordinates must be '<body>.x', '<body>.y' of one body of "
-                             f"{chain.config.name}, got {list(names)}")
+                             f"{chain.config.name} (and joint names {joints} to prescribe), got "
+                             f"{list(names)}")
         self.chain, self.task = chain, task
         self.body = chain._body_index(frames.pop())
+        self._task_fixed = np.array([names.index(n) for n in fixed], int)
+        self._task_point = np.array([names.index(n) for n in pointwise], int)
+        self._fixed = np.array([joints.index(n) for n in fixed], int)
+        self._free = np.array([i for i in range(chain.nq_r) if joints[i] not in fixed], int)
         self.qr = (np.full(chain.nq_r, 0.5) if guess is None
                    else np.asarray(guess, float).reshape(chain.nq_r).copy())
 
@@ -181,25 +191,34 @@ class RigidInverseKinematics:
         return r, J[:, :ch.nq_r], bias
 
     def __call__(self, t):
-        p, pd, pdd = self.task(float(t))
-        qr = self.qr
+        task = self.task(float(t))
+        (p, pd, pdd), (s, sd, sdd) = ([x[self._task_point] for x in task],
+                                      [x[self._task_fixed] for x in task])
+        fx, fr = self._fixed, self._free
+        qr = self.qr.copy()
+        qr[fx] = s
         zero = np.zeros_like(qr)
         for _ in range(50):
             r, J, _ = self._point(qr, zero)
             if np.max(np.abs(r - p)) < 1e-13:
                 break
-            qr = qr - np.linalg.solve(J, r - p)
+            qr[fr] -= np.linalg.solve(J[:, fr], r - p)
         else:
             raise SolverError(f"rigid inverse kinematics did not converge at t = {t:g} s "
                               f"(target {p.tolist()} m): is it within reach?")
         self.qr = qr
         _, J, _ = self._point(qr, zero)
-        if np.linalg.cond(J) > 1e8:
+        if np.linalg.cond(J[:, fr]) > 1e8:
             raise SolverError(f"rigid inverse kinematics singular at t = {t:g} s (arm stretched or "
                               "folded): choose a path away from the workspace boundary")
-        vr = np.linalg.solve(J, pd)
+        vr = np.zeros_like(qr)
+        vr[fx] = sd
+        vr[fr] = np.linalg.solve(J[:, fr], pd - J[:, fx] @ sd)
         _, _, bias = self._point(qr, vr)
-        return qr.copy(), vr, np.linalg.solve(J, pdd - bias)
+        ar = np.zeros_like(qr)
+        ar[fx] = sdd
+        ar[fr] = np.linalg.solve(J[:, fr], pdd - bias - J[:, fx] @ sdd)
+        return qr.copy(), vr, ar
 
     def sample(self, t):
         rows = [self(tk) for tk in np.asarray(t, float)]

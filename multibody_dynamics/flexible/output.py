@@ -261,24 +261,47 @@ def combined_output_gamma(tip_displacements: Sequence, tip_rotations: Sequence,
 
 
 def chain_combined_output(chain: FlexibleChain) -> np.ndarray:
-    """Γ (nq_r, nq_e) of a :class:`FlexibleChain` that is a serial manipulator of revolute arms.
+    """Γ (nq_r, nq_e) of a :class:`FlexibleChain` that is a serial manipulator of revolute arms,
+    optionally on carts.
 
-    Every body must be flexible, hang on the previous one with a revolute joint and
-    ``angle = 0``, and have its distal node on its x axis (as :func:`arm_modal_data` builds
-    it); ``l_k`` is the distal node's x coordinate, ``u^k`` and ``Ψ^k`` its shape. The columns
-    follow the chain's ``q_e`` order, so ``y = q[:nq_r] + Γ @ q[nq_r:]``.
+    The chain may start with rigid bodies on prismatic joints (carts, e.g. the cart on e1 of
+    Seifried (2014) Sect. 7.5.2); their rows of Γ are zero, since a rigid cart coordinate is
+    its own output and moves the arms without deforming the kinematics. The rest must be
+    flexible arms, each on the previous body with a revolute joint, with their distal node on
+    their x axis (as :func:`arm_modal_data` builds it); ``l_k`` is the distal node's x
+    coordinate, ``u^k`` and ``Ψ^k`` its shape. The first arm may have any constant joint
+    ``angle`` (it turns r_ap and r_ef together, Γ is unchanged); the following arms need
+    ``angle = 0``, the chord recursion (6.36) assumes each arm continues its parent's tip
+    tangent. The columns follow the chain's ``q_e`` order, so
+    ``y = q[:nq_r] + Γ @ q[nq_r:]``.
+
+    Returns
+    -------
+    ndarray, shape (nq_r, nq_e)
+        Γ [rad per unit q_e] (zero rows for the carts).
+
+    Raises
+    ------
+    ModelError
+        The chain is not carts followed by a serial chain of flexible revolute arms.
     """
     if not isinstance(chain, FlexibleChain):
         raise InputError(f"chain must be a FlexibleChain, got {type(chain).__name__}")
     us, ps, ls = [], [], []
+    carts = 0
     for i, b in enumerate(chain.bodies):
         where = f"{chain.config.name}: body {b.name!r}"
+        serial = chain.config.parents[i] == i - 1
+        if not us and not b.flexible and b.joint_type == "prismatic" and serial:
+            carts += 1
+            continue
         if not b.flexible:
-            raise ModelError(f"{where}: the combined output needs flexible arms only")
-        if b.joint_type != "revolute" or chain.config.parents[i] != i - 1 or b.angle != 0.0:
+            raise ModelError(f"{where}: the combined output needs flexible arms only (rigid "
+                             "bodies only as prismatic carts before the first arm)")
+        if b.joint_type != "revolute" or not serial or (us and b.angle != 0.0):
             raise ModelError(f"{where}: expected a serial chain of revolute joints with "
-                             f"angle 0 (got {b.joint_type}, parent {chain.config.parents[i]}, "
-                             f"angle {b.angle})")
+                             f"angle 0 after the first arm (got {b.joint_type}, parent "
+                             f"{chain.config.parents[i]}, angle {b.angle})")
         d = b.modal_data
         pos = d.node_positions[b.distal_node]
         if abs(pos[1]) > 1e-12 * max(abs(pos[0]), 1.0) or pos[0] <= 0.0:
@@ -287,4 +310,7 @@ def chain_combined_output(chain: FlexibleChain) -> np.ndarray:
         us.append(d.node_shapes[b.distal_node, 1])
         ps.append(d.node_shapes[b.distal_node, 2])
         ls.append(pos[0])
-    return combined_output_gamma(us, ps, ls)
+    if not us:
+        raise ModelError(f"{chain.config.name}: no flexible arm, no combined output")
+    arms = combined_output_gamma(us, ps, ls)
+    return np.vstack([np.zeros((carts, arms.shape[1])), arms])
