@@ -456,6 +456,26 @@ class ClosedFlexibleChain:
         a, lam = self._kkt(q, v, f, baumgarte)
         return (a, lam) if return_multipliers else a
 
+    def inverse_dynamics(self, q, v, a) -> np.ndarray:
+        """Minimum-norm generalized force ``tau = P (M a + k + f_e - g)`` (nv,) [N | N m] that
+        produces the motion ``a`` (nv,) of the closed system, ``P = I - C^+ C``.
+
+        The part of ``M a + k + f_e - g`` along the closure directions (range of ``C^T``) is
+        carried by the cut-joint reactions ``C^T λ`` (2.51); the rest is the force to apply,
+        as the projection form of Aghili (2005) eq. 45 states it for rigid loops.  For a motion
+        that keeps the closures (``C a + bias = 0``), ``forward_dynamics(q, v, tau=tau)``
+        returns ``a`` again; ``tau`` has elastic entries where the motion needs them.
+        """
+        q, v, a = self._vec(q, "q"), self._vec(v, "v"), self._vec(a, "a")
+        M, k, g, fe = self.chain.dynamics_terms(q, v)
+        C = self.constraint_jacobian(q)
+        f = M @ a + k + fe - g
+        return f - np.linalg.pinv(C) @ (C @ f)
+
+    def mass_matrix(self, q) -> np.ndarray:
+        """Mass matrix M(q) (nv, nv) of the spanning tree (Seifried eq. 2.139)."""
+        return self.chain.mass_matrix(q)
+
     def _kkt(self, q, v, f, baumgarte=(0.0, 0.0)):
         M, k, g, fe = self.chain.dynamics_terms(q, v)
         c, C, bias = self.constraint_terms(q, v)
