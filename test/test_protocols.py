@@ -161,3 +161,64 @@ def test_elastic_joints_satisfy_the_dynamics_protocol(name):
 def test_flexible_chain_is_its_own_dynamics():
     robot = load_robot("flexible_manipulator")
     assert isinstance(robot, FlexibleChain) and robot_dynamics(robot) is robot
+
+
+# ------------------------------------------------------------------ one result type per kind
+def test_every_simulation_and_inversion_result_is_of_the_common_type():
+    from multibody_control.inversion.causal import CausalInversionResult
+    from multibody_control.inversion.closed_flexible import ClosedInversion
+    from multibody_control.inversion.flexible import TrackingResult
+    from multibody_control.inversion.result import InversionResult
+    from multibody_dynamics.elastic_joints import ElasticSimulationResult
+    from multibody_dynamics.flexible.closed import ClosedSimulation as OldPlace
+    from multibody_dynamics.flexible.simulation import ClosedSimulation, FlexibleSimulation
+    from multibody_dynamics.simulate import SimulationResult
+
+    for cls in (ElasticSimulationResult, FlexibleSimulation, ClosedSimulation, TrackingResult):
+        assert issubclass(cls, SimulationResult), cls
+    assert OldPlace is ClosedSimulation  # the old import keeps working
+    for cls in (CausalInversionResult, ClosedInversion):
+        assert issubclass(cls, InversionResult), cls
+
+
+def _check_simulation(res, model, u):
+    """Fields of a flexible run against values recomputed here from its samples."""
+    n = res.t.size
+    assert res.q.shape == res.v.shape == (n, model.nv) and res.residual.shape == (n,)
+    # the input held is B u at every sample (exact: the same product)
+    np.testing.assert_array_equal(res.tau, np.tile(model.B @ u, (n, 1)))
+    # the energy is the model's at each sample (same routine: exact)
+    np.testing.assert_array_equal(res.energy, [model.energy(q, v) for q, v in zip(res.q, res.v)])
+    assert res.table().shape == (n, len(res.columns()))
+    assert res.mode == "adaptive" and res.nrejected is None and res.nfev > 0
+
+
+def test_flexible_runs_give_simulation_results_with_the_common_calls(tmp_path):
+    from multibody_dynamics.flexible.simulation import FlexibleSimulation, simulate_flexible
+
+    chain = load_robot("flexible_manipulator")
+    u = np.array([0.5, -0.2])  # [N m] held
+    res = simulate_flexible(chain, 0.05, u=u, output_dt=0.01)
+    assert type(res) is FlexibleSimulation and res.success, res.message
+    _check_simulation(res, chain, u)
+    # the calls every SimulationResult takes (the CLI writes any result through them)
+    assert "peak |q_e|" in res.summary(dissipative=True)
+    header = res.to_csv(tmp_path / "run.csv").read_text().splitlines()[0]
+    assert header == ",".join(["t"] + [f"q.{n}" for n in chain.coordinate_names]
+                              + [f"v.{n}" for n in chain.coordinate_names] + ["energy"])
+    assert res.plot(tmp_path / "run.png", title="t", model=chain).is_file()
+
+
+def test_closed_flexible_simulation_records_energy_and_input():
+    from multibody_dynamics.flexible.closed import flexible_parallel_tool
+    from multibody_dynamics.flexible.simulation import ClosedSimulation
+
+    small = flexible_parallel_tool(modes_long=3, modes_short=1, link_elements=6)
+    q = np.zeros(small.nv)
+    q[:4] = [0.0, 0.8, np.pi / 4, 2.4]
+    q = small.project_position(q, partitioned=True)
+    u = np.array([1.0, -2.0])  # [N] on the two carts
+    res = small.simulate(q, np.zeros(small.nv), np.linspace(0.0, 0.01, 3), u=lambda t: u)
+    assert type(res) is ClosedSimulation and res.success, res.message
+    _check_simulation(res, small, u)
+    assert res.name == small.name and res.names == small.coordinate_names
