@@ -64,11 +64,11 @@ def test_forward_dynamics_equals_kkt_and_partitioning(models, rng, robot, varian
         q, v, tau = assembled(model, rng, GUESS[robot])
         res = pd.forward_dynamics_result(q, v, tau)
         assert res.success and res.rank == pd.constraints.n_rows, res.message
-        k = kkt.forward_dynamics(q, v, tau)
+        k = kkt.forward_dynamics_result(q, v, tau)
         s = scale(k.a)
         np.testing.assert_allclose(res.a, k.a, rtol=0, atol=RTOL * s)
-        np.testing.assert_allclose(res.a, kkt_lu.forward_dynamics(q, v, tau).a, rtol=0, atol=RTOL * s)
-        np.testing.assert_allclose(res.a, cp.forward_dynamics(q, v, tau).a, rtol=0, atol=RTOL * s)
+        np.testing.assert_allclose(res.a, kkt_lu.forward_dynamics_result(q, v, tau).a, rtol=0, atol=RTOL * s)
+        np.testing.assert_allclose(res.a, cp.forward_dynamics_result(q, v, tau).a, rtol=0, atol=RTOL * s)
         # multipliers: unique for full-rank A; same sign convention M a + h = tau + A^T lam
         np.testing.assert_allclose(res.lam, k.lam, rtol=0, atol=RTOL * scale(k.lam) * s)
         # the acceleration constraint A a + gamma = 0 holds; this also fixes the sign of the
@@ -96,8 +96,8 @@ def test_coordinate_partitioning_repartitions(models, rng):
     model = models["five_bar"]
     cp = CoordinatePartitioning(model)
     q, v, tau = assembled(model, rng, GUESS["five_bar"])
-    r1 = cp.forward_dynamics(q, v, tau)
-    r2 = cp.forward_dynamics(q, v, tau)
+    r1 = cp.forward_dynamics_result(q, v, tau)
+    r2 = cp.forward_dynamics_result(q, v, tau)
     assert r1.repartitioned and not r2.repartitioned and cp.repartitions == 1
     assert len(r1.independent) == 2 and r1.cond <= cp.settings.cond_max
 
@@ -115,7 +115,7 @@ def test_spherical_closure_equals_pinocchio(tmp_path, rng, base, frames):
     assert res.rank == 2
     s = scale(res.a)
     for rf in (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED):
-        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics(q, v, tau)
+        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics_result(q, v, tau)
         assert p.success
         # pinocchio's proximal solve converges to its eps = 1e-12 in a few iterations
         np.testing.assert_allclose(p.a, res.a, rtol=0, atol=RTOL * s)
@@ -161,10 +161,10 @@ def test_spatial_closure_equals_pinocchio(tmp_path, rng, arm7_target, ctype, ran
     res = pd.forward_dynamics_result(q, v, tau)
     assert res.rank == rank
     s = scale(res.a)
-    np.testing.assert_allclose(res.a, KKTDynamics(model).forward_dynamics(q, v, tau).a,
+    np.testing.assert_allclose(res.a, KKTDynamics(model).forward_dynamics_result(q, v, tau).a,
                                rtol=0, atol=RTOL * s)
     for rf in (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED):
-        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics(q, v, tau)
+        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics_result(q, v, tau)
         # eps = 1e-12 of the proximal solver, well-conditioned full-rank closure
         np.testing.assert_allclose(p.a, res.a, rtol=0, atol=RTOL * s)
 
@@ -183,16 +183,16 @@ def test_four_bar_redundant_closure(models, rng):
     q, v, tau = assembled(model, rng, GUESS["four_bar"])
     res = ProjectedDynamics(model).forward_dynamics_result(q, v, tau)
     assert res.success and res.rank == 2 and "redundant" in res.message
-    k = KKTDynamics(model).forward_dynamics(q, v, tau)
+    k = KKTDynamics(model).forward_dynamics_result(q, v, tau)
     s = scale(res.a)
     np.testing.assert_allclose(res.a, k.a, rtol=0, atol=RTOL * s)
-    np.testing.assert_allclose(res.a, CoordinatePartitioning(model).forward_dynamics(q, v, tau).a,
+    np.testing.assert_allclose(res.a, CoordinatePartitioning(model).forward_dynamics_result(q, v, tau).a,
                                rtol=0, atol=RTOL * s)
     # both multipliers are the minimum-norm ones (lstsq and (A^T)^+ f_c)
     np.testing.assert_allclose(res.lam, k.lam, rtol=0, atol=RTOL * s * scale(k.lam))
 
     lu = KKTDynamics(model, settings=KKTSettings(method="solve"))
-    bad = lu.forward_dynamics(q, v, tau)
+    bad = lu.forward_dynamics_result(q, v, tau)
     assert not bad.success and "singular" in bad.message
     K, rhs = lu.kkt_system(q, v, tau)
     with pytest.raises(np.linalg.LinAlgError):
@@ -400,7 +400,7 @@ def test_springs_are_applied_forces(tmp_path, rng):
     a = ProjectedDynamics(model).acceleration(q, v, tau)
     a_ref = ProjectedDynamics(plain).acceleration(q, v, tau + tau_s)
     np.testing.assert_allclose(a, a_ref, rtol=1e-13, atol=1e-13)  # identical arithmetic
-    np.testing.assert_allclose(KKTDynamics(model).forward_dynamics(q, v, tau).a, a,
+    np.testing.assert_allclose(KKTDynamics(model).forward_dynamics_result(q, v, tau).a, a,
                                atol=RTOL * scale(a))
     idr = ProjectedDynamics(model).inverse_dynamics_result(q, v, a)
     assert idr.success
@@ -448,7 +448,7 @@ def test_kkt_baumgarte(models, rng):
     v, tau = rng.normal(size=4), rng.normal(size=4)
     alpha, beta = 5.0, 10.0  # 1/s
     res = KKTDynamics(model, settings=KKTSettings(baumgarte_alpha=alpha, baumgarte_beta=beta)
-                      ).forward_dynamics(q, v, tau)
+                      ).forward_dynamics_result(q, v, tau)
     A, gamma = c.jacobian_and_bias(q, v)
     lhs = A @ res.a + gamma + 2 * alpha * A @ v + beta ** 2 * c.residual(q)
     np.testing.assert_allclose(lhs, 0.0, atol=1e-9 * scale(res.a))  # round-off of the solve
