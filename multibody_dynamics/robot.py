@@ -220,6 +220,13 @@ def robot_stepper(robot: RobotModel, config=None) -> PlantStepper:
     ------
     SolverError
         A closed flexible loop whose neutral configuration cannot be assembled.
+
+    Notes
+    -----
+    A rigid loop whose start configuration (``q_initial``) does not assemble is not refused
+    here (the simulator leaves the choice to its caller): call ``reset(q0)`` with ``q0`` near
+    an assembled pose (``initial_positions`` of the model YAML or of the simulator node)
+    before stepping.
     """
     if not _is_rigid(robot):
         from .flexible.stepper import make_stepper
