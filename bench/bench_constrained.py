@@ -59,7 +59,7 @@ def _point_closure_model(robot, frames, folder: Path):
 
 def _check_identity(pd: ProjectedDynamics, q, v, tau) -> float:
     """Largest relative difference of (a, f_c, lam) between the fast and the numpy path."""
-    res = pd.forward_dynamics(q, v, tau)
+    res = pd.forward_dynamics_result(q, v, tau)
     A, gamma = pd.constraints.jacobian_and_bias(q, v)
     M, f = pd._applied(q, v, tau)
     a, proj = projected_acceleration(M, f, A, gamma, pd.settings)
@@ -83,7 +83,7 @@ def _entries(robot, frames, guess, rng, folder: Path) -> list[dict]:
     base = PinocchioConstraintDynamics(_point_closure_model(robot, frames, folder))
     base.acceleration(q, v, tau)
     baseline = "pin.constraintDynamics (3-D point closure)"
-    fd = ratio_entry(f"{robot} forward_dynamics", lambda: pd.forward_dynamics(q, v, tau),
+    fd = ratio_entry(f"{robot} forward_dynamics", lambda: pd.forward_dynamics_result(q, v, tau),
                      lambda: base.acceleration(q, v, tau), baseline, TARGET)
     fd["max_rel_diff_vs_numpy_path"] = err
     acc = ratio_entry(f"{robot} acceleration", lambda: pd.acceleration(q, v, tau),

@@ -17,7 +17,7 @@ from multibody_dynamics.projection import ProjectedDynamics
 five_bar = load_model("five_bar")            # closed loop: projection-based dynamics
 pd = ProjectedDynamics(five_bar)
 q0 = pd.project_position(np.array([1.2, -1.0, 1.9, 1.0])).q   # assemble the loop (Newton)
-res = pd.forward_dynamics(q0, np.zeros(4), np.zeros(4))        # a, constraint force, lambda
+res = pd.forward_dynamics_result(q0, np.zeros(4), np.zeros(4)) # a, constraint force, lambda
 print("five_bar assembled at q0 =", np.round(q0, 6))
 print("  accelerations at rest [rad/s^2]:", np.round(res.a, 6))
 

@@ -300,15 +300,29 @@ def _simulation_start(model, args):
 
 
 def cmd_simulate(args) -> int:
-    from multibody_dynamics.model import load_model
-    from multibody_dynamics.result_meta import mark_partial, write_model_meta
-    from multibody_dynamics.rolling import model_constraints
-    from multibody_dynamics.simulate import SimulationInterrupted, SimulatorConfig, simulate
+    from multibody_dynamics.robot import has_elastic_coordinates, load_robot
+    from multibody_dynamics.simulate import SimulationInterrupted
 
     _check_run_length(args)
-    if _is_flexible_robot(args.robot):
-        return _simulate_flexible(args)
-    model = load_model(args.robot)
+    robot = load_robot(args.robot)
+    # the plant's integrator: adaptive DOP853 with elastic coordinates, else the rigid
+    # simulator; the inputs are checked before the run, whose result (one SimulationResult)
+    # is written the same way
+    run, v0 = (_flexible_run(args, robot) if has_elastic_coordinates(robot)
+               else _rigid_run(args, robot))
+    interrupted = False
+    try:
+        result = run()
+    except SimulationInterrupted as exc:  # Ctrl-C: report and write what was computed
+        result, interrupted = exc.result, True
+    return _write_simulation(args, robot, result, interrupted, v0)
+
+
+def _rigid_run(args, model):
+    """``(run, v0)``: the rigid simulation of ``args`` as a call, and the start velocity."""
+    from multibody_dynamics.rolling import model_constraints
+    from multibody_dynamics.simulate import SimulatorConfig, simulate
+
     tau = _simulate_input(model, args)  # before the start: a bad input file fails at once
     q0, v0 = _simulation_start(model, args)
     if args.rtol is not None:
@@ -317,39 +331,15 @@ def cmd_simulate(args) -> int:
     else:
         config = SimulatorConfig(dt=args.dt, method=args.method, position_tol=args.position_tol,
                                  singular_branch=args.singular_branch)
-    interrupted = False
-    try:
-        result = simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
-                          constraints=model_constraints(model), output_dt=args.output_dt)
-    except SimulationInterrupted as exc:  # Ctrl-C: report and write what was computed
-        result, interrupted = exc.result, True
-    print(f"{model.name}: {result.summary(dissipative=bool(np.any(model.damping)))}")
-    if v0 is not None and result.v.shape[0] and not np.allclose(result.v[0], v0, rtol=0,
-                                                                 atol=1e-12):
-        print(f"note: --v0 was projected onto the closures (A v = 0): used "
-              f"{np.array2string(result.v[0], precision=6)} instead of "
-              f"{np.array2string(v0, precision=6)}")
-    if args.out:
-        print(f"wrote {result.to_csv(args.out)}")
-        write_model_meta(args.out, "simulate", model)  # the robot, for `multibody animate`
-        if interrupted:
-            mark_partial(args.out, result.message)
-    if args.plot:
-        print(f"wrote {result.plot(args.plot, title=f'{model.name}: simulation', model=model)}")
-    if interrupted:
-        print(f"multibody simulate: interrupted; {result.t.size} samples up to "
-              f"t = {result.t[-1]:.6g} s kept" + (" and written" if args.out else ""),
-              file=sys.stderr)
-        return 130
-    return 0 if result.success else 1
+    return (lambda: simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
+                             constraints=model_constraints(model), output_dt=args.output_dt),
+            v0)
 
 
-def _simulate_flexible(args) -> int:
-    from multibody_dynamics.flexible.loader import load_flexible_model, resolve_flexible_path
+def _flexible_run(args, model):
+    """``(run, None)``: the flexible simulation of ``args`` as a call."""
     from multibody_dynamics.flexible.simulation import simulate_flexible
-    from multibody_dynamics.result_meta import write_result_meta
 
-    model = load_flexible_model(args.robot)
     if args.tau_file is not None:
         raise MultibodyError("--tau-file: replays inputs on rigid models; flexible models take "
                              "a constant --tau")
@@ -357,28 +347,52 @@ def _simulate_flexible(args) -> int:
                            ("--tau", args.tau, model.nu)):
         if value is not None and len(value) != n:
             what = "joint inputs" if flag == "--tau" else "values (joints, then elastic coordinates)"
-            raise MultibodyError(f"{flag}: {model.config.name} is a flexible model: expected {n} "
+            raise MultibodyError(f"{flag}: {model.name} is a flexible model: expected {n} "
                                  f"{what}, got {len(value)}")
     print("flexible model: adaptive DOP853 (default rtol 1e-8); --dt, --method, --position-tol "
           "and --singular-branch apply to rigid models")
-    result = simulate_flexible(model, args.duration, args.q0, args.v0, args.tau,
-                               rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
-                               output_dt=1e-2 if args.output_dt is None else args.output_dt,
-                               progress=not args.quiet)
-    print(f"{result.name}: {result.summary()}")
+    return (lambda: simulate_flexible(
+        model, args.duration, args.q0, args.v0, args.tau,
+        rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
+        output_dt=1e-2 if args.output_dt is None else args.output_dt,
+        progress=not args.quiet), None)
+
+
+def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
+    """Summary, CSV with its sidecar, plot of any plant's SimulationResult; exit status.
+    ``v0``: the start velocity asked for, compared with the one the closures admitted."""
+    from multibody_dynamics.result_meta import mark_partial
+    from multibody_dynamics.robot import has_elastic_coordinates
+
+    dissipative = bool(np.any(getattr(robot, "damping", 0.0)))
+    print(f"{robot.name}: {result.summary(dissipative=dissipative)}")
+    if v0 is not None and result.v.shape[0] and not np.allclose(result.v[0], v0, rtol=0,
+                                                                 atol=1e-12):
+        print(f"note: --v0 was projected onto the closures (A v = 0): used "
+              f"{np.array2string(result.v[0], precision=6)} instead of "
+              f"{np.array2string(v0, precision=6)}")
     if args.out:
         print(f"wrote {result.to_csv(args.out)}")
-        write_result_meta(args.out, "simulate", result.name, resolve_flexible_path(args.robot),
-                          flexible=True)
+        if has_elastic_coordinates(robot):
+            from multibody_dynamics.flexible.loader import resolve_flexible_path
+            from multibody_dynamics.result_meta import write_result_meta
+
+            write_result_meta(args.out, "simulate", robot.name,
+                              resolve_flexible_path(args.robot), flexible=True)
+        else:
+            from multibody_dynamics.result_meta import write_model_meta
+
+            write_model_meta(args.out, "simulate", robot)  # the robot, for `multibody animate`
+        if interrupted:
+            mark_partial(args.out, result.message)
     if args.plot:
-        print(f"wrote {result.plot(args.plot)}")
+        print(f"wrote {result.plot(args.plot, title=f'{robot.name}: simulation', model=robot)}")
+    if interrupted:
+        print(f"multibody simulate: interrupted; {result.t.size} samples up to "
+              f"t = {result.t[-1]:.6g} s kept" + (" and written" if args.out else ""),
+              file=sys.stderr)
+        return 130
     return 0 if result.success else 1
-
-
-def _is_flexible_robot(robot: str) -> bool:
-    from multibody_dynamics.flexible.loader import is_flexible_model
-
-    return is_flexible_model(robot)
 
 
 def _output_from_spec(model, spec: str, gamma):

@@ -43,6 +43,11 @@ class _Base:
         return (as_vector(q, self.model.nq, "q"), as_vector(v, self.model.nv, "v"),
                 as_vector(tau, self.model.nv, "tau"))
 
+    def forward_dynamics(self, q, v, tau) -> np.ndarray:
+        """Accelerations a (nv,) (the :class:`~multibody_dynamics.protocols.Dynamics`
+        convention); the multipliers and counters: ``forward_dynamics_result``."""
+        return self.forward_dynamics_result(q, v, tau).a
+
     def _applied(self, q, v, tau):
         M = pin.crba(self._pm, self._data, q)
         f = tau - pin.nonLinearEffects(self._pm, self._data, q, v)
@@ -116,7 +121,7 @@ class KKTDynamics(_Base):
         K[nv:, :nv] = A
         return K, np.concatenate([f, rhs_c])
 
-    def forward_dynamics(self, q, v, tau) -> KKTResult:
+    def forward_dynamics_result(self, q, v, tau) -> KKTResult:
         K, rhs = self.kkt_system(q, v, tau)
         nv = self.model.nv
         try:
@@ -209,7 +214,7 @@ class CoordinatePartitioning(_Base):
         cols = scipy.linalg.qr(A[rows], pivoting=True, mode="r")[1]
         return rows, np.sort(cols[:r]), np.sort(cols[r:])
 
-    def forward_dynamics(self, q, v, tau) -> PartitioningResult:
+    def forward_dynamics_result(self, q, v, tau) -> PartitioningResult:
         q, v, tau = self._state(q, v, tau)
         A, gamma = self.constraints.jacobian_and_bias(q, v)
         repart = False
@@ -307,7 +312,12 @@ class PinocchioConstraintDynamics:
         return pin.constraintDynamics(self._pm, self._data, q, v, tau, self.cmodels, self.cdatas,
                                       self._settings)
 
-    def forward_dynamics(self, q, v, tau) -> PinocchioResult:
+    def forward_dynamics(self, q, v, tau) -> np.ndarray:
+        """Accelerations a (nv,) (the :class:`~multibody_dynamics.protocols.Dynamics`
+        convention); the contact forces and solver counters: :meth:`forward_dynamics_result`."""
+        return self.forward_dynamics_result(q, v, tau).a
+
+    def forward_dynamics_result(self, q, v, tau) -> PinocchioResult:
         q = as_vector(q, self.model.nq, "q")
         v = as_vector(v, self.model.nv, "v")
         tau = as_vector(tau, self.model.nv, "tau")

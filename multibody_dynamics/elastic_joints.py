@@ -614,6 +614,10 @@ class ElasticJoints:
         """Joint-space mass matrix M(q) (nv, nv) (``crba``)."""
         return self._rigid.mass_matrix(self._q(q))
 
+    def energy(self, q, v) -> float:
+        """Total mechanical energy T + V [J], the elastic joints' strain energy in V."""
+        return self._rigid.energy(self._q(q), self._v(v))
+
     def motion_dynamics(self, q, v, a_rigid) -> tuple[np.ndarray, np.ndarray]:
         """Elastic response to prescribed rigid accelerations and the drive torques.
 

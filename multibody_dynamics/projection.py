@@ -1048,7 +1048,13 @@ class ProjectedDynamics:
         return self._kernel(plan.M, plan.nle, tau, v, plan.J, plan.dJ, H, plan.cl, plan.cf,
                             plan.parameters(self.settings))
 
-    def forward_dynamics(self, q, v, tau) -> ForwardDynamicsResult:
+    def forward_dynamics(self, q, v, tau) -> np.ndarray:
+        """Accelerations a (nv,) under actuation ``tau`` (nv,) (eq. 22): the
+        :class:`~multibody_dynamics.protocols.Dynamics` convention, same as :meth:`acceleration`.
+        The constraint force and multipliers: :meth:`forward_dynamics_result`."""
+        return self.acceleration(q, v, tau)
+
+    def forward_dynamics_result(self, q, v, tau) -> ForwardDynamicsResult:
         """Accelerations, constraint force (eq. 32) and minimum-norm multipliers.
 
         Parameters
@@ -1115,7 +1121,22 @@ class ProjectedDynamics:
                              f"got shape {mask.shape}")
         return mask
 
-    def inverse_dynamics(self, q, v, a, actuated=None, lam_d=None) -> InverseDynamicsResult:
+    def inverse_dynamics(self, q, v, a) -> np.ndarray:
+        """Actuation tau (nv,) of the consistent motion ``a`` (nv,): ``tau`` of
+        :meth:`inverse_dynamics_result` with the defaults (the model's passive coordinates
+        unactuated), the :class:`~multibody_dynamics.protocols.Dynamics` convention."""
+        return self.inverse_dynamics_result(q, v, a).tau
+
+    def mass_matrix(self, q) -> np.ndarray:
+        """Joint-space mass matrix M(q) (nv, nv) of the spanning tree (``crba``)."""
+        return self._rigid.mass_matrix(self._q(q))
+
+    def energy(self, q, v) -> float:
+        """Total mechanical energy T + V (gravity and springs) [J]; the closures do no work."""
+        return self._rigid.energy(self._q(q), self._v(v, "v"))
+
+    def inverse_dynamics_result(self, q, v, a, actuated=None, lam_d=None
+                                ) -> InverseDynamicsResult:
         """Minimum-norm actuation of a consistent motion, with passive joints and force control.
 
         ``tau_par = P (M a + h - tau_s)`` (eq. 45) is the minimum-norm torque that

@@ -12,6 +12,11 @@ family's algorithms keeps them; code that only needs to know *what* a robot has 
 its capabilities (:func:`has_closures`, :func:`has_elastic_coordinates`), never on which
 loader built it.
 
+:func:`robot_dynamics` and :func:`robot_stepper` give any loaded robot's dynamics and fixed-step
+plant, objects satisfying the protocols :class:`~multibody_dynamics.protocols.Dynamics` and
+:class:`~multibody_dynamics.protocols.PlantStepper` (defined in
+:mod:`multibody_dynamics.protocols`, re-exported here).
+
 ``load_model`` (rigid only, returns pinocchio-backed models) and ``load_flexible_model``
 stay as the family loaders that :func:`load_robot` dispatches to.
 """
@@ -31,9 +36,10 @@ from .model.resources import (
     shipped_flexible_models,
     shipped_robots,
 )
+from .protocols import Dynamics, PlantStepper
 
-__all__ = ["RobotModel", "has_closures", "has_elastic_coordinates", "load_robot",
-           "shipped_models"]
+__all__ = ["Dynamics", "PlantStepper", "RobotModel", "has_closures", "has_elastic_coordinates",
+           "load_robot", "robot_dynamics", "robot_stepper", "shipped_models"]
 
 
 @runtime_checkable
@@ -153,3 +159,81 @@ def load_robot(robot: str | Path, backend: str = "auto") -> RobotModel:
     from .model import load_model
 
     return load_model(path)
+
+
+def _is_rigid(robot: RobotModel) -> bool:
+    """True for a pinocchio-backed model (the flexible families carry no ``pin_model``)."""
+    return hasattr(robot, "pin_model")
+
+
+def robot_dynamics(robot: RobotModel) -> Dynamics:
+    """The dynamics of a loaded robot, as the :class:`Dynamics` protocol states them.
+
+    Parameters
+    ----------
+    robot : RobotModel
+        What :func:`load_robot` returned.
+
+    Returns
+    -------
+    Dynamics
+        A rigid model with closures (or registered Pfaffian rows): its
+        :class:`~multibody_dynamics.projection.ProjectedDynamics`; a rigid open chain
+        (passive and elastic joints as the model's springs): its
+        :class:`~multibody_dynamics.rigid.RigidDynamics`; a flexible model: the model itself
+        (:class:`~multibody_dynamics.flexible.system.FlexibleChain` and
+        :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` implement the
+        protocol).
+    """
+    if not _is_rigid(robot):
+        return robot  # type: ignore[return-value]
+    from .projection import ProjectedDynamics
+    from .rigid import RigidDynamics
+    from .rolling import model_constraints
+
+    constraints = model_constraints(robot)  # type: ignore[arg-type]
+    if constraints is None or not constraints.n_rows:
+        return RigidDynamics(robot)  # type: ignore[arg-type]
+    return ProjectedDynamics(robot, constraints)  # type: ignore[arg-type]
+
+
+def robot_stepper(robot: RobotModel, config=None) -> PlantStepper:
+    """The fixed-step plant of a loaded robot (what ``multibody simulate`` and the simulator
+    node advance), as the :class:`PlantStepper` protocol states it.
+
+    Parameters
+    ----------
+    robot : RobotModel
+        What :func:`load_robot` returned.
+    config : SimulatorConfig, optional
+        ``dt`` [s], ``method``, ... (default ``SimulatorConfig()``).
+
+    Returns
+    -------
+    PlantStepper
+        :class:`~multibody_dynamics.simulate.Simulator` for a rigid model (its closures and
+        registered Pfaffian rows projected), :class:`~multibody_dynamics.flexible.stepper.
+        FlexibleStepper` or :class:`~multibody_dynamics.flexible.stepper.ClosedFlexibleStepper`
+        for a flexible one.
+
+    Raises
+    ------
+    SolverError
+        A closed flexible loop whose neutral configuration cannot be assembled.
+
+    Notes
+    -----
+    A rigid loop whose start configuration (``q_initial``) does not assemble is not refused
+    here (the simulator leaves the choice to its caller): call ``reset(q0)`` with ``q0`` near
+    an assembled pose (``initial_positions`` of the model YAML or of the simulator node)
+    before stepping.
+    """
+    if not _is_rigid(robot):
+        from .flexible.stepper import make_stepper
+
+        return make_stepper(robot, config)
+    from .rolling import model_constraints
+    from .simulate import Simulator
+
+    return Simulator(robot, config,  # type: ignore[arg-type]
+                     constraints=model_constraints(robot))  # type: ignore[arg-type]

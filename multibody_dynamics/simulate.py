@@ -649,7 +649,7 @@ class Simulator:
         if self.wrenches:
             self._tau_ext = [w.value(self.t) for w in self.wrenches]
             tau = tau + self._wrench_forces(self.q)
-        return self.projected.forward_dynamics(self.q, self.v, tau)
+        return self.projected.forward_dynamics_result(self.q, self.v, tau)
 
     def sample(self, tau) -> tuple[np.ndarray, float, float]:
         """``(lam, max |phi|, max |A v|)`` at the current state (empty/zero for an open chain)."""

@@ -108,9 +108,9 @@ def test_passive_joints_get_exactly_zero_input_and_motion_is_unchanged(models, r
     assert np.all(tau[model.passive] == 0.0)  # exactly: B has zero rows there
     np.testing.assert_allclose(ctl.tau_generalized, tau, atol=1e-15)  # nothing was dropped
     # the plant reproduces the commanded J a + J' theta' (round-off of the projection solve)
-    np.testing.assert_allclose(dyn.forward_dynamics(q, v, tau).a, ctl.a, atol=1e-9)
+    np.testing.assert_allclose(dyn.forward_dynamics_result(q, v, tau).a, ctl.a, atol=1e-9)
     # the same torque as ProjectedDynamics.inverse_dynamics for the same motion
-    np.testing.assert_allclose(tau, dyn.inverse_dynamics(q, v, ctl.a).tau, atol=1e-12)
+    np.testing.assert_allclose(tau, dyn.inverse_dynamics_result(q, v, ctl.a).tau, atol=1e-12)
 
 
 class TestForceControl:

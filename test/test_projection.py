@@ -62,13 +62,13 @@ def test_forward_dynamics_equals_kkt_and_partitioning(models, rng, robot, varian
     cp = CoordinatePartitioning(model)
     for _ in range(3):
         q, v, tau = assembled(model, rng, GUESS[robot])
-        res = pd.forward_dynamics(q, v, tau)
+        res = pd.forward_dynamics_result(q, v, tau)
         assert res.success and res.rank == pd.constraints.n_rows, res.message
-        k = kkt.forward_dynamics(q, v, tau)
+        k = kkt.forward_dynamics_result(q, v, tau)
         s = scale(k.a)
         np.testing.assert_allclose(res.a, k.a, rtol=0, atol=RTOL * s)
-        np.testing.assert_allclose(res.a, kkt_lu.forward_dynamics(q, v, tau).a, rtol=0, atol=RTOL * s)
-        np.testing.assert_allclose(res.a, cp.forward_dynamics(q, v, tau).a, rtol=0, atol=RTOL * s)
+        np.testing.assert_allclose(res.a, kkt_lu.forward_dynamics_result(q, v, tau).a, rtol=0, atol=RTOL * s)
+        np.testing.assert_allclose(res.a, cp.forward_dynamics_result(q, v, tau).a, rtol=0, atol=RTOL * s)
         # multipliers: unique for full-rank A; same sign convention M a + h = tau + A^T lam
         np.testing.assert_allclose(res.lam, k.lam, rtol=0, atol=RTOL * scale(k.lam) * s)
         # the acceleration constraint A a + gamma = 0 holds; this also fixes the sign of the
@@ -96,8 +96,8 @@ def test_coordinate_partitioning_repartitions(models, rng):
     model = models["five_bar"]
     cp = CoordinatePartitioning(model)
     q, v, tau = assembled(model, rng, GUESS["five_bar"])
-    r1 = cp.forward_dynamics(q, v, tau)
-    r2 = cp.forward_dynamics(q, v, tau)
+    r1 = cp.forward_dynamics_result(q, v, tau)
+    r2 = cp.forward_dynamics_result(q, v, tau)
     assert r1.repartitioned and not r2.repartitioned and cp.repartitions == 1
     assert len(r1.independent) == 2 and r1.cond <= cp.settings.cond_max
 
@@ -111,11 +111,11 @@ def test_spherical_closure_equals_pinocchio(tmp_path, rng, base, frames):
                         [{"name": "loop", "type": "spherical", "frame_a": frames[0],
                           "frame_b": frames[1]}])
     q, v, tau = assembled(model, rng, GUESS[base])
-    res = ProjectedDynamics(model).forward_dynamics(q, v, tau)
+    res = ProjectedDynamics(model).forward_dynamics_result(q, v, tau)
     assert res.rank == 2
     s = scale(res.a)
     for rf in (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED):
-        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics(q, v, tau)
+        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics_result(q, v, tau)
         assert p.success
         # pinocchio's proximal solve converges to its eps = 1e-12 in a few iterations
         np.testing.assert_allclose(p.a, res.a, rtol=0, atol=RTOL * s)
@@ -158,13 +158,13 @@ def test_spatial_closure_equals_pinocchio(tmp_path, rng, arm7_target, ctype, ran
     q = pd.project_position(q0 + 0.01 * rng.normal(size=7)).q
     v = pd.project_velocity(q, rng.normal(size=7))
     tau = 5.0 * rng.normal(size=7)
-    res = pd.forward_dynamics(q, v, tau)
+    res = pd.forward_dynamics_result(q, v, tau)
     assert res.rank == rank
     s = scale(res.a)
-    np.testing.assert_allclose(res.a, KKTDynamics(model).forward_dynamics(q, v, tau).a,
+    np.testing.assert_allclose(res.a, KKTDynamics(model).forward_dynamics_result(q, v, tau).a,
                                rtol=0, atol=RTOL * s)
     for rf in (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED):
-        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics(q, v, tau)
+        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics_result(q, v, tau)
         # eps = 1e-12 of the proximal solver, well-conditioned full-rank closure
         np.testing.assert_allclose(p.a, res.a, rtol=0, atol=RTOL * s)
 
@@ -181,18 +181,18 @@ def test_four_bar_redundant_closure(models, rng):
     """5 rows of rank 2: projection and minimum-norm KKT agree; plain LU on KKT fails."""
     model = models["four_bar"]
     q, v, tau = assembled(model, rng, GUESS["four_bar"])
-    res = ProjectedDynamics(model).forward_dynamics(q, v, tau)
+    res = ProjectedDynamics(model).forward_dynamics_result(q, v, tau)
     assert res.success and res.rank == 2 and "redundant" in res.message
-    k = KKTDynamics(model).forward_dynamics(q, v, tau)
+    k = KKTDynamics(model).forward_dynamics_result(q, v, tau)
     s = scale(res.a)
     np.testing.assert_allclose(res.a, k.a, rtol=0, atol=RTOL * s)
-    np.testing.assert_allclose(res.a, CoordinatePartitioning(model).forward_dynamics(q, v, tau).a,
+    np.testing.assert_allclose(res.a, CoordinatePartitioning(model).forward_dynamics_result(q, v, tau).a,
                                rtol=0, atol=RTOL * s)
     # both multipliers are the minimum-norm ones (lstsq and (A^T)^+ f_c)
     np.testing.assert_allclose(res.lam, k.lam, rtol=0, atol=RTOL * s * scale(k.lam))
 
     lu = KKTDynamics(model, settings=KKTSettings(method="solve"))
-    bad = lu.forward_dynamics(q, v, tau)
+    bad = lu.forward_dynamics_result(q, v, tau)
     assert not bad.success and "singular" in bad.message
     K, rhs = lu.kkt_system(q, v, tau)
     with pytest.raises(np.linalg.LinAlgError):
@@ -203,7 +203,7 @@ def test_constraint_force_orthogonal_to_null_space_and_unique(models, rng):
     model = models["four_bar"]
     pd = ProjectedDynamics(model)
     q, v, tau = assembled(model, rng, GUESS["four_bar"])
-    res = pd.forward_dynamics(q, v, tau)
+    res = pd.forward_dynamics_result(q, v, tau)
     P = pd.projector(q).P
     s = scale(res.f_c)
     np.testing.assert_allclose(P @ res.f_c, 0.0, atol=1e-12 * s)  # round-off of one product
@@ -236,7 +236,7 @@ def test_slider_crank_singularity(models, rng):
     tau = np.array([0.2, 0.0])
     gamma = pd.constraints.bias(q, v)
     assert abs(gamma[0]) > 0.1  # the removed row has a non-zero bias: l v2 (2 v1 + v2)
-    res = pd.forward_dynamics(q, v, tau)
+    res = pd.forward_dynamics_result(q, v, tau)
     assert res.success and np.all(np.isfinite(res.a)) and res.rank == 0
     # P = I, C = 0: the open-chain dynamics (ABA), to round-off
     data = model.create_data()
@@ -291,22 +291,22 @@ def test_five_bar_inverse_dynamics(models, rng):
     model = models["five_bar"]
     pd = ProjectedDynamics(model)
     q, v, tau0 = assembled(model, rng, GUESS["five_bar"])
-    a = pd.forward_dynamics(q, v, tau0).a  # a consistent motion
-    res = pd.inverse_dynamics(q, v, a)
+    a = pd.forward_dynamics_result(q, v, tau0).a  # a consistent motion
+    res = pd.inverse_dynamics_result(q, v, a)
     assert res.success, res.message
     s = scale(res.tau)
     # zero passive torques to round-off
     np.testing.assert_allclose(res.tau[model.passive], 0.0, atol=1e-12 * s)
     assert res.passive_residual < 1e-12 * s and res.residual < 1e-9 * scale(a)
     # forward dynamics with it reproduces the commanded acceleration
-    np.testing.assert_allclose(pd.forward_dynamics(q, v, res.tau).a, a, rtol=0, atol=RTOL * scale(a))
+    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, res.tau).a, a, rtol=0, atol=RTOL * scale(a))
     # admissible torques: tau + A^T mu with zero passive rows; for the five-bar (2 passive rows,
     # A of rank 2) mu = 0 is the only one, so the minimum norm is also the unique torque
     A = pd.constraints.jacobian(q)
     At_p = A.T[model.passive]
     assert np.linalg.matrix_rank(At_p) == 2
     # tau_par = P (M a + h) is the minimum-norm torque for the same motion without passive joints
-    all_act = pd.inverse_dynamics(q, v, a, actuated=np.ones(4, bool))
+    all_act = pd.inverse_dynamics_result(q, v, a, actuated=np.ones(4, bool))
     assert np.linalg.norm(all_act.tau) <= np.linalg.norm(res.tau)
     for _ in range(5):
         alt = all_act.tau + A.T @ rng.normal(size=2)
@@ -318,14 +318,14 @@ def test_minimum_norm_with_redundant_actuation(models, rng):
     model = models["five_bar"]
     pd = ProjectedDynamics(model)
     q, v, tau0 = assembled(model, rng, GUESS["five_bar"])
-    a = pd.forward_dynamics(q, v, tau0).a
+    a = pd.forward_dynamics_result(q, v, tau0).a
     act = ["left_motor", "right_motor", "right_elbow"]
-    res = pd.inverse_dynamics(q, v, a, actuated=act)
+    res = pd.inverse_dynamics_result(q, v, a, actuated=act)
     assert res.success, res.message
     assert abs(res.tau[model.joint_index("left_elbow")]) < 1e-12 * scale(res.tau)
     # oracle: tau = tau_any + A^T mu over mu with the passive row zero, minimum norm by lstsq
     A = pd.constraints.jacobian(q)
-    tau_any = pd.inverse_dynamics(q, v, a, actuated=np.ones(4, bool)).tau
+    tau_any = pd.inverse_dynamics_result(q, v, a, actuated=np.ones(4, bool)).tau
     i = model.joint_index("left_elbow")
     mu0 = np.linalg.lstsq(A.T[[i]], -tau_any[[i]], rcond=None)[0]
     n = np.linalg.svd(A.T[[i]])[2][1:].T[:, 0]  # direction of mu keeping the passive row zero
@@ -333,7 +333,7 @@ def test_minimum_norm_with_redundant_actuation(models, rng):
     t = -(B @ (tau_any + A.T @ mu0)) / (B @ B)  # minimize ||tau_any + A^T (mu0 + t n)||
     best = tau_any + A.T @ (mu0 + t * n)
     np.testing.assert_allclose(res.tau, best, atol=1e-10 * scale(best))  # two least-squares solves
-    np.testing.assert_allclose(pd.forward_dynamics(q, v, res.tau).a, a, atol=RTOL * scale(a))
+    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, res.tau).a, a, atol=RTOL * scale(a))
 
 
 def test_controllability(models, rng):
@@ -346,7 +346,7 @@ def test_controllability(models, rng):
     assert not bad.success and bad.rank == 2 and bad.required_rank == 3
     assert "not controllable" in bad.message and "right_motor" in bad.message
     assert "actuate 1 more joint" in bad.message
-    res = pd.inverse_dynamics(q, v, np.zeros(4), actuated=["left_motor"])
+    res = pd.inverse_dynamics_result(q, v, np.zeros(4), actuated=["left_motor"])
     assert not res.success and "not controllable" in res.message
 
 
@@ -354,7 +354,7 @@ def test_inverse_dynamics_inconsistent_motion(models, rng):
     model = models["five_bar"]
     pd = ProjectedDynamics(model)
     q, v, _ = assembled(model, rng, GUESS["five_bar"])
-    res = pd.inverse_dynamics(q, v, np.ones(4))
+    res = pd.inverse_dynamics_result(q, v, np.ones(4))
     assert not res.success and "violates A a + gamma = 0" in res.message
 
 
@@ -363,19 +363,19 @@ def test_constraint_force_allocation(models, rng):
     model = models["five_bar"]
     pd = ProjectedDynamics(model)
     q, v, tau0 = assembled(model, rng, GUESS["five_bar"])
-    a = pd.forward_dynamics(q, v, tau0).a
+    a = pd.forward_dynamics_result(q, v, tau0).a
     lam_d = np.array([2.0, -1.0])
     f_cd, lam = pd.allocate_constraint_force(q, lam_d)
     A = pd.constraints.jacobian(q)
     np.testing.assert_allclose(f_cd, A.T @ lam_d, atol=1e-15)
     np.testing.assert_allclose(lam, lam_d, rtol=1e-10)  # full row rank: realizable exactly
-    res = pd.inverse_dynamics(q, v, a, actuated=np.ones(4, bool), lam_d=lam_d)
-    fwd = pd.forward_dynamics(q, v, res.tau)
+    res = pd.inverse_dynamics_result(q, v, a, actuated=np.ones(4, bool), lam_d=lam_d)
+    fwd = pd.forward_dynamics_result(q, v, res.tau)
     np.testing.assert_allclose(fwd.a, a, atol=RTOL * scale(a))
     np.testing.assert_allclose(fwd.f_c, f_cd, atol=1e-9 * scale(f_cd))  # M times a round-off
     np.testing.assert_allclose(fwd.lam, lam_d, atol=1e-8)
     with pytest.raises(InputError, match="every coordinate actuated"):
-        pd.inverse_dynamics(q, v, a, lam_d=lam_d)
+        pd.inverse_dynamics_result(q, v, a, lam_d=lam_d)
 
     # redundant rows: the null(A^T) part of lam_d produces no force
     fb = models["four_bar"]
@@ -400,9 +400,9 @@ def test_springs_are_applied_forces(tmp_path, rng):
     a = ProjectedDynamics(model).acceleration(q, v, tau)
     a_ref = ProjectedDynamics(plain).acceleration(q, v, tau + tau_s)
     np.testing.assert_allclose(a, a_ref, rtol=1e-13, atol=1e-13)  # identical arithmetic
-    np.testing.assert_allclose(KKTDynamics(model).forward_dynamics(q, v, tau).a, a,
+    np.testing.assert_allclose(KKTDynamics(model).forward_dynamics_result(q, v, tau).a, a,
                                atol=RTOL * scale(a))
-    idr = ProjectedDynamics(model).inverse_dynamics(q, v, a)
+    idr = ProjectedDynamics(model).inverse_dynamics_result(q, v, a)
     assert idr.success
     np.testing.assert_allclose(ProjectedDynamics(model).acceleration(q, v, idr.tau), a,
                                atol=RTOL * scale(a))
@@ -448,7 +448,7 @@ def test_kkt_baumgarte(models, rng):
     v, tau = rng.normal(size=4), rng.normal(size=4)
     alpha, beta = 5.0, 10.0  # 1/s
     res = KKTDynamics(model, settings=KKTSettings(baumgarte_alpha=alpha, baumgarte_beta=beta)
-                      ).forward_dynamics(q, v, tau)
+                      ).forward_dynamics_result(q, v, tau)
     A, gamma = c.jacobian_and_bias(q, v)
     lhs = A @ res.a + gamma + 2 * alpha * A @ v + beta ** 2 * c.residual(q)
     np.testing.assert_allclose(lhs, 0.0, atol=1e-9 * scale(res.a))  # round-off of the solve

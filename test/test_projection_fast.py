@@ -35,7 +35,7 @@ def test_fast_path_equals_numpy_path(models, rng, robot, variant):
         if i % 2:
             v = pd.project_velocity(q, v)
         tau = rng.normal(size=model.nv)
-        res = pd.forward_dynamics(q, v, tau)
+        res = pd.forward_dynamics_result(q, v, tau)
         a, f_c, lam, rank = reference(pd, q, v, tau)
         assert res.rank == rank
         # identical up to round-off (Jacobi SVD and LU vs LAPACK): 1e-12 relative
@@ -47,7 +47,7 @@ def test_fast_path_equals_numpy_path(models, rng, robot, variant):
 def test_fast_path_at_the_slider_crank_singularity(models):
     pd = ProjectedDynamics(models["slider_crank"])
     q, v, tau = np.array([np.pi / 2, np.pi]), np.array([1.0, 0.5]), np.array([0.2, 0.0])
-    res = pd.forward_dynamics(q, v, tau)
+    res = pd.forward_dynamics_result(q, v, tau)
     a, f_c, _, rank = reference(pd, q, v, tau)
     assert res.rank == rank == 0 and res.success and "removed" in res.message
     np.testing.assert_allclose(res.a, a, rtol=1e-12)
@@ -59,5 +59,5 @@ def test_pfaffian_rows_use_the_numpy_path(models, rng):
     pd = ProjectedDynamics(model)
     q = pd.project_position(np.array(GUESS["five_bar"])).q
     pd.constraints.add_pfaffian("lock", 1, lambda q, v: (np.eye(4)[[0]], np.zeros(1)))
-    res = pd.forward_dynamics(q, np.zeros(4), np.ones(4))
+    res = pd.forward_dynamics_result(q, np.zeros(4), np.ones(4))
     assert res.rank == 3 and abs(res.a[0]) < 1e-12

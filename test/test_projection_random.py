@@ -80,8 +80,8 @@ def test_projection_equals_min_norm_kkt_on_random_redundant_loops(tmp_path_facto
     Pn = np.eye(n) - np.linalg.pinv(A) @ A
     v = Pn @ rng.normal(size=n)
     tau = rng.normal(size=n)
-    proj = ProjectedDynamics(model, cons).forward_dynamics(q, v, tau)
-    kkt = KKTDynamics(model, cons).forward_dynamics(q, v, tau)
+    proj = ProjectedDynamics(model, cons).forward_dynamics_result(q, v, tau)
+    kkt = KKTDynamics(model, cons).forward_dynamics_result(q, v, tau)
     assert proj.success and kkt.success
     scale = max(1.0, np.abs(kkt.a).max())
     # two formulations of the same minimum-norm problem: agreement to round-off (1e-9 of scale)

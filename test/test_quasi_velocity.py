@@ -103,7 +103,7 @@ def test_forward_dynamics_equals_projection(models, rng, robot):
     pd, qd = ProjectedDynamics(model), QuasiVelocityDynamics(model)
     for _ in range(3):
         q, v, tau = assembled(model, rng, GUESS[robot])
-        p, r = pd.forward_dynamics(q, v, tau), qd.forward_dynamics(q, v, tau)
+        p, r = pd.forward_dynamics_result(q, v, tau), qd.forward_dynamics(q, v, tau)
         assert r.success and r.rank == p.rank, r.message
         s = scale(p.a)
         np.testing.assert_allclose(r.a, p.a, rtol=0, atol=RTOL * s)
@@ -133,11 +133,11 @@ def test_zero_u_o_gives_the_weighted_minimum_norm_actuation(models, rng, robot):
     model = models[robot]
     pd, qd = ProjectedDynamics(model), QuasiVelocityDynamics(model)
     q, v, tau0 = assembled(model, rng, GUESS[robot])
-    a = pd.forward_dynamics(q, v, tau0).a
+    a = pd.forward_dynamics_result(q, v, tau0).a
     tau, red = qd.inverse_dynamics(q, v, a)
     s = scale(a)
     np.testing.assert_allclose(red.a, a, atol=RTOL * s)
-    np.testing.assert_allclose(pd.forward_dynamics(q, v, tau).a, a, atol=RTOL * s)
+    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, tau).a, a, atol=RTOL * s)
     np.testing.assert_allclose(red.u_o, 0.0, atol=1e-10 * scale(red.u))  # as commanded
     # closed form: f_w = (I - A^T (A M^-1 A^T)^+ A M^-1) f for any admissible f
     M, _, _ = matrices(model, q, v, tau)
@@ -158,14 +158,14 @@ def test_u_o_sets_the_constraint_force(models, rng):
     model = models["five_bar"]
     pd, qd = ProjectedDynamics(model), QuasiVelocityDynamics(model)
     q, v, tau0 = assembled(model, rng, GUESS["five_bar"])
-    a = pd.forward_dynamics(q, v, tau0).a
+    a = pd.forward_dynamics_result(q, v, tau0).a
     u_o = np.array([0.3, -0.7])
     tau, red = qd.inverse_dynamics(q, v, a, u_o=u_o)
     np.testing.assert_allclose(red.a, a, atol=RTOL * scale(a))
     np.testing.assert_allclose(red.u_o, u_o, atol=1e-12)  # round-off of V1^T W^-1 W V1
     lam = red.U1 @ ((red.Gamma_o_nu_r - u_o) / red.S)
     np.testing.assert_allclose(red.lam, lam, atol=1e-12 * scale(lam))
-    np.testing.assert_allclose(pd.forward_dynamics(q, v, tau).lam, red.lam, atol=1e-9 * scale(lam))
+    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, tau).lam, red.lam, atol=1e-9 * scale(lam))
     # actuation() reproduces the same torque from (u_o, u_r)
     np.testing.assert_allclose(qd.actuation(q, v, red.u_o, red.u_r, red), tau,
                                atol=1e-12 * scale(tau))

@@ -40,7 +40,7 @@ Passive joints (Sect. 7.4, eqs. 59-62): ``S`` selects the actuated coordinates, 
 ``tau = [I - (I - P) N^+ (I - S)] tau_par``, ``N = (I - S)(I - P)``, adds the constraint-space
 force that zeroes the passive torques without changing the motion (minimum norm among the
 admissible torques); with ``(I - P) = V V^T`` this is ``tau_par - V (E V)^+ E tau_par``, E the
-passive rows (as :meth:`ProjectedDynamics.inverse_dynamics`).  Controllable iff
+passive rows (as :meth:`ProjectedDynamics.inverse_dynamics_result`).  Controllable iff
 ``rank(E V) = n - k`` (eq. 64); otherwise the step raises :class:`SolverError`.  Force control
 and passive joints together are not supported (the constraint space is then used up by the
 passive joints): :class:`ModelError` at construction.

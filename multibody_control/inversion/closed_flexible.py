@@ -33,6 +33,8 @@ from multibody_dynamics.flexible.closed import ClosedFlexibleChain, ClosedSimula
 from multibody_dynamics.flexible.servo import ElasticServo
 from multibody_dynamics.flexible.simulation import TimeProgress
 
+from .result import InversionResult
+
 
 class ClosedOutputServo(ElasticServo):
     """Inverse model of a closed flexible system for the output ``y = H_r q_r + Γ q_e``.
@@ -165,35 +167,40 @@ class ClosedOutputServo(ElasticServo):
 
 
 @dataclass(frozen=True)
-class ClosedInversion:
-    """Feedforward of :func:`invert_closed`.
+class ClosedInversion(InversionResult):
+    """Feedforward of :func:`invert_closed`: an :class:`~.result.InversionResult` (same fields,
+    same meaning) with the count of dichotomy sweeps.
 
     Attributes
     ----------
-    t : (N,) [s]; q, v, a : (N, nv) reference of every coordinate; u : (N, nu) inputs [N | N m]
-    eta : (N, 2 nq_e) internal states; method : str; success : bool; message : str
-    iterations : int (dichotomy sweeps; 0 for classical); nfev : int (model solves;
-        ``evaluations`` is its deprecated read-only alias)
-    wall_time : float [s]
-    output_error : float, max |H q - y_d| over the samples (the servo-constraint residual,
-        as :attr:`InversionResult.output_error`; inf without samples)
+    As :class:`~.result.InversionResult`: ``q, v, a`` (N, nv) reference of every coordinate,
+    ``u`` (N, nu) inputs [N | N m], ``eta`` (N, 2 nq_e) internal states, ``y_desired`` and
+    ``y = H q`` (N, m), ``output_error`` max |H q - y_d| over the samples (inf without
+    samples), ``nfev`` the model solves (``evaluations`` is its deprecated read-only alias),
+    ``eigenvalues`` of the zero dynamics at the start (stable inversion; empty for classical),
+    ``t0, tf`` the ends of the grid (:func:`invert_closed` is given the grid, not the task's
+    motion interval) and ``t_pre = t_post = 0``; besides:
+    iterations : int
+        Dichotomy sweeps (0 for classical inversion).
     """
 
-    t: np.ndarray
-    q: np.ndarray
-    v: np.ndarray
-    a: np.ndarray
-    u: np.ndarray
-    eta: np.ndarray
-    method: str
-    success: bool
-    message: str
-    iterations: int
-    nfev: int
-    wall_time: float
-    output_error: float = np.inf
+    iterations: int = 0
 
     evaluations = deprecated_alias("nfev", "evaluations")
+
+
+def _closed_result(servo, t, y, method, q, v, a, u, eta, ok, message, iterations, eigenvalues,
+                   nfev, start) -> ClosedInversion:
+    """The :class:`ClosedInversion` of the first ``len(q)`` samples of the grid ``t``."""
+    n = len(q)
+    y_q = q @ servo.H.T if n else np.zeros((0, servo.m))
+    return ClosedInversion(
+        t=t[:n], q=q, v=v, a=a, u=u, y_desired=y[:n], y=y_q, eta=eta,
+        output_error=float(np.max(np.abs(y_q - y[:n]))) if n else np.inf,
+        t0=float(t[0]), tf=float(t[-1]), t_pre=0.0, t_post=0.0,
+        eigenvalues=np.zeros(0) if eigenvalues is None else eigenvalues, success=bool(ok),
+        message=message, method=method, nfev=nfev, wall_time=time.perf_counter() - start,
+        input_names=tuple(getattr(servo.system, "actuated", ())), iterations=iterations)
 
 
 def _phi(x):
@@ -263,17 +270,17 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
     count0 = servo.counters["dynamics"]
     nv = servo.system.nv
 
-    def failed(message):
+    def failed(message, eigenvalues=None):
         empty = np.zeros((0, nv))
-        return ClosedInversion(t[:0], empty, empty, empty, np.zeros((0, servo.m)),
-                               np.zeros((0, 2 * servo.nu_int)), method, False, message, 0,
-                               servo.counters["dynamics"] - count0, time.perf_counter() - start)
+        return _closed_result(servo, t, y, method, empty, empty, empty, np.zeros((0, servo.m)),
+                              np.zeros((0, 2 * servo.nu_int)), False, message, 0, eigenvalues,
+                              servo.counters["dynamics"] - count0, start)
 
     try:
         eta0 = servo.equilibrium(y[0])
     except SolverError as exc:
         return failed(str(exc))
-    iterations, ok, msg = 0, True, ""
+    iterations, ok, msg, eigenvalues = 0, True, "", None
     if method == "classical":
         bar = TimeProgress(t[-1] - t[0], progress, "internal dynamics")
 
@@ -298,9 +305,10 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
             Q, _ = servo.zero_dynamics_jacobian(y[0], eta0)
         except SolverError as exc:
             return failed(str(exc))
-        if np.min(np.abs(np.linalg.eigvals(Q).real)) < 1e-9:
+        eigenvalues = np.linalg.eigvals(Q)
+        if np.min(np.abs(eigenvalues.real)) < 1e-9:
             return failed("zero dynamics not hyperbolic (eigenvalue on the imaginary axis): "
-                          "stable inversion is not defined; use method='classical'")
+                          "stable inversion is not defined; use method='classical'", eigenvalues)
         eta, ok, msg, iterations = dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol, max_iter,
                                                     progress=progress)
     rows = []
@@ -319,13 +327,10 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
             samples.close()
     m = len(rows)
     q, v, a, u = ([r[j] for r in rows] for j in range(4))
-    q = np.array(q).reshape(m, nv)
-    out_err = float(np.max(np.abs(q @ servo.H.T - y[:m]))) if m else np.inf
-    return ClosedInversion(t[:m], q, np.array(v).reshape(m, nv),
-                           np.array(a).reshape(m, nv), np.array(u).reshape(m, servo.m),
-                           eta[:m], method, bool(ok), msg, iterations,
-                           servo.counters["dynamics"] - count0, time.perf_counter() - start,
-                           out_err)
+    return _closed_result(servo, t, y, method, np.array(q).reshape(m, nv),
+                          np.array(v).reshape(m, nv), np.array(a).reshape(m, nv),
+                          np.array(u).reshape(m, servo.m), eta[:m], ok, msg, iterations,
+                          eigenvalues, servo.counters["dynamics"] - count0, start)
 
 
 def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter: int = 60,

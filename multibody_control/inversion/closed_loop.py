@@ -47,7 +47,7 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
 
     solved with the pseudo-inverse of K (redundant closure rows are consistent), and the
     actuation is the projection method's minimum-norm inverse dynamics with zero effort on
-    the passive joints (:meth:`ProjectedDynamics.inverse_dynamics`, eqs. 45, 59-62).  The
+    the passive joints (:meth:`ProjectedDynamics.inverse_dynamics_result`, eqs. 45, 59-62).  The
     output y = h(q) is evaluated on the solution: when its rows are the task coordinates
     y_d is the task itself, otherwise (e.g. the motors of a frame-path task) y_d = h(q).
     The ``method`` does not matter: a fully actuated closed loop has no internal dynamics.
@@ -180,7 +180,7 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
             gamma = cons.bias(qk, v[k])
             a[k] = K_pinv @ np.concatenate([-gamma[: A.shape[0]],
                                             pdd[k] - task_map.bias(qk, v[k])])
-            ires = pd.inverse_dynamics(qk, v[k], a[k])
+            ires = pd.inverse_dynamics_result(qk, v[k], a[k])
             q[k] = qk
             if not ires.success:
                 return stop(k, ires.message)

@@ -46,7 +46,7 @@ the end-effector error against the task is reported.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -54,6 +54,7 @@ from scipy.integrate import solve_ivp
 from multibody_dynamics.errors import DimensionError, InputError, MultibodyError, SolverError
 from multibody_dynamics.flexible.output import chain_combined_output
 from multibody_dynamics.flexible.servo import ElasticServo
+from multibody_dynamics.flexible.simulation import FlexibleSimulation
 from multibody_dynamics.flexible.system import FlexibleChain
 
 from ..tasks import Task
@@ -441,24 +442,24 @@ def _derivatives(t, q):
 
 
 @dataclass(frozen=True)
-class TrackingResult:
-    """Simulated plant under feedforward plus joint PD (Seifried Sect. 6.4.1 check).
+class TrackingResult(FlexibleSimulation):
+    """Simulated plant under feedforward plus joint PD (Seifried Sect. 6.4.1 check): a
+    :class:`~multibody_dynamics.flexible.simulation.FlexibleSimulation` (so a
+    :class:`~multibody_dynamics.simulate.SimulationResult`: ``t``, ``q``, ``v``, ``tau`` the
+    generalized input ``B u`` at the samples, ``energy``, ``nfev``, summary, CSV, plot) with
+    the tracking errors.
 
     Attributes
     ----------
-    t : (N,) [s]; q, v : (N, nv) simulated coordinates
     error : (N,) end-effector distance from the task [m]
     max_error : float [m] over the whole run; max_error_motion : float [m] until tf
     joint_error : float, max |q_r - q_r,ref| [rad]
     """
 
-    t: np.ndarray
-    q: np.ndarray
-    v: np.ndarray
-    error: np.ndarray
-    max_error: float
-    max_error_motion: float
-    joint_error: float
+    error: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    max_error: float = np.nan
+    max_error_motion: float = np.nan
+    joint_error: float = np.nan
 
 
 def track_flexible(chain: FlexibleChain, result: InversionResult, task: Task, *,
@@ -495,6 +496,7 @@ def track_flexible(chain: FlexibleChain, result: InversionResult, task: Task, *,
         # a rejected trial step may reach absurd deformations: NaN makes DOP853 shrink the step
         return np.concatenate([v, np.full(nv, np.nan) if a is None else a])
 
+    start = time.perf_counter()
     sol = solve_ivp(rhs, (t_eval[0], t_eval[-1]), x0, method="DOP853", t_eval=t_eval,
                     rtol=rtol, atol=atol, max_step=10 * dt)
     if sol.status != 0:
@@ -505,5 +507,15 @@ def track_flexible(chain: FlexibleChain, result: InversionResult, task: Task, *,
     p = np.array([chain.point_position(qk, ik_body) for qk in q])
     err = np.linalg.norm(p - p_des, axis=1)
     during = sol.t <= result.tf + 1e-12
-    return TrackingResult(sol.t, q, v, err, float(err.max()), float(err[during].max()),
-                          float(np.max(np.abs(q[:, :nr] - ref(sol.t)))))
+    u = np.array([u_of_t(tk) + Kp @ (ref(tk) - qk[:nr]) + Kd @ (dref(tk) - vk[:nr])
+                  for tk, qk, vk in zip(sol.t, q, v)])
+    return TrackingResult(
+        t=sol.t, q=q, v=v, tau=u @ chain.B.T, energy=np.array([chain.energy(qk, vk)
+                                                               for qk, vk in zip(q, v)]),
+        success=True, message=f"completed (DOP853, rtol {rtol:g}, atol {atol:g})", nsteps=0,
+        wall_time=time.perf_counter() - start, names=chain.coordinate_names,
+        q_names=chain.coordinate_names, lam=np.zeros((sol.t.size, 0)),
+        residual=np.zeros(sol.t.size), velocity_residual=np.zeros(sol.t.size), nrejected=None,
+        nfev=int(sol.nfev), mode="adaptive", name=chain.config.name, error=err,
+        max_error=float(err.max()), max_error_motion=float(err[during].max()),
+        joint_error=float(np.max(np.abs(q[:, :nr] - ref(sol.t)))))

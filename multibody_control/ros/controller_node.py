@@ -62,8 +62,8 @@ Laws (parameter ``law``)
     tv_lqr on a closed loop, rmrc without a frame, gains of the wrong length) stops the node
     at start-up with one error line and exit code 1, and is refused at run time.
 
-Flexible robots (``robot`` a flexible model name, see
-:func:`~multibody_dynamics.flexible.loader.is_flexible_model`): ``pd`` and ``pid`` act on the
+Flexible robots (``robot`` a model with elastic coordinates, see
+:func:`~multibody_dynamics.robot.has_elastic_coordinates`): ``pd`` and ``pid`` act on the
 joints only (collocated feedback, as Seifried 2014 Ch. 6 closes it around the feedforward),
 with ``kp``, ``kd``, ``ki`` per joint; the node reads the joints of ``/joint_states`` (the
 elastic coordinates ``<body>.e<k>`` it also carries are checked and dropped, as are elastic
@@ -99,9 +99,8 @@ from trajectory_msgs.msg import JointTrajectory
 
 from multibody_dynamics.errors import InputError, ModelError, MultibodyError
 from multibody_dynamics.flexible.joint_view import joint_space_model
-from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
-from multibody_dynamics.model import load_model
 from multibody_dynamics.rigid import RigidDynamics
+from multibody_dynamics.robot import has_elastic_coordinates, load_robot
 from multibody_dynamics.ros.cdr import patched_or_none
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
@@ -513,13 +512,14 @@ class ControllerNode(Node):
         self.params = ParameterSet(self, PARAMETERS, on_change=self._locked(self._on_change))
         p = self.params
         self.throttle = Throttle(self.get_logger())
-        self.flexible = is_flexible_model(p["robot"])
+        robot = load_robot(p["robot"])
+        self.flexible = has_elastic_coordinates(robot)
         if self.flexible:  # the joints only; the elastic coordinates of /joint_states dropped
-            system = load_flexible_model(p["robot"])
-            self.model = model = joint_space_model(system)
-            self.coords = JointCoordinates(model, ignored=system.coordinate_names[system.nq_r:])
+            self.model = model = joint_space_model(robot)
+            self.coords = JointCoordinates(
+                model, ignored=robot.coordinate_names[robot.nv - robot.nq_e:])
         else:
-            self.model = model = load_model(p["robot"])
+            self.model = model = robot
             self.coords = JointCoordinates(model)
         self._actuated = _fully_actuated(model)
         self._limits = _position_limits(model, self.coords)

@@ -53,8 +53,8 @@ The published trajectory
     pre-actuation starts before s). A request that ends in the past (stamp + last
     time_from_start before now) is refused, as controller_node refuses such a trajectory.
 
-Flexible robots (``robot`` a flexible model, see
-:func:`~multibody_dynamics.flexible.loader.is_flexible_model`; open chains such as
+Flexible robots (``robot`` a model with elastic coordinates, see
+:func:`~multibody_dynamics.robot.has_elastic_coordinates`; open chains such as
 flexible_manipulator)
     The scenario is a flexible inversion scenario
     (:mod:`multibody_control.inversion.flexible_scenario`), inverted with
@@ -111,10 +111,8 @@ from trajectory_msgs.msg import JointTrajectory
 
 from multibody_dynamics.errors import InputError, MultibodyError
 from multibody_dynamics.flexible.joint_view import joint_space_model
-from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
-from multibody_dynamics.flexible.system import FlexibleChain
-from multibody_dynamics.model import load_model
 from multibody_dynamics.model.resources import share_dir
+from multibody_dynamics.robot import has_closures, has_elastic_coordinates, load_robot
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
     MessageError,
@@ -321,12 +319,13 @@ class InverterNode(Node):
         self.throttle = Throttle(self.get_logger())
         self.chain = None  # the flexible model of a flexible robot (open or closed)
         self.closed = False
-        if is_flexible_model(p["robot"]):
-            self.chain = load_flexible_model(p["robot"])
-            self.closed = not isinstance(self.chain, FlexibleChain)
-            self.model = joint_space_model(self.chain)  # the joints: what is published
+        robot = load_robot(p["robot"])
+        if has_elastic_coordinates(robot):
+            self.chain = robot
+            self.closed = has_closures(robot)
+            self.model = joint_space_model(robot)  # the joints: what is published
         else:
-            self.model = load_model(p["robot"])
+            self.model = robot
         self.coords = JointCoordinates(self.model)
         try:
             self.setup = self._make_setup(p.values)

@@ -489,10 +489,13 @@ def run_closed_scenario(sc: ClosedInversionScenario,
             d = run_closed_design(sc.system, sc.task, t, spec, path=path, verify=sc.verify,
                                   tracking=tracking, progress=progress, **opts)
         except MultibodyError as exc:  # keep going; the summary says why
-            empty = np.zeros((0, sc.system.nv))
-            res = ClosedInversion(t[:0], empty, empty, empty, np.zeros((0, sc.system.nu)),
-                                  np.zeros((0, 2 * sc.system.nq_e)), spec.method, False,
-                                  f"failed: {exc}", 0, 0, time.perf_counter() - start)
+            empty, none = np.zeros((0, sc.system.nv)), np.zeros((0, sc.system.nu))
+            res = ClosedInversion(
+                t=t[:0], q=empty, v=empty, a=empty, u=none, y_desired=none, y=none,
+                eta=np.zeros((0, 2 * sc.system.nq_e)), output_error=np.inf, t0=float(t[0]),
+                tf=float(t[-1]), t_pre=0.0, t_post=0.0, eigenvalues=np.zeros(0), success=False,
+                message=f"failed: {exc}", method=spec.method, nfev=0,
+                wall_time=time.perf_counter() - start, input_names=tuple(sc.system.actuated))
             d = ClosedDesign(spec, res, np.zeros(0), float("nan"), np.zeros(0))
         out[spec.label] = d
         if say is not None:

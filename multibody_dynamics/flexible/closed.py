@@ -97,7 +97,6 @@ import numpy as np
 import scipy.linalg
 from scipy.integrate import solve_ivp
 
-from ..deprecation import deprecated_alias
 from ..errors import DimensionError, InputError, ModelError, SolverError
 from .beam import (
     _GAUSS_W,
@@ -109,6 +108,7 @@ from .beam import (
     element_shapes,
 )
 from .sid import ModalData
+from .simulation import ClosedSimulation
 from .system import FlexibleChain, FlexibleChainConfig
 
 __all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedSimulation", "ArmSegment",
@@ -174,30 +174,6 @@ class PlanarClosure:
     def rows(self) -> int:
         """Number of constraint rows (2 or 3)."""
         return 3 if self.angle else 2
-
-
-@dataclass(frozen=True)
-class ClosedSimulation:
-    """Result of :meth:`ClosedFlexibleChain.simulate`.
-
-    Attributes
-    ----------
-    t : (N,) [s]; q, v : (N, nv) coordinates and velocities
-    residual : (N,) max |c(q)| [m | rad] before the projection at each sample (the name of
-        every simulation result; ``constraint_error`` is its deprecated read-only alias)
-    success : bool; message : str; nfev : int (right-hand side evaluations); wall_time : float [s]
-    """
-
-    t: np.ndarray
-    q: np.ndarray
-    v: np.ndarray
-    residual: np.ndarray
-    success: bool
-    message: str
-    nfev: int
-    wall_time: float
-
-    constraint_error = deprecated_alias("residual", "constraint_error")
 
 
 class ClosedFlexibleChain:
@@ -456,6 +432,26 @@ class ClosedFlexibleChain:
         a, lam = self._kkt(q, v, f, baumgarte)
         return (a, lam) if return_multipliers else a
 
+    def inverse_dynamics(self, q, v, a) -> np.ndarray:
+        """Minimum-norm generalized force ``tau = P (M a + k + f_e - g)`` (nv,) [N | N m] that
+        produces the motion ``a`` (nv,) of the closed system, ``P = I - C^+ C``.
+
+        The part of ``M a + k + f_e - g`` along the closure directions (range of ``C^T``) is
+        carried by the cut-joint reactions ``C^T λ`` (2.51); the rest is the force to apply,
+        as the projection form of Aghili (2005) eq. 45 states it for rigid loops.  For a motion
+        that keeps the closures (``C a + bias = 0``), ``forward_dynamics(q, v, tau=tau)``
+        returns ``a`` again; ``tau`` has elastic entries where the motion needs them.
+        """
+        q, v, a = self._vec(q, "q"), self._vec(v, "v"), self._vec(a, "a")
+        M, k, g, fe = self.chain.dynamics_terms(q, v)
+        C = self.constraint_jacobian(q)
+        f = M @ a + k + fe - g
+        return f - np.linalg.pinv(C) @ (C @ f)
+
+    def mass_matrix(self, q) -> np.ndarray:
+        """Mass matrix M(q) (nv, nv) of the spanning tree (Seifried eq. 2.139)."""
+        return self.chain.mass_matrix(q)
+
     def _kkt(self, q, v, f, baumgarte=(0.0, 0.0)):
         M, k, g, fe = self.chain.dynamics_terms(q, v)
         c, C, bias = self.constraint_terms(q, v)
@@ -590,7 +586,10 @@ class ClosedFlexibleChain:
         ``max_step`` [s]); at every sample the state is projected on the position and velocity
         manifolds (``project=True``), and the residual before the projection is recorded.
         The inputs [N | N m] are ``u(t) + feedback(t, q, v)`` (each (nu,), default zero).
-        ``q0, v0`` are projected first.
+        ``q0, v0`` are projected first.  The result
+        (:class:`~multibody_dynamics.flexible.simulation.ClosedSimulation`, a
+        :class:`~multibody_dynamics.simulate.SimulationResult`) holds the energy and the
+        generalized input ``B (u + feedback)`` at each sample besides the states.
         """
         t = np.asarray(t, float)
         if t.ndim != 1 or t.size < 2 or np.any(np.diff(t) <= 0):
@@ -602,13 +601,16 @@ class ClosedFlexibleChain:
         ufun = (lambda _t: zero_u) if u is None else u
         nfev = 0
 
-        def rhs(tk, x):
-            nonlocal nfev
-            nfev += 1
+        def applied(tk, x):  # the generalized input B (u + feedback)
             uk = np.asarray(ufun(tk), float)
             if feedback is not None:
                 uk = uk + feedback(tk, x[:nv], x[nv:])
-            a, _ = self._kkt(x[:nv], x[nv:], self.B @ uk, baumgarte)
+            return self.B @ uk
+
+        def rhs(tk, x):
+            nonlocal nfev
+            nfev += 1
+            a, _ = self._kkt(x[:nv], x[nv:], applied(tk, x), baumgarte)
             return np.concatenate([x[nv:], a])
 
         Q, V, err = [q], [v], [0.0]
@@ -632,8 +634,15 @@ class ClosedFlexibleChain:
             Q.append(q)
             V.append(v)
         n = len(Q)
-        return ClosedSimulation(t[:n], np.array(Q), np.array(V), np.array(err), ok, msg, nfev,
-                                time.perf_counter() - start)
+        Q, V = np.array(Q), np.array(V)
+        energy = np.array([self.energy(qk, vk) for qk, vk in zip(Q, V)])
+        tau = np.array([applied(tk, np.concatenate([qk, vk])) for tk, qk, vk in zip(t, Q, V)])
+        return ClosedSimulation(
+            t=t[:n], q=Q, v=V, tau=tau.reshape(n, nv), energy=energy, success=ok, message=msg,
+            nsteps=0, wall_time=time.perf_counter() - start, names=self.coordinate_names,
+            q_names=self.coordinate_names, lam=np.zeros((n, 0)), residual=np.array(err),
+            velocity_residual=np.zeros(n), nrejected=None, nfev=nfev,
+            mode="adaptive", name=self.name)
 
     # -- task kinematics -----------------------------------------------------------------
     def rigid_task_kinematics(self, body: str, node: int | None, p, pd, pdd, guess):

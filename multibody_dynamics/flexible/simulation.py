@@ -11,41 +11,47 @@ simulator's :class:`~multibody_dynamics.simulate.SimulationResult`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ..deprecation import deprecated_alias
 from ..errors import DimensionError, InputError
+from ..simulate import SimulationResult
 from .system import FlexibleChain
 
 
 @dataclass(frozen=True)
-class FlexibleSimulation:
-    """Samples of a flexible-model run.
+class FlexibleSimulation(SimulationResult):
+    """Samples of a flexible-model run: a :class:`~multibody_dynamics.simulate.SimulationResult`
+    (same fields, same ``summary``/``to_csv``/``plot`` calls) whose report shows the elastic
+    coordinates.
+
+    A subclass rather than the base type itself because the reports differ: the CSV has no
+    multiplier or residual columns (``t, q.<name>, v.<name>, energy``, as before), the plot
+    has a panel of elastic coordinates and none of the end effector, and the summary lists
+    the peak elastic deflections instead of the projection counters.
 
     Attributes
     ----------
-    name : model name; names : coordinate names (joints, then ``<body>.e<k>``)
-    t : (N,) [s]; q, v : (N, nv) coordinates and velocities; energy : (N,) [J]
-    residual : (N,) max |closure residual| before the projection (closed loops; zeros otherwise)
-    success, message : outcome; nfev : right-hand-side evaluations; wall_time : [s]
+    As :class:`~multibody_dynamics.simulate.SimulationResult`, with ``names == q_names`` the
+    coordinate names (joints, then ``<body>.e<k>``; ``nq == nv``), ``tau`` (N, nv) the
+    generalized input ``B u`` at each sample, ``residual`` (N,) max |closure residual| before
+    the projection [m | rad] (closed loops; zeros otherwise), ``nfev`` the right-hand-side
+    evaluations, ``mode = "adaptive"``, ``nsteps = 0`` and ``nrejected = None`` (scipy's
+    integrators do not report their steps); besides:
+    name : str
+        The model's name.
     """
 
-    name: str
-    names: tuple[str, ...]
-    t: np.ndarray
-    q: np.ndarray
-    v: np.ndarray
-    energy: np.ndarray
-    residual: np.ndarray
-    success: bool
-    message: str
-    nfev: int
-    wall_time: float
+    name: str = ""
 
-    def summary(self) -> str:
+    def summary(self, dissipative: bool = False) -> str:
+        """A few lines: outcome, cost, energy change, closure residual, peak elastic
+        coordinates (``dissipative`` is accepted for the common call; the energy line says
+        when the energy is constant anyway)."""
         span = float(self.t[-1] - self.t[0]) if self.t.size else 0.0
         e0 = self.energy[0] if self.energy.size else 0.0
         change = float(np.max(np.abs(self.energy - e0))) if self.energy.size else 0.0
@@ -73,8 +79,9 @@ class FlexibleSimulation:
                    header=",".join(cols), comments="", fmt="%.10g")
         return path
 
-    def plot(self, path: str | Path, title: str = "") -> Path:
-        """PNG: joint coordinates, elastic coordinates, energy (legends right of the axes)."""
+    def plot(self, path: str | Path, title: str = "", model=None) -> Path:
+        """PNG: joint coordinates, elastic coordinates, energy (legends right of the axes);
+        ``model`` is accepted for the common call and not used."""
         from ..plotting import legend_outside, plain_axis, save_figure, subplots
 
         fig, axes = subplots(3, 1, figsize=(10, 8), sharex=True)
@@ -94,6 +101,15 @@ class FlexibleSimulation:
         axes[-1].set_xlabel("t [s]")
         fig.suptitle(title or f"{self.name}: simulation")
         return save_figure(fig, path)
+
+
+@dataclass(frozen=True)
+class ClosedSimulation(FlexibleSimulation):
+    """Result of :meth:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain.simulate`: a
+    :class:`FlexibleSimulation` whose ``residual`` (N,) is max |c(q)| [m | rad] before the
+    projection at each sample; ``constraint_error`` is its deprecated read-only alias."""
+
+    constraint_error = deprecated_alias("residual", "constraint_error")
 
 
 class TimeProgress:
@@ -193,13 +209,17 @@ def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start) -> FlexibleSi
         msg = (f"completed (DOP853, rtol {rtol:g}, atol {atol:g})" if ok else
                f"integration failed at t = {sol.t[-1]:.4g} s: {sol.message}")
         energy = np.array([model.energy(qk, vk) for qk, vk in zip(q, v)])
-        return FlexibleSimulation(name, names, sol.t, q, v, energy, np.zeros(sol.t.size), bool(ok), msg,
-                                  int(sol.nfev), time.perf_counter() - start)
+        n = sol.t.size
+        return FlexibleSimulation(
+            t=sol.t, q=q, v=v, tau=np.tile(model.B @ u, (n, 1)), energy=energy,
+            success=bool(ok), message=msg, nsteps=0, wall_time=time.perf_counter() - start,
+            names=names, q_names=names, lam=np.zeros((n, 0)), residual=np.zeros(n),
+            velocity_residual=np.zeros(n), nrejected=None,
+            nfev=int(sol.nfev), mode="adaptive", name=name)
+
     def u_of(tk):
         bar.tick(tk)
         return u
 
     sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol)
-    energy = np.array([model.energy(qk, vk) for qk, vk in zip(sim.q, sim.v)])
-    return FlexibleSimulation(name, names, sim.t, sim.q, sim.v, energy, sim.residual,
-                              sim.success, sim.message, sim.nfev, time.perf_counter() - start)
+    return replace(sim, name=name, wall_time=time.perf_counter() - start)

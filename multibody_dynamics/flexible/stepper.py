@@ -211,6 +211,12 @@ class FlexibleStepper:
         self.nsteps += 1
         return self.q, self.v
 
+    def sample(self, tau) -> tuple[np.ndarray, float, float]:
+        """``(lam, max |c|, max |C v|)`` as :meth:`ClosedFlexibleStepper.sample`: an open chain
+        has no closures, so no multipliers and zero residuals."""
+        as_vector(tau, self.chain.nv, "tau")
+        return np.zeros(0), 0.0, 0.0
+
     def _rk4(self, q, v, f, h):
         """One classical Runge-Kutta step; the coordinates are Euclidean (angles unwrapped,
         modal amplitudes), so ``q + h v`` is the configuration update."""

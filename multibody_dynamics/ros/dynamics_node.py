@@ -144,8 +144,8 @@ class DynamicsNode(Node):
         A, gamma = pd.constraints.jacobian_and_bias(q, v)
         a = a - np.linalg.lstsq(A, A @ a + gamma, rcond=None)[0]  # consistent: A a + gamma = 0
         zero = np.zeros(self.model.nv)
-        rest = pd.inverse_dynamics(q, zero, zero)
-        res = pd.inverse_dynamics(q, v, a)
+        rest = pd.inverse_dynamics_result(q, zero, zero)
+        res = pd.inverse_dynamics_result(q, v, a)
         out = (rest.tau, res.tau, res.f_c, res.lam)
         if not all(np.all(np.isfinite(x)) for x in out):
             self.throttle.error("nan", "dynamics produced NaN/inf; nothing published")

@@ -30,8 +30,10 @@ max |A v| [m/s | rad/s]) every ``diagnostics_period`` steps.  ``initial_position
 a closed loop are projected onto the manifold first (Newton); a start that cannot be
 assembled is refused with a message.
 
-A flexible model (``robot`` a flexible model name, see
-:func:`~multibody_dynamics.flexible.loader.is_flexible_model`) is stepped by
+The plant is :func:`~multibody_dynamics.robot.robot_stepper` of
+:func:`~multibody_dynamics.robot.load_robot` (a
+:class:`~multibody_dynamics.protocols.PlantStepper`).  A flexible model (one with elastic
+coordinates, :func:`~multibody_dynamics.robot.has_elastic_coordinates`) is stepped by
 :class:`~multibody_dynamics.flexible.stepper.FlexibleStepper`: the same fixed step ``dt =
 1/rate_hz`` and zero-order hold, split into RK4 substeps chosen from the stiffest mode of the
 linearization at the start (its log line gives the substeps); ``/joint_states`` then carries the
@@ -66,11 +68,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..errors import MultibodyError
-from ..flexible.loader import is_flexible_model, load_flexible_model
-from ..flexible.stepper import make_stepper
-from ..model import load_model
-from ..rolling import model_constraints
-from ..simulate import METHODS, Simulator, SimulatorConfig
+from ..robot import has_elastic_coordinates, load_robot, robot_stepper
+from ..simulate import METHODS, SimulatorConfig
 from .cdr import patched_or_none
 from .conversions import (
     JointCoordinates,
@@ -170,22 +169,18 @@ class SimulatorNode(Node):
             raise StartupError("lockstep: the steps follow the commands, not the wall clock; "
                                "set realtime:=false (and publish_clock:=true for the other "
                                "nodes' use_sim_time)")
-        self.flexible = is_flexible_model(p["robot"])
-        if self.flexible:
-            model = load_flexible_model(p["robot"])
-            name = getattr(model, "name", model.config.name)
-            try:
-                self.sim = make_stepper(model, config)
-            except MultibodyError as exc:  # a closed loop whose neutral pose cannot be closed
-                raise StartupError(f"{name}: {exc}") from None
-            # an open chain drives every joint, a closed loop its actuated ones
-            self.input_names = tuple(getattr(model, "actuated", model.joint_names))
-            if self.sim.constrained and p["realtime"]:  # a closed loop
-                raise StartupError(self._too_slow(name))
-        else:
-            model = load_model(p["robot"])
-            self.sim = Simulator(model, config, constraints=model_constraints(model))
-            name, self.input_names = model.name, tuple(model.input_names)
+        model = load_robot(p["robot"])
+        name = model.name
+        self.flexible = has_elastic_coordinates(model)  # stepped in substeps (its stiff modes)
+        try:
+            self.sim = robot_stepper(model, config)
+        except MultibodyError as exc:  # a closed loop whose neutral pose cannot be closed
+            raise StartupError(f"{name}: {exc}") from None
+        # a rigid model's and an open flexible chain's inputs drive their joints, a closed
+        # flexible loop's its actuated joints: input_names says which
+        self.input_names = tuple(model.input_names)
+        if self.flexible and self.sim.constrained and p["realtime"]:  # a closed flexible loop
+            raise StartupError(self._too_slow(name))
         self.model = model
         self.coords = JointCoordinates(model)
         q0 = None
