@@ -456,3 +456,30 @@ def test_simulator_reset_service(launch, probe):
     t = lambda s: s.sec + 1e-9 * s.nanosec  # noqa: E731
     assert t(last.header.stamp) >= t(stamp_before)
     assert "reset to initial_positions" in sim.log()
+
+
+def test_volatile_trajectory_publisher_gets_no_qos_warning(launch, probe):
+    """controller_node reads ~/joint_trajectory with a volatile and a transient-local reader: an
+    ordinary (volatile) publisher matches the first only, and its messages arrive; rclpy's
+    default event callback of the second used to log "offering incompatible QoS. No messages
+    will be received from it" for it.  A best-effort publisher, which neither reader matches,
+    is still reported (once, by the volatile reader)."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    names = list(load_model("arm7").coordinate_names)
+    ctl = launch("controller_node", robot="arm7", rate_hz=100.0, law="computed_torque")
+    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")  # volatile
+    probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0, "discovery of the probe",
+                   [ctl])
+    pub.publish(trajectory_msg(names, 0.0))
+    probe.wait_for(lambda: "before the first /joint_states" in ctl.log(), 20.0,
+                   "the trajectory of the volatile publisher", [ctl])
+    assert "incompatible QoS" not in ctl.log(), ctl.log()
+    best_effort = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+    probe.node.create_publisher(JointTrajectory, "/controller_node/joint_trajectory",
+                                best_effort)
+    probe.wait_for(lambda: "incompatible QoS" in ctl.log(), 20.0,
+                   "the warning about the best-effort publisher", [ctl])
+    time.sleep(1.0)  # an event of the other reader would arrive with it
+    assert ctl.log().count("incompatible QoS") == 1, ctl.log()
+    assert "Last incompatible policy: RELIABILITY" in ctl.log()

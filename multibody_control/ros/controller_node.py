@@ -16,7 +16,9 @@ Subscribes
     (as joint_trajectory_controller, for ordinary publishers) and a transient-local one,
     so that a latched trajectory (inverter_node's ``~/joint_trajectory``) published
     before this node started still arrives; a message delivered to both (identical to
-    the previous one within ``DUPLICATE_WINDOW`` s wall time) is used once.  A
+    the previous one within ``DUPLICATE_WINDOW`` s wall time) is used once; a volatile
+    publisher, which only the volatile reader matches, is not reported as incompatible (the
+    transient-local reader's QoS event goes to the debug log).  A
     trajectory with a zero stamp received before the first ``/joint_states`` starts
     at the first control tick with a state (not at a clock that is not running yet) and a
     matched subscriber of the commands (DDS matches the states and the commands of a new
@@ -92,7 +94,7 @@ import rclpy
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import ParameterType
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_policy_name_from_kind
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -124,6 +126,11 @@ from multibody_dynamics.ros.runtime import (
     main_for,
     node_executor,
 )
+
+try:
+    from rclpy.event_handler import SubscriptionEventCallbacks
+except ImportError:  # Humble: rclpy.qos_event
+    from rclpy.qos_event import SubscriptionEventCallbacks
 
 from ..controllers import (
     LAWS,
@@ -577,7 +584,13 @@ class ControllerNode(Node):
         self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, qos)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, latched)
+        # a volatile publisher does not match the transient-local reader; rclpy's default
+        # event callback would warn "no messages will be received" although the volatile
+        # reader gets them: this reader's incompatibilities go to the debug log (a publisher
+        # that neither reader matches, e.g. best effort, is still reported by the volatile one)
+        quiet = SubscriptionEventCallbacks(incompatible_qos=self._latched_incompatible)
+        self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, latched,
+                                 event_callbacks=quiet)
         self.create_subscription(TwistStamped, "~/twist_command", self._locked(self._on_twist), qos)
         self._last_msg: tuple[JointTrajectory, float] | None = None
         self._pending_msg: JointTrajectory | None = None
@@ -605,6 +618,14 @@ class ControllerNode(Node):
             f"({pacing}) -> "
             f"{self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); reference: "
             + "; ".join(offered))
+
+    def _latched_incompatible(self, event):
+        """A publisher of ``~/joint_trajectory`` that the transient-local reader cannot match
+        (rclpy's incompatible-QoS event of that reader): debug log only, see ``__init__``."""
+        self.get_logger().debug(
+            "~/joint_trajectory: a publisher does not match the transient-local reader "
+            f"(policy {qos_policy_name_from_kind(event.last_policy_kind)}); the volatile "
+            "reader takes its messages")
 
     # -- parameters --------------------------------------------------------------------------
     @staticmethod
