@@ -99,6 +99,8 @@ PLAN = {
     "two_wheeled_cart": ("pd", {"left_wheel": 1.0, "right_wheel": 1.0}),
 }
 INDEPENDENT = {"prr_surface": ["q2", "q3"]}
+#: fully actuated closed loops that also get a quasi_velocity entry (Aghili 2010's example)
+QUASI_VELOCITY = ("prr_surface",)
 #: pd gains (kp, kd) that replace the mass-matrix rule.  The Seifried passive arms: with the
 #: passive elbow swinging, the rule's gains (kd = 2 w M per joint) are stable with one control
 #: period of delay but diverge from two periods (4 ms) on in a library simulation of the loop
@@ -191,6 +193,9 @@ def robot_file(name: str) -> str:
         if name in INDEPENDENT:
             extra = ", independent: [" + ", ".join(INDEPENDENT[name]) + "]"
         lines.append(f"  {law}: {{kp: [{KP_ED}], kd: [{KD_ED}]{extra}}}   # 1/s^2, 1/s")
+        if name in QUASI_VELOCITY:  # controller:=quasi_velocity, the same theta
+            lines.append(f"  quasi_velocity: {{kp: [{KP_ED}], kd: [{KD_ED}]{extra}}}   # 1/s^2, "
+                         "1/s (Aghili 2010)")
     lines += [
         f"  # {rule}; M = {_fmt(inertia)} kg m^2 | kg"
         f" ({', '.join(model.input_names)})",
