@@ -1,8 +1,11 @@
 """bringup.launch.py run for real, for every shipped robot, and the no-orphan rules.
 
 Flexible robots (test_flexible_bringup_tracks_demo_reference) run in lockstep on simulated
-time and are checked against the library run of the same loop; the rest of this docstring is
-about the rigid robots' wall-clock loops.
+time and are checked against the library run of the same loop; so are the rigid robots whose
+defaults say ``use_sim_time`` (the stiff passive arms: the demo move is stamped on the
+simulated clock and compared with tools/make_bringup.py's library_demo), and
+test_force_control_over_launch runs prr_surface with ``lockstep:=true``.  The rest of this
+docstring is about the rigid robots' wall-clock loops.
 
 Each test runs ``LaunchService`` on the installed launch file (an ament prefix of this tree,
 :mod:`launch_helpers`) in a subprocess, ``robot:=<robot> sim:=embedded rviz:=false`` with
@@ -132,8 +135,7 @@ def _library_demo(robot, cfg, law, hold):
 
 #: (robot, controller:=): every robot with its default, and arm7's documented pd and pid (they
 #: diverged with the node's generic gains: kd dt / M = 167 on joint 7)
-CASES = [(r, "default") for r in ROBOTS] + [("arm7", "pd"), ("arm7", "pid"),
-                                             ("passive_arm4", "projected_inverse_dynamics")]
+CASES = [(r, "default") for r in ROBOTS] + [("arm7", "pd"), ("arm7", "pid")]
 
 
 @pytest.mark.parametrize("robot, controller", CASES, ids=[f"{r}-{c}" for r, c in CASES])
@@ -429,19 +431,36 @@ LAMBDA_D = 50.0  # N, Aghili (2010) Sect. 5's desired contact force
 LOCKSTEP_HOLD = 1.0  # s of simulated time after the move
 
 
-@pytest.mark.parametrize("law", ["quasi_velocity", "projected_inverse_dynamics"])
-def test_force_control_over_launch(prefix, probe, tmp_path, law):
-    """prr_surface (fully actuated closed loop: the tip slides on a surface) with
-    ``controller:=<law> lockstep:=true`` under bringup.launch.py; force_control and lambda_d =
-    50 N are set through the controller's parameter service, then the demo move of the
-    independent joints (q2, q3: the trajectory names only them) is sent, stamped on the
-    simulated clock.  Checked: tracking (ERROR_BOUND of the model-based laws), and the
-    surface multiplier the simulator publishes (~/constraint_forces) at lambda_d during the
-    move and the hold (FORCE_TOL), away from it before the parameter change (the minimum-norm
-    multiplier of the holding command, or 0 while the plant waits braked for its first
-    command)."""
+def _set(probe, client, **values):
+    """Set controller_node parameters (bool, str or float list) through its service."""
     from rcl_interfaces.msg import Parameter as ParameterMsg
     from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    def value(v):
+        if isinstance(v, bool):
+            return ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=v)
+        if isinstance(v, str):
+            return ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=v)
+        return ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=v)
+
+    request = SetParameters.Request(parameters=[ParameterMsg(name=k, value=value(v))
+                                                for k, v in values.items()])
+    result = probe.call(client, request, 30.0)
+    assert all(r.successful for r in result.results), [r.reason for r in result.results]
+
+
+def test_force_control_over_launch(prefix, probe, tmp_path):
+    """prr_surface (fully actuated closed loop: the tip slides on a surface) with
+    ``controller:=quasi_velocity lockstep:=true`` under bringup.launch.py; force_control and
+    lambda_d = 50 N are set through the controller's parameter service and the demo move of the
+    independent joints (q2, q3: the trajectory names only them) is sent, stamped on the
+    simulated clock; then the law is switched to projected_inverse_dynamics (same parameter
+    service, force control kept) and the move is made back.  Checked for each law: tracking
+    (ERROR_BOUND of the model-based laws), and the surface multiplier the simulator publishes
+    (~/constraint_forces) at lambda_d during the move and the hold (FORCE_TOL); before the
+    first change it is away from it (0 while the plant waits braked for its first command,
+    else the minimum-norm multiplier of the holding command)."""
     from rcl_interfaces.srv import SetParameters
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
@@ -454,14 +473,38 @@ def test_force_control_over_launch(prefix, probe, tmp_path, law):
     names = ["q1", "q2", "q3"]
     move, duration = cfg["demo"]["move"], float(cfg["demo"]["duration"])
     moved = list(move)
+    idx = [names.index(n) for n in moved]
     states = probe.record(JointState, "/joint_states", depth=5000)
     lam = probe.record(Float64MultiArray, "/simulator_node/constraint_forces", depth=1000,
                        timed=True)
     pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
     client = probe.node.create_client(SetParameters, "/controller_node/set_parameters")
     run = LaunchProcess(prefix, "bringup.launch.py",
-                        {"robot": robot, "controller": law, "lockstep": "true",
+                        {"robot": robot, "controller": "quasi_velocity", "lockstep": "true",
                          "sim": "embedded", "rviz": "false"}, tmp_path / "launch.log")
+
+    def move_and_record(sign):
+        """The demo move (sign -1: back), stamped on the simulated clock; returns (law's
+        start [s], goal, recorded states, multipliers received after the sending)."""
+        q_start = _positions(states[-1], names)
+        q_goal = q_start.copy()
+        for name, delta in move.items():
+            q_goal[names.index(name)] += sign * delta
+        t_start = _stamp(states[-1]) + LOCKSTEP_LEAD
+        mono = time.monotonic()
+        pub.publish(_trajectory_msg(moved, q_start[idx], q_goal[idx], duration, start=t_start))
+        t_end = t_start + duration + LOCKSTEP_HOLD
+        while _stamp(states[-1]) < t_end:
+            assert run.alive() and time.monotonic() - mono < STARTUP, run.log()[-4000:]
+            time.sleep(0.05)
+        time.sleep(0.5)  # the probe's spin thread takes what DDS still holds for it
+        recorded = [m for m in list(states) if t_start <= _stamp(m) <= t_end]
+        # the multipliers carry no stamp: those received 0.1 s (wall) after the sending on,
+        # when one sent before the parameter change is no longer in flight
+        after = np.array([m.data[0] for t, m in list(lam) if mono + 0.1 < t])
+        return t_start, q_start, q_goal, recorded, after
+
+    results = {}
     try:
         deadline = time.monotonic() + STARTUP
         while time.monotonic() < deadline and not (
@@ -470,49 +513,32 @@ def test_force_control_over_launch(prefix, probe, tmp_path, law):
             time.sleep(0.05)
         assert states and lam and pub.get_subscription_count() > 0, run.log()[-4000:]
         before = np.array([m.data[0] for _, m in list(lam)])
-        params = [ParameterMsg(name="force_control", value=ParameterValue(
-                      type=ParameterType.PARAMETER_BOOL, bool_value=True)),
-                  ParameterMsg(name="lambda_d", value=ParameterValue(
-                      type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=[LAMBDA_D]))]
-        result = probe.call(client, SetParameters.Request(parameters=params), 30.0)
-        assert all(r.successful for r in result.results), [r.reason for r in result.results]
-        q_start = _positions(states[-1], names)
-        q_goal = q_start.copy()
-        for name, delta in move.items():
-            q_goal[names.index(name)] += delta
-        idx = [names.index(n) for n in moved]
-        t_start = _stamp(states[-1]) + LOCKSTEP_LEAD
-        mono = time.monotonic()
-        msg = _trajectory_msg(moved, q_start[idx], q_goal[idx], duration, start=t_start)
-        pub.publish(msg)
-        t_end = t_start + duration + LOCKSTEP_HOLD
-        while _stamp(states[-1]) < t_end:
-            assert run.alive() and time.monotonic() - mono < STARTUP, run.log()[-4000:]
-            time.sleep(0.05)
-        time.sleep(0.5)  # the probe's spin thread takes what DDS still holds for it
+        _set(probe, client, force_control=True, lambda_d=[LAMBDA_D])
+        results["quasi_velocity"] = move_and_record(+1)
+        n_lam = len(lam)
+        _set(probe, client, law="projected_inverse_dynamics")
+        results["projected_inverse_dynamics"] = move_and_record(-1)
         log = run.log()
         assert "process has died" not in log and run.alive(), log[-4000:]
-        assert "rejected" not in log and "trajectory accepted" in log, log[-4000:]
+        assert "rejected" not in log and log.count("trajectory accepted") == 2, log[-4000:]
     finally:
         code = run.stop()
         print(f"----- launch (exit {code}):\n{run.log()[-3000:]}")
     assert code is not None and not run.leftover
-    recorded = [m for m in list(states) if t_start <= _stamp(m) <= t_end]
-    t_last = _stamp(recorded[-1]) - t_start
-    assert t_last > 0.5 * duration, f"last state recorded at {t_last:.3f} s"
-    ref = lambda m: rest_to_rest(np.array([_stamp(m) - t_start]), q_start[idx],  # noqa: E731
-                                 q_goal[idx], 0.0, duration).q[0]
-    errors = np.array([np.max(np.abs(ref(m) - _positions(m, moved))) for m in recorded])
-    final = np.abs(_positions(recorded[-1], moved) - q_goal[idx]).max()
-    # the multipliers carry no stamp: those received 0.1 s (wall) after the change on, when
-    # one sent before it is no longer in flight
-    after = np.array([m.data[0] for t, m in list(lam) if t > mono + 0.1])
-    print(f"{robot} ({law}, lockstep, force control {LAMBDA_D:g} N): multiplier before "
-          f"{before.min():.4g}..{before.max():.4g} N, after the change {after.min():.7g}.."
-          f"{after.max():.7g} N ({after.size} samples); tracking error max {errors.max():.2e}, "
-          f"final {final:.2e}")
-    assert after.size > 20
-    assert np.max(np.abs(after - LAMBDA_D)) < FORCE_TOL
+    print(f"{robot}: multiplier before force control {before.min():.4g}..{before.max():.4g} N")
     assert np.min(np.abs(before - LAMBDA_D)) > 10.0  # the parameter change did it
+    assert len(lam) > n_lam
     bound_during, bound_end = ERROR_BOUND["projected_inverse_dynamics"]
-    assert errors.max() < bound_during and final < bound_end
+    for law, (t_start, q_start, q_goal, recorded, after) in results.items():
+        t_last = _stamp(recorded[-1]) - t_start
+        assert t_last > 0.5 * duration, f"{law}: last state recorded at {t_last:.3f} s"
+        ref = rest_to_rest(np.array([_stamp(m) - t_start for m in recorded]), q_start[idx],
+                           q_goal[idx], 0.0, duration).q
+        errors = np.max(np.abs(ref - np.array([_positions(m, moved) for m in recorded])), axis=1)
+        final = np.abs(_positions(recorded[-1], moved) - q_goal[idx]).max()
+        print(f"{robot} ({law}, lockstep, force control {LAMBDA_D:g} N): multiplier "
+              f"{after.min():.7g}..{after.max():.7g} N ({after.size} samples); tracking error "
+              f"max {errors.max():.2e}, final {final:.2e} rad")
+        assert after.size > 20
+        assert np.max(np.abs(after - LAMBDA_D)) < FORCE_TOL, law
+        assert errors.max() < bound_during and final < bound_end, law
