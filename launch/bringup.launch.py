@@ -185,6 +185,10 @@ def _setup(context):
             "without them (gz-sim does not close kinematic loops), so it would simulate a "
             f"different mechanism. Use sim:=embedded for {robot}."
         )
+    lockstep = _is_true(LaunchConfiguration("lockstep").perform(context))
+    if lockstep and sim != "embedded":
+        raise RuntimeError(f"lockstep:=true needs sim:=embedded (the suite's simulator steps on "
+                           f"each command; sim:={sim} does not); nothing was started")
     missing = missing_packages(SIM_PACKAGES[sim])
     if missing:
         raise RuntimeError(f"sim:={sim} needs the package(s) {', '.join(missing)}, which are not "
@@ -193,10 +197,7 @@ def _setup(context):
     use_sim_time = (sim == "gazebo" or bool(defaults.get("use_sim_time"))
                     or _is_true(LaunchConfiguration("use_sim_time").perform(context)))
     sim_params = dict(defaults.get("simulator_node") or {})
-    if _is_true(LaunchConfiguration("lockstep").perform(context)):
-        if sim != "embedded":
-            raise RuntimeError(f"lockstep:=true needs sim:=embedded (the suite's simulator steps "
-                               f"on each command; sim:={sim} does not); nothing was started")
+    if lockstep:
         use_sim_time = True
         rate = float(sim_params.get("rate_hz", 1000.0))
         sim_params.update(rate_hz=rate, realtime=False, lockstep=True,
