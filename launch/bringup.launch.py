@@ -38,7 +38,10 @@ robot_state_publisher, rviz2 and dynamics_node (which reads URDF models) are lef
 log line.  simulator_node steps them (FlexibleStepper, ClosedFlexibleStepper) and
 controller_node runs joint PD on their joints; their ``config/bringup/<robot>.yaml`` puts the
 loop in lockstep on simulated time (``use_sim_time: true``, simulator ``realtime: false``,
-``lockstep: true``, controller ``timing: state``), see docs/ros-launch.md.
+``lockstep: true``, controller ``timing: state``), see docs/ros-launch.md.  So does the
+defaults file of the stiff passive arms (passive_arm2, passive_arm4, passive_arm_minphase,
+passive_arm_nonminphase: feedback linearization needs the loop without delay), and
+``lockstep:=true`` does the same for any robot on ``sim:=embedded``.
 
 Robot description and ros2_control tags
 ---------------------------------------
