@@ -594,7 +594,8 @@ class ControllerNode(Node):
         self._traj_topic = self.resolve_topic_name("~/joint_trajectory")
         self._latched_sub = None
         self._watch_latched()
-        self.create_timer(LATCHED_WATCH, self._locked(self._watch_latched),
+        watch = self._locked(self._watch_latched)  # a callback without arguments: no TimerInfo
+        self.create_timer(LATCHED_WATCH, lambda: watch(),
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_subscription(TwistStamped, "~/twist_command", self._locked(self._on_twist), qos)
         self._last_msg: tuple[JointTrajectory, float] | None = None
