@@ -38,7 +38,10 @@ robot_state_publisher, rviz2 and dynamics_node (which reads URDF models) are lef
 log line.  simulator_node steps them (FlexibleStepper, ClosedFlexibleStepper) and
 controller_node runs joint PD on their joints; their ``config/bringup/<robot>.yaml`` puts the
 loop in lockstep on simulated time (``use_sim_time: true``, simulator ``realtime: false``,
-``lockstep: true``, controller ``timing: state``), see docs/ros-launch.md.
+``lockstep: true``, controller ``timing: state``), see docs/ros-launch.md.  So does the
+defaults file of the stiff passive arms (passive_arm2, passive_arm4, passive_arm_minphase,
+passive_arm_nonminphase: feedback linearization needs the loop without delay), and
+``lockstep:=true`` does the same for any robot on ``sim:=embedded``.
 
 Robot description and ros2_control tags
 ---------------------------------------
@@ -185,6 +188,10 @@ def _setup(context):
             "without them (gz-sim does not close kinematic loops), so it would simulate a "
             f"different mechanism. Use sim:=embedded for {robot}."
         )
+    lockstep = _is_true(LaunchConfiguration("lockstep").perform(context))
+    if lockstep and sim != "embedded":
+        raise RuntimeError(f"lockstep:=true needs sim:=embedded (the suite's simulator steps on "
+                           f"each command; sim:={sim} does not); nothing was started")
     missing = missing_packages(SIM_PACKAGES[sim])
     if missing:
         raise RuntimeError(f"sim:={sim} needs the package(s) {', '.join(missing)}, which are not "
@@ -192,6 +199,13 @@ def _setup(context):
     # the robot's defaults may put the loop on simulated time (flexible models: lockstep)
     use_sim_time = (sim == "gazebo" or bool(defaults.get("use_sim_time"))
                     or _is_true(LaunchConfiguration("use_sim_time").perform(context)))
+    sim_params = dict(defaults.get("simulator_node") or {})
+    if lockstep:
+        use_sim_time = True
+        rate = float(sim_params.get("rate_hz", 1000.0))
+        sim_params.update(rate_hz=rate, realtime=False, lockstep=True,
+                          lockstep_timeout=float(sim_params.get("lockstep_timeout", 1.0)))
+        law_params.update(timing="state", rate_hz=rate)
     distro = os.environ.get("ROS_DISTRO", "")
 
     controllers = PathJoinSubstitution(
@@ -267,7 +281,7 @@ def _setup(context):
                     ),
                     # The simulator is the clock: it runs on wall time and publishes /clock
                     # for the others when they use simulated time.
-                    {**(defaults.get("simulator_node") or {}),
+                    {**sim_params,
                      "robot": robot, "publish_clock": use_sim_time,
                      "controller_name": "effort_controller"},
                 ],
@@ -374,6 +388,15 @@ def generate_launch_description():
             description="Use /clock: published by simulator_node for sim:=embedded, bridged "
             "from gz sim (and forced true) for sim:=gazebo; forced true by a robot whose "
             "config/bringup/<robot>.yaml says use_sim_time (the flexible robots).",
+        ),
+        DeclareLaunchArgument(
+            "lockstep",
+            default_value="false",
+            choices=["true", "false"],
+            description="sim:=embedded: run the loop in lockstep on simulated time (use_sim_time, "
+            "simulator realtime false and lockstep, controller timing state at the simulator's "
+            "rate): one plant step per command, no loop delay, the same result whatever the "
+            "load; the robots whose config/bringup/<robot>.yaml says so run this way anyway.",
         ),
         DeclareLaunchArgument(
             "hardware_plugin",

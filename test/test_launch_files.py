@@ -546,6 +546,24 @@ def test_bringup_refuses_hardware_for_flexible_model(tmp_path):
     assert "Use sim:=embedded" in out and "process started" not in out, out[-2000:]
 
 
+@pytest.mark.skipif(not HAVE_LAUNCH, reason="launch / launch_ros not installed (no ROS 2)")
+def test_bringup_refuses_lockstep_off_the_embedded_simulator(tmp_path):
+    """lockstep:=true sim:=hardware: one error naming sim:=embedded before anything starts (only
+    the suite's simulator steps on each command; a real LaunchService, in a subprocess)."""
+    from launch_helpers import LaunchProcess, make_prefix
+
+    prefix = make_prefix(tmp_path / "prefix")
+    run = LaunchProcess(prefix, "bringup.launch.py",
+                        {"robot": "arm7", "sim": "hardware", "lockstep": "true", "rviz": "false"},
+                        tmp_path / "launch.log")
+    code = run.wait(60.0)
+    run.stop()
+    out = run.log()
+    assert code not in (0, None), out[-2000:]
+    assert "lockstep:=true needs sim:=embedded" in out, out[-2000:]
+    assert "sim:=hardware does not" in out and "process started" not in out, out[-2000:]
+
+
 def test_bringup_defaults_up_to_date():
     """config/bringup/<robot>.yaml exists for every launchable robot and is what
     tools/make_bringup.py writes (gains from the mass matrix, assembled initial positions)."""

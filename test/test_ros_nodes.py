@@ -456,3 +456,50 @@ def test_simulator_reset_service(launch, probe):
     t = lambda s: s.sec + 1e-9 * s.nanosec  # noqa: E731
     assert t(last.header.stamp) >= t(stamp_before)
     assert "reset to initial_positions" in sim.log()
+
+
+def test_volatile_trajectory_publisher_gets_no_qos_warning(launch, probe):
+    """controller_node reads ~/joint_trajectory with a volatile reader and, while a latched
+    publisher exists, a transient-local one: an ordinary (volatile) publisher's messages
+    arrive, and neither the node ("offering incompatible QoS. No messages will be received
+    from it") nor the publisher's process ("requesting incompatible QoS. No messages will be
+    sent to it") warns, also beside a latched publisher (the node's side).  A best-effort
+    publisher, which no reader matches, is still reported (once, by the volatile reader)."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    try:
+        from rclpy.event_handler import PublisherEventCallbacks
+    except ImportError:  # Humble
+        from rclpy.qos_event import PublisherEventCallbacks
+
+    names = list(load_model("arm7").coordinate_names)
+    ctl = launch("controller_node", robot="arm7", rate_hz=100.0, law="computed_torque")
+    warnings = []  # the probe's own side: the publisher's incompatible-QoS events
+    events = PublisherEventCallbacks(incompatible_qos=warnings.append)
+    pub = probe.node.create_publisher(JointTrajectory, "/controller_node/joint_trajectory", 10,
+                                      event_callbacks=events)  # volatile
+    probe.wait_for(lambda: pub.get_subscription_count() > 0, 30.0, "discovery of the probe",
+                   [ctl])
+    pub.publish(trajectory_msg(names, 0.0))
+    probe.wait_for(lambda: "before the first /joint_states" in ctl.log(), 20.0,
+                   "the trajectory of the volatile publisher", [ctl])
+    time.sleep(1.0)  # five looks at the graph by the node
+    assert "incompatible QoS" not in ctl.log(), ctl.log()
+    assert not warnings and pub.get_subscription_count() == 1
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    other = probe.node.create_publisher(JointTrajectory, "/controller_node/joint_trajectory",
+                                        latched)
+    probe.wait_for(lambda: other.get_subscription_count() == 2, 20.0,
+                   "the node's transient-local reader for the latched publisher", [ctl])
+    time.sleep(1.0)
+    assert "incompatible QoS" not in ctl.log(), ctl.log()
+    probe.node.destroy_publisher(other)
+    best_effort = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+    probe.node.create_publisher(JointTrajectory, "/controller_node/joint_trajectory",
+                                best_effort)
+    probe.wait_for(lambda: "incompatible QoS" in ctl.log(), 20.0,
+                   "the warning about the best-effort publisher", [ctl])
+    time.sleep(1.0)  # an event of the other reader would arrive with it
+    assert ctl.log().count("incompatible QoS") == 1, ctl.log()
+    assert "Last incompatible policy: RELIABILITY" in ctl.log()

@@ -1,20 +1,23 @@
 """Write config/bringup/<robot>.yaml: the defaults bringup.launch.py starts each robot with.
 
     python tools/make_bringup.py
+    python tools/make_bringup.py --measure   # the library figures of the lockstep robots
 
 Per shipped rigid robot (docs/ros-launch.md):
 
 * ``law``: the control law that fits it (computed torque for a fully actuated open chain,
   projected inverse dynamics with passive joints for a closed loop whose actuated joints are
   its independent coordinates or that is fully actuated, feedback linearization of the
-  actuated joints for passive_arm (the collocated output: its zero dynamics are the
-  spring-damped passive joint with the actuated ones held), joint PD otherwise.  The other
-  passive arms keep PD: their passive joints are stiff (400-900 N m/rad on links of about
-  0.02 kg m^2, modes near 140-200 rad/s), and the exact cancellation of feedback linearization
-  does not survive the loop's delay.  Library runs of the demo move at 500 Hz, error of the
-  actuated joints at 3 s with 0 / 1 / 2 periods of delay: passive_arm 4e-5 / 1e-4 / 2e-4 rad,
-  passive_arm2 0.0015 / 0.031 / 0.11, passive_arm4 0.015 / 0.22 / 0.44; over DDS with bringup
-  passive_arm4 drifted 0.34 rad and passive_arm2 ended 0.029 rad from the goal);
+  actuated joints for the Seifried passive arms (the collocated output: its zero dynamics are
+  the spring-damped passive joints with the actuated ones held), joint PD otherwise
+  (two_wheeled_cart, dual_arm_load: no model-based law of the library takes them).  The
+  passive joints of passive_arm2, passive_arm4, passive_arm_minphase and
+  passive_arm_nonminphase are stiff (400-900 N m/rad on links of about 0.02 kg m^2, modes
+  near 140-200 rad/s), and the exact cancellation of feedback linearization does not survive
+  a loop delay of a period or two (a wall-clock loop over DDS: passive_arm4 drifted 0.34 rad
+  and passive_arm2 ended 0.029 rad from the goal); their loop runs in lockstep on simulated
+  time (``LOCKSTEP``), without delay, and each file carries the library figures
+  (:func:`library_demo`);
 * ``controller_node``: controller_node parameters per law.  Error-dynamics laws (computed
   torque, projected inverse dynamics, feedback linearization): kp = 100 1/s^2, kd = 20 1/s
   (critical damping at
@@ -87,15 +90,17 @@ PLAN = {
     "five_bar": ("projected_inverse_dynamics", {"left_motor": -0.1, "right_motor": 0.1}),
     "four_bar": ("projected_inverse_dynamics", {"crank": 0.2}),
     "passive_arm": ("feedback_linearization", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
-    "passive_arm_minphase": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
-    "passive_arm_nonminphase": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
-    "passive_arm2": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
-    "passive_arm4": ("pd", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
+    "passive_arm_minphase": ("feedback_linearization", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
+    "passive_arm_nonminphase": ("feedback_linearization", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
+    "passive_arm2": ("feedback_linearization", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
+    "passive_arm4": ("feedback_linearization", {"x": 0.1, "alpha1": 0.2, "alpha2": 0.2}),
     "prr_surface": ("projected_inverse_dynamics", {"q2": 0.1, "q3": -0.1}),
     "slider_crank": ("projected_inverse_dynamics", {"crank": 0.2}),
     "two_wheeled_cart": ("pd", {"left_wheel": 1.0, "right_wheel": 1.0}),
 }
 INDEPENDENT = {"prr_surface": ["q2", "q3"]}
+#: fully actuated closed loops that also get a quasi_velocity entry (Aghili 2010's example)
+QUASI_VELOCITY = ("prr_surface",)
 #: pd gains (kp, kd) that replace the mass-matrix rule.  The Seifried passive arms: with the
 #: passive elbow swinging, the rule's gains (kd = 2 w M per joint) are stable with one control
 #: period of delay but diverge from two periods (4 ms) on in a library simulation of the loop
@@ -105,6 +110,23 @@ PD_GAINS = {name: ([400.0, 400.0, 100.0], [40.0, 40.0, 2.0])
             for name in ("passive_arm", "passive_arm_minphase", "passive_arm_nonminphase",
                          "passive_arm2", "passive_arm4")}  # Ch. 7 arms: same cart and drives
 DURATION = 2.0  # s of the demo move
+#: Rigid robots whose default loop runs in lockstep on simulated time, as the flexible ones
+#: (use_sim_time; simulator realtime false, lockstep; controller timing state; both at
+#: LOCKSTEP_RATE): the stiff Seifried arms under feedback linearization, which needs the
+#: loop without delay.  ``--measure`` (:func:`measure_lockstep`) prints the library figures of
+#: the demo move, max error of the moved joints over move + 1 s hold / at the end [rad | m]:
+#: feedback linearization with 0 / 1 / 2 periods of delay, then the joint PD without delay --
+#: passive_arm_minphase 0.0012 / 0.00042; 0.0039 / 0.0012; 0.0091 / 0.00088; pd 0.16 / 0.071;
+#: passive_arm_nonminphase 0.0023 / 9e-05; 0.011 / 0.0049; 0.034 / 0.034; pd 0.16 / 0.046;
+#: passive_arm2 0.0023 / 7.1e-05; 0.011 / 0.0051; 0.034 / 0.034; pd 0.16 / 0.046;
+#: passive_arm4 0.02 / 0.012; 0.087 / 0.001; 0.19 / 0.12; pd 0.15 / 0.1.
+#: Projected inverse dynamics of the actuated joints (passive joints free, Aghili 2005 Sect.
+#: 7.4), kp 100, kd 20, is nearly insensitive to the delay: passive_arm2 0.0148 / 2.8e-4,
+#: 0.0148 / 2.8e-4, 0.0148 / 2.6e-4; passive_arm4 0.0373 / 2.1e-5 at 0, 1 and 2 periods: it
+#: is offered as controller:=projected_inverse_dynamics (the law for a loop with delay, e.g.
+#: hardware), feedback linearization stays the default (closer during the move without delay).
+LOCKSTEP = ("passive_arm_minphase", "passive_arm_nonminphase", "passive_arm2", "passive_arm4")
+LOCKSTEP_RATE = 1000.0  # Hz
 
 # -- flexible models ---------------------------------------------------------------------------
 RATE = 1000.0  # Hz: simulator step and control rate of the lockstep loop
@@ -154,27 +176,105 @@ def robot_file(name: str) -> str:
         f"law: {law}                 # controller:= default for this robot",
         "controller_node:            # parameters per law, over config/controller_node.yaml",
     ]
+    lockstep = name in LOCKSTEP
+    timing = f", timing: state, rate_hz: {LOCKSTEP_RATE}" if lockstep else ""
+    if lockstep:
+        lines[3:3] = ["use_sim_time: true      # every node on the simulator's /clock (lockstep)"]
+        lines += ["  # lockstep on simulated time: feedback linearization needs the loop without "
+                  "delay (library figures:", "  # python tools/make_bringup.py --measure; "
+                  "docs/ros-launch.md)"]
     if law == "feedback_linearization":  # the collocated output: the actuated joints
-        lines.append(f"  {law}: {{kp: [{KP_ED}], kd: [{KD_ED}]}}   # 1/s^2, 1/s; output: the "
-                     "actuated joints")
+        lines.append(f"  {law}: {{kp: [{KP_ED}], kd: [{KD_ED}]{timing}}}   # 1/s^2, 1/s; output: "
+                     "the actuated joints")
+    if lockstep:  # the delay-tolerant alternative (controller:=projected_inverse_dynamics)
+        lines.append(f"  projected_inverse_dynamics: {{kp: [{KP_ED}], kd: [{KD_ED}]{timing}}}"
+                     "   # 1/s^2, 1/s; the actuated joints, passive ones free")
     if law in ("computed_torque", "projected_inverse_dynamics"):
         extra = ""
         if name in INDEPENDENT:
             extra = ", independent: [" + ", ".join(INDEPENDENT[name]) + "]"
         lines.append(f"  {law}: {{kp: [{KP_ED}], kd: [{KD_ED}]{extra}}}   # 1/s^2, 1/s")
+        if name in QUASI_VELOCITY:  # controller:=quasi_velocity, the same theta
+            lines.append(f"  quasi_velocity: {{kp: [{KP_ED}], kd: [{KD_ED}]{extra}}}   # 1/s^2, "
+                         "1/s (Aghili 2010)")
     lines += [
         f"  # {rule}; M = {_fmt(inertia)} kg m^2 | kg"
         f" ({', '.join(model.input_names)})",
-        f"  pd: {{kp: {_fmt(kp)}, kd: {_fmt(kd)}}}",
+        f"  pd: {{kp: {_fmt(kp)}, kd: {_fmt(kd)}{timing}}}",
         f"  pid: {{kp: {_fmt(kp)}, kd: {_fmt(kd)}, ki: {_fmt(0.5 * kp)},"
-        f" integral_limit: {_fmt(np.maximum(10.0 * kp * 0.05, 1e-3))}}}",
+        f" integral_limit: {_fmt(np.maximum(10.0 * kp * 0.05, 1e-3))}{timing}}}",
         "simulator_node:",
+    ]
+    if lockstep:
+        lines += [f"  rate_hz: {LOCKSTEP_RATE}", "  realtime: false", "  lockstep: true",
+                  "  lockstep_timeout: 1.0   # s of wall time: a stalled controller, not a slow "
+                  "step"]
+    lines += [
         f"  initial_positions: {_fmt(q0, 10)}   # {', '.join(model.coordinate_names)}",
         "demo:                       # the reference the launch test sends (rest to rest)",
         f"  duration: {DURATION}",
         "  move: {" + ", ".join(f"{k}: {v:g}" for k, v in move.items()) + "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def library_demo(model, law: str, kp, kd, q0, move: dict, rate: float, delay: int = 0,
+                 hold: float = 1.0) -> tuple[float, float]:
+    """The demo move run in the library: ``law`` (gains ``kp``, ``kd``; feedback linearization
+    of the actuated joints) on :class:`~multibody_dynamics.simulate.Simulator` at ``rate`` [Hz],
+    the command computed from the state at the start of a step and applied ``delay`` steps
+    later (0: the lockstep loop), from ``q0`` (nq,) at rest, a rest-to-rest move by ``move``
+    (joint -> offset) in ``DURATION`` s, then ``hold`` s.
+
+    Returns (largest error of the moved joints over the run, their error at the end)
+    [rad | m]; (inf, inf) when the run diverges (an error beyond 10)."""
+    from multibody_control.controllers import Reference, make_controller
+    from multibody_control.outputs import Output
+    from multibody_control.trajectories import rest_to_rest
+    from multibody_dynamics.simulate import Simulator, SimulatorConfig
+
+    names = list(model.coordinate_names)
+    q1 = np.array(q0, float)
+    for name, offset in move.items():
+        q1[names.index(name)] += offset
+    moved = [names.index(n) for n in move]
+    extra = {"output": Output.collocated(model).names} if law == "feedback_linearization" else {}
+    ctl = make_controller(law, model, kp, kd, **extra)
+    sim = Simulator(model, SimulatorConfig(dt=1.0 / rate))
+    sim.reset(np.array(q0, float))
+    pending: list = []
+    worst = 0.0
+    while sim.t < DURATION + hold - 0.5 / rate:
+        ref = rest_to_rest(np.array([sim.t]), q0, q1, 0.0, DURATION)
+        u = ctl.step(sim.t, sim.q, sim.v, Reference(ref.q[0], ref.v[0], ref.a[0]))
+        pending = pending or [u] * delay  # the plant holds the first command meanwhile
+        pending.append(u)
+        sim.step(model.B @ pending.pop(0))
+        ref_q = rest_to_rest(np.array([sim.t]), q0, q1, 0.0, DURATION).q[0]
+        err = float(np.max(np.abs(sim.q[moved] - ref_q[moved])))
+        if not err < 10.0:
+            return float("inf"), float("inf")
+        worst = max(worst, err)
+    return worst, float(np.max(np.abs(sim.q[moved] - q1[moved])))
+
+
+def measure_lockstep() -> list[str]:
+    """Lines of the library figures of the ``LOCKSTEP`` robots (``--measure``): the demo move
+    at ``LOCKSTEP_RATE`` under feedback linearization with 0 / 1 / 2 periods of delay and
+    under their joint PD without delay (:func:`library_demo`; about 15 s a robot)."""
+    out = []
+    for name in LOCKSTEP:
+        model = load_model(name)
+        q0 = np.array(model.q_rest, float)
+        move = PLAN[name][1]
+        kp, kd = PD_GAINS[name]
+        fl = [library_demo(model, "feedback_linearization", KP_ED, KD_ED, q0, move,
+                           LOCKSTEP_RATE, d) for d in (0, 1, 2)]
+        pd = library_demo(model, "pd", tuple(kp), tuple(kd), q0, move, LOCKSTEP_RATE)
+        out.append(f"{name}: feedback_linearization delay 0 / 1 / 2: "
+                   + "; ".join(f"{a:.2g} / {b:.2g}" for a, b in fl)
+                   + f"; pd delay 0: {pd[0]:.2g} / {pd[1]:.2g}  (max / end, rad | m)")
+    return out
 
 
 def _free_inertia(M, i: int, held) -> float:
@@ -266,6 +366,9 @@ def flexible_file(name: str) -> str:
 
 
 def main() -> int:
+    if "--measure" in sys.argv[1:]:
+        print("\n".join(measure_lockstep()))
+        return 0
     out = ROOT / "config" / "bringup"
     out.mkdir(exist_ok=True)
     for name in shipped_flexible_models():

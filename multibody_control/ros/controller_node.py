@@ -13,10 +13,14 @@ Subscribes
     current one continues: among them, as joint_trajectory_controller, one that ends in
     the past (stamp + last time_from_start before now), and one with a position outside
     the joint's URDF limits.  The topic is read by two subscriptions: a volatile one
-    (as joint_trajectory_controller, for ordinary publishers) and a transient-local one,
-    so that a latched trajectory (inverter_node's ``~/joint_trajectory``) published
-    before this node started still arrives; a message delivered to both (identical to
-    the previous one within ``DUPLICATE_WINDOW`` s wall time) is used once.  A
+    (as joint_trajectory_controller, for ordinary publishers) and, while a publisher of the
+    topic offers transient-local durability (the ROS graph looked at every ``LATCHED_WATCH``
+    s of wall time), a transient-local one, so that a latched trajectory (inverter_node's
+    ``~/joint_trajectory``) published before this node started still arrives; a message
+    delivered to both (identical to the previous one within ``DUPLICATE_WINDOW`` s wall
+    time) is used once.  A volatile publisher alone meets no transient-local reader, so
+    neither side warns of incompatible QoS (beside a latched publisher, the reader's QoS
+    event goes to the debug log; the volatile reader takes its messages).  A
     trajectory with a zero stamp received before the first ``/joint_states`` starts
     at the first control tick with a state (not at a clock that is not running yet) and a
     matched subscriber of the commands (DDS matches the states and the commands of a new
@@ -91,8 +95,9 @@ import pinocchio as pin
 import rclpy
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import ParameterType
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_policy_name_from_kind
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -124,6 +129,11 @@ from multibody_dynamics.ros.runtime import (
     node_executor,
 )
 
+try:
+    from rclpy.event_handler import SubscriptionEventCallbacks
+except ImportError:  # Humble: rclpy.qos_event
+    from rclpy.qos_event import SubscriptionEventCallbacks
+
 from ..controllers import (
     LAWS,
     Controller,
@@ -144,6 +154,8 @@ from ..outputs import Output
 #: braked plant did not move, keeps the trajectory)
 RESUME_JUMP = 0.05
 DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a double delivery
+#: s (wall): period of the look for a latched (transient-local) publisher of ~/joint_trajectory
+LATCHED_WATCH = 0.2
 #: Laws of constrained systems (closures, passive joints): their reference is the independent
 #: coordinates only (a trajectory may name just those), the desired constraint force
 #: ``lambda_d`` comes from the parameter of that name.
@@ -573,11 +585,18 @@ class ControllerNode(Node):
             # With one state in flight at a time the depth loses nothing.
             self.create_subscription(JointState, "/joint_states", self._locked(self._on_state),
                                      QoSProfile(depth=1) if self._on_each_state else qos)
-        on_trajectory = self._locked(self._on_trajectory)
+        self._on_traj = on_trajectory = self._locked(self._on_trajectory)
         self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, qos)
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.create_subscription(JointTrajectory, "~/joint_trajectory", on_trajectory, latched)
+        # the transient-local reader exists only while a transient-local (latched) publisher
+        # does (LATCHED_WATCH): with it, every volatile publisher would be told "requesting
+        # incompatible QoS. No messages will be sent to it" in its own process, though the
+        # volatile reader takes its messages; created late, it still gets the latched sample
+        self._traj_topic = self.resolve_topic_name("~/joint_trajectory")
+        self._latched_sub = None
+        self._watch_latched()
+        watch = self._locked(self._watch_latched)  # a callback without arguments: no TimerInfo
+        self.create_timer(LATCHED_WATCH, lambda: watch(),
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_subscription(TwistStamped, "~/twist_command", self._locked(self._on_twist), qos)
         self._last_msg: tuple[JointTrajectory, float] | None = None
         self._pending_msg: JointTrajectory | None = None
@@ -605,6 +624,38 @@ class ControllerNode(Node):
             f"({pacing}) -> "
             f"{self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); reference: "
             + "; ".join(offered))
+
+    def _watch_latched(self):
+        """Create the transient-local reader of ``~/joint_trajectory`` when a publisher of the
+        topic offers transient-local durability, destroy it when none does (wall-clock timer)."""
+        try:
+            infos = self.get_publishers_info_by_topic(self._traj_topic)
+        except Exception:  # noqa: BLE001 - the context is shutting down
+            return
+        latched = any(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+                      for i in infos)
+        if latched and self._latched_sub is None:
+            qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            # rclpy's default event callback would warn "no messages will be received" for a
+            # volatile publisher beside the latched one, which the volatile reader serves:
+            # this reader's incompatibilities go to the debug log (a publisher that neither
+            # reader matches, e.g. best effort, is still reported by the volatile one)
+            quiet = SubscriptionEventCallbacks(incompatible_qos=self._latched_incompatible)
+            self._latched_sub = self.create_subscription(
+                JointTrajectory, "~/joint_trajectory", self._on_traj, qos, event_callbacks=quiet)
+            self.get_logger().debug(f"{self._traj_topic}: a latched publisher; reading it")
+        elif not latched and self._latched_sub is not None:
+            self.destroy_subscription(self._latched_sub)
+            self._latched_sub = None
+
+    def _latched_incompatible(self, event):
+        """A publisher of ``~/joint_trajectory`` that the transient-local reader cannot match
+        (rclpy's incompatible-QoS event of that reader): debug log only, see ``__init__``."""
+        self.get_logger().debug(
+            "~/joint_trajectory: a publisher does not match the transient-local reader "
+            f"(policy {qos_policy_name_from_kind(event.last_policy_kind)}); the volatile "
+            "reader takes its messages")
 
     # -- parameters --------------------------------------------------------------------------
     @staticmethod
