@@ -346,7 +346,10 @@ def cmd_simulate(args) -> int:
 
 def _simulate_flexible(args) -> int:
     from multibody_dynamics.flexible.loader import load_flexible_model, resolve_flexible_path
-    from multibody_dynamics.flexible.simulation import simulate_flexible
+    from multibody_dynamics.flexible.simulation import (
+        FlexibleSimulationInterrupted,
+        simulate_flexible,
+    )
     from multibody_dynamics.result_meta import write_result_meta
 
     model = load_flexible_model(args.robot)
@@ -361,17 +364,24 @@ def _simulate_flexible(args) -> int:
                                  f"{what}, got {len(value)}")
     print("flexible model: adaptive DOP853 (default rtol 1e-8); --dt, --method, --position-tol "
           "and --singular-branch apply to rigid models")
-    result = simulate_flexible(model, args.duration, args.q0, args.v0, args.tau,
-                               rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
-                               output_dt=1e-2 if args.output_dt is None else args.output_dt,
-                               progress=not args.quiet)
+    interrupted = False
+    try:
+        result = simulate_flexible(model, args.duration, args.q0, args.v0, args.tau,
+                                   rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
+                                   output_dt=1e-2 if args.output_dt is None else args.output_dt,
+                                   progress=not args.quiet)
+    except FlexibleSimulationInterrupted as exc:  # Ctrl-C: write the samples computed so far
+        result, interrupted = exc.result, True
     print(f"{result.name}: {result.summary()}")
-    if args.out:
+    if args.out and result.t.size:
         print(f"wrote {result.to_csv(args.out)}")
         write_result_meta(args.out, "simulate", result.name, resolve_flexible_path(args.robot),
                           flexible=True)
-    if args.plot:
+    if args.plot and result.t.size:
         print(f"wrote {result.plot(args.plot)}")
+    if interrupted:
+        return _interrupted("simulate", args.out if args.out and result.t.size else None,
+                            result.message)
     return 0 if result.success else 1
 
 

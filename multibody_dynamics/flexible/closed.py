@@ -583,14 +583,16 @@ class ClosedFlexibleChain:
                  rtol: float = 1e-9, atol: float = 1e-11, baumgarte=(0.0, 0.0),
                  project: bool = True, method: str = "DOP853",
                  feedback: Callable[[float, np.ndarray, np.ndarray], np.ndarray] | None = None,
-                 max_step: float = np.inf) -> ClosedSimulation:
+                 max_step: float = np.inf, interrupted: list | None = None) -> ClosedSimulation:
         """Integrate the closed system over the sample times ``t`` (N,) [s].
 
         Between samples the index-1 form is integrated (scipy ``method``, ``rtol``, ``atol``,
         ``max_step`` [s]); at every sample the state is projected on the position and velocity
         manifolds (``project=True``), and the residual before the projection is recorded.
         The inputs [N | N m] are ``u(t) + feedback(t, q, v)`` (each (nu,), default zero).
-        ``q0, v0`` are projected first.
+        ``q0, v0`` are projected first.  With a list ``interrupted``, Ctrl-C ends the run
+        at the sample under way: the samples before it are returned and the time [s] where
+        it stopped is appended to the list (without it, Ctrl-C raises as usual).
         """
         t = np.asarray(t, float)
         if t.ndim != 1 or t.size < 2 or np.any(np.diff(t) <= 0):
@@ -620,6 +622,12 @@ class ClosedFlexibleChain:
                                 rtol=rtol, atol=atol, max_step=max_step)
             except (SolverError, np.linalg.LinAlgError) as exc:
                 ok, msg = False, f"failed at t = {t[k]:.4g} s: {exc}"
+                break
+            except KeyboardInterrupt:
+                if interrupted is None:
+                    raise
+                interrupted.append(float(t[k]))
+                ok, msg = False, f"interrupted at t = {t[k]:.6g} s"
                 break
             if sol.status != 0:
                 ok, msg = False, f"integration failed at t = {t[k]:.4g} s: {sol.message}"

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from ..errors import DimensionError, InputError
+from ..interruptible import solve_ivp_keeping
 from .system import FlexibleChain
 
 
@@ -96,6 +96,16 @@ class FlexibleSimulation:
         return save_figure(fig, path)
 
 
+class FlexibleSimulationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`simulate_flexible`: still an interrupt for the caller, carrying the
+    partial :class:`FlexibleSimulation` (``success`` False, the samples computed before) as
+    ``result``."""
+
+    def __init__(self, result: FlexibleSimulation):
+        super().__init__(result.message)
+        self.result = result
+
+
 class TimeProgress:
     """tqdm bar over simulated time [s] on stderr, advanced by :meth:`tick` with the times at
     which an integrator evaluates the dynamics (redrawn at most every 0.5 % of ``duration``).
@@ -144,6 +154,13 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     rtol, atol : DOP853 tolerances; output_dt : sample spacing [s]
     progress : bool
         tqdm progress bar on stderr (simulated time).
+
+    Raises
+    ------
+    FlexibleSimulationInterrupted
+        On Ctrl-C, with the samples computed before as its ``result``: the open chain's
+        integration ends at the end of the solver step under way, a closed loop's at the
+        sample under way.
     """
     if not (np.isfinite(duration) and duration > 0):
         raise InputError(f"duration: expected a positive time in s, got {duration}")
@@ -186,20 +203,37 @@ def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start) -> FlexibleSi
             bar.tick(tk)
             return f(tk, x)
 
-        sol = solve_ivp(rhs, (0.0, t[-1]), np.r_[q0, v0], method="DOP853", t_eval=t,
-                        rtol=rtol, atol=atol)
+        sol, stopped = solve_ivp_keeping(rhs, (0.0, t[-1]), np.r_[q0, v0], method="DOP853",
+                                         t_eval=t, rtol=rtol, atol=atol)
         q, v = sol.y[:nv].T, sol.y[nv:].T
         ok = sol.status == 0 and np.all(np.isfinite(sol.y))
         msg = (f"completed (DOP853, rtol {rtol:g}, atol {atol:g})" if ok else
                f"integration failed at t = {sol.t[-1]:.4g} s: {sol.message}")
+        if stopped is not None:
+            msg = _interrupted_message(stopped)
         energy = np.array([model.energy(qk, vk) for qk, vk in zip(q, v)])
-        return FlexibleSimulation(name, names, sol.t, q, v, energy, np.zeros(sol.t.size), bool(ok), msg,
-                                  int(sol.nfev), time.perf_counter() - start)
+        result = FlexibleSimulation(name, names, sol.t, q, v, energy, np.zeros(sol.t.size),
+                                    bool(ok and stopped is None), msg, int(sol.nfev),
+                                    time.perf_counter() - start)
+        if stopped is not None:
+            raise FlexibleSimulationInterrupted(result)
+        return result
+
     def u_of(tk):
         bar.tick(tk)
         return u
 
-    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol)
+    stopped = []  # Ctrl-C between two samples: the samples before it are complete
+    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol, interrupted=stopped)
     energy = np.array([model.energy(qk, vk) for qk, vk in zip(sim.q, sim.v)])
-    return FlexibleSimulation(name, names, sim.t, sim.q, sim.v, energy, sim.residual,
-                              sim.success, sim.message, sim.nfev, time.perf_counter() - start)
+    result = FlexibleSimulation(name, names, sim.t, sim.q, sim.v, energy, sim.residual,
+                                sim.success and not stopped,
+                                _interrupted_message(stopped[0]) if stopped else sim.message,
+                                sim.nfev, time.perf_counter() - start)
+    if stopped:
+        raise FlexibleSimulationInterrupted(result)
+    return result
+
+
+def _interrupted_message(t_stop: float) -> str:
+    return f"interrupted at t = {t_stop:.6g} s; the samples recorded until then are kept"
