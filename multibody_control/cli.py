@@ -492,15 +492,24 @@ def _invert_flexible(args, fs) -> int:
             raise MultibodyError(f"--method: {sc.chain.config.name} is a flexible model: expected "
                                  f"one of {', '.join(FLEXIBLE_METHODS)}, got {args.method!r}")
         sc = replace(sc, methods=(args.method,))
-    runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    stopped = None
+    try:
+        runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    except fs.FlexibleScenarioInterrupted as exc:  # Ctrl-C: write the designs and samples kept
+        runs, stopped = exc.runs, exc.method
     print(f"{sc.chain.config.name}: {sc.description or Path(args.scenario).name}")
     print(fs.flexible_summary(sc, runs))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
+    partial = None
     for method, (res, track) in runs.items():
-        if res.success:
-            print(f"wrote {fs.write_flexible_csv(sc, res, track, out / f'{stem}.{method}.csv')}")
+        if res.success or (method == stopped and res.t.size):
+            path = fs.write_flexible_csv(sc, res, track, out / f'{stem}.{method}.csv')
+            print(f"wrote {path}")
+            partial = path if method == stopped else partial
+    if stopped is not None:
+        return _interrupted("invert", partial, runs[stopped][0].message)
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
     return 0 if runs[sc.methods[0]][0].success else 1
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from multibody_dynamics.model.resources import share_dir
 
@@ -187,3 +188,28 @@ def test_flexible_simulate_interrupted_keeps_the_samples(tmp_path):
     assert header_g == header
     n = int(np.sum(full[:, 0] <= 0.4 + 1e-9))
     np.testing.assert_allclose(data[:n], full[:n], rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow  # about 15 s: the flexible model's inversion set-up before the interrupt
+def test_flexible_invert_interrupted_keeps_the_samples(tmp_path):
+    """Ctrl-C in ``invert`` of a flexible scenario, inside the forward integration of the
+    internal dynamics (method collocated): the samples up to there are written, partial."""
+    # the shipped straight-line task slowed to a 9.8 s motion: ~35000 model evaluations,
+    # interrupted after 5000 (the linearization before the integration takes a few hundred)
+    text = (SCENARIOS / "invert_flexible_manipulator.yaml").read_text()
+    assert "tf: 1.2" in text and "t_end: 1.5" in text
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(text.replace("tf: 1.2", "tf: 10.0").replace("t_end: 1.5", "t_end: 10.3"))
+    code, err, _ = _interrupt(["invert", str(scenario), "--method", "collocated", "--out",
+                               str(tmp_path / "a")], b"collocated inversion",
+                              pattern=rb"collocated inversion: ([5-9]\d{3}|\d{5,}) evaluations")
+    assert code == 130, err[-2000:]
+    assert "multibody invert: interrupted: interrupted (Ctrl-C) at t = " in err
+    assert "partial result written" in err
+    header, data = _read(tmp_path / "a" / "slow.collocated.csv")
+    assert header[-1] == "tracking_error"  # NaN: the interrupted design was not tracked
+    t = data[:, header.index("t")]
+    assert 10 <= t.size < 10301 and np.all(np.diff(t) > 0)
+    assert np.all(np.isfinite(data[:, :-1])) and np.all(np.isnan(data[:, -1]))
+    meta = json.loads((tmp_path / "a" / "slow.collocated.meta.json").read_text())
+    assert meta["partial"] is True and meta["flexible"] is True

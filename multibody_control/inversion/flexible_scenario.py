@@ -72,7 +72,7 @@ from ..tasks import Task, TimeLaw, straight_line
 from .closed_flexible import ClosedInversion, ClosedOutputServo, invert_closed, track_closed
 from .desired import TabulatedOutput
 from .flexible import FLEXIBLE_METHODS, TrackingResult, invert_flexible, track_flexible
-from .result import InversionResult
+from .result import InversionInterrupted, InversionResult
 from .scenario import _err, _mapping, _number, read_scenario_file, time_law, xy
 
 _TOP = {"robot", "task", "method", "compare", "output", "ik_guess", "dt", "options", "tracking",
@@ -199,6 +199,8 @@ def run_flexible_scenario(sc, progress: bool = False):
     (a closed model: ``{label: ClosedDesign}``, see :func:`run_closed_scenario`).
 
     A failed design keeps its result (``success=False``, the message) and ``None`` tracking.
+    Ctrl-C raises :class:`FlexibleScenarioInterrupted` with the designs done and the samples
+    of the one under way (open chains).
     """
     if isinstance(sc, ClosedInversionScenario):
         return run_closed_scenario(sc, progress)
@@ -207,16 +209,35 @@ def run_flexible_scenario(sc, progress: bool = False):
     if options.get("t_end") is None and sc.tracking.get("t_end") is not None:
         options["t_end"] = sc.tracking["t_end"]  # every design over the whole check
     for method in sc.methods:
-        result = invert_flexible(sc.chain, sc.task, method, gamma=sc.gamma, dt=sc.dt,
-                                 ik_guess=sc.ik_guess, progress=progress, **options)
+        try:
+            result = invert_flexible(sc.chain, sc.task, method, gamma=sc.gamma, dt=sc.dt,
+                                     ik_guess=sc.ik_guess, progress=progress, **options)
+        except InversionInterrupted as exc:
+            out[method] = (exc.result, None)
+            raise FlexibleScenarioInterrupted(out, method) from None
         track = None
         if sc.verify and result.success:
             try:
                 track = track_flexible(sc.chain, result, sc.task, dt=sc.dt, **sc.tracking)
             except MultibodyError as exc:  # keep the design, say why it has no tracking check
                 result = replace(result, message=f"{result.message}; tracking check failed: {exc}")
+            except KeyboardInterrupt:  # the design is complete, its check is not
+                out[method] = (replace(result, success=False, message=(
+                    "the tracking check was interrupted (Ctrl-C); the inversion's "
+                    f"{result.t.size} samples are complete, unverified")), None)
+                raise FlexibleScenarioInterrupted(out, method) from None
         out[method] = (result, track)
     return out
+
+
+class FlexibleScenarioInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_flexible_scenario` (open chain): still an interrupt for the
+    caller, carrying ``runs`` (``{method: (result, tracking)}`` of the designs done and, last,
+    the partial result of ``method``, the design under way)."""
+
+    def __init__(self, runs: dict, method: str):
+        super().__init__(runs[method][0].message)
+        self.runs, self.method = runs, method
 
 
 def flexible_summary(sc, runs) -> str:

@@ -128,6 +128,21 @@ class Recorder:
         return [np.array([r[k] for r in rows]).reshape(len(rows), -1) for k in range(4)]
 
 
+def record(servo: InverseModel, ytraj, t_out, eta, status: bool, msg: str):
+    """``(t_out, q, v, a, u, eta, status, msg)`` reconstructed along ``eta`` (N, 2 n) by a
+    :class:`Recorder`; cut where Ctrl-C stopped the reconstruction (the samples before it are
+    complete; the message then starts with :data:`INTERRUPTED`)."""
+    recorder = Recorder(servo, ytraj)
+    q, v, a, u = recorder.sample(t_out, eta)
+    if recorder.interrupted:
+        n = len(q)
+        status, msg = False, (f"{INTERRUPTED} while reconstructing the motion at t = "
+                              f"{t_out[min(n, len(t_out) - 1)]:.6g} s; the {n} samples before "
+                              "are kept")
+        t_out, eta = t_out[:n], eta[:n]
+    return t_out, q, v, a, u, eta, status, msg
+
+
 def integrate_forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch):
     """Integrate with DOP853; stop when the watched internal states exceed ``limit``.
 
@@ -415,20 +430,7 @@ class _InternalInversion:
         eta, status, msg = solve_stable(self.servo, self.ytraj, self.t_out, self.eta0, self.etaf,
                                         self.Q0, self.Qf, o.max_nodes, o.bvp_tol, o.guess,
                                         o.verbose)
-        return self._recorded(self.t_out, eta, status, msg)
-
-    def _recorded(self, t_out, eta, status, msg):
-        """``(t_out, q, v, a, u, eta, status, msg)`` reconstructed along ``eta``; cut where
-        Ctrl-C stopped the reconstruction (the samples before it are complete)."""
-        recorder = Recorder(self.servo, self.ytraj)
-        q, v, a, u = recorder.sample(t_out, eta)
-        if recorder.interrupted:
-            n = len(q)
-            status, msg = False, (f"{INTERRUPTED} while reconstructing the motion at t = "
-                                  f"{t_out[n] if n < len(t_out) else t_out[-1]:.6g} s; the "
-                                  f"{n} samples before are kept")
-            t_out, eta = t_out[:n], eta[:n]
-        return t_out, q, v, a, u, eta, status, msg
+        return record(self.servo, self.ytraj, self.t_out, eta, status, msg)
 
     def _classical(self):
         """Method ``"classical"``: eta integrated forward."""
@@ -439,7 +441,7 @@ class _InternalInversion:
         eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
                                              self.eta0, self.t_out, o.rtol, o.atol, step,
                                              o.eta_limit, np.arange(self.n))
-        return self._recorded(self.t_out[: len(eta)], eta, status, msg)
+        return record(servo, ytraj, self.t_out[: len(eta)], eta, status, msg)
 
     def _ode(self):
         """Method ``"ode"``: (q, v) integrated forward (5.21)-(5.22)."""
