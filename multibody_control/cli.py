@@ -403,24 +403,35 @@ def _output_from_spec(model, spec: str, gamma):
 
 def cmd_analyze(args) -> int:
     from multibody_dynamics.model import load_model
+    from multibody_dynamics.model.joint_angles import (
+        JointAngles,
+        angle_chart_model,
+        configuration_from_values,
+    )
 
     from .analysis import analyze_output
 
     model = load_model(args.robot)
-    if model.nq != model.nv:  # outputs and servo-constraints work on q as coordinates
-        raise MultibodyError(f"{model.name} has continuous or multi-DoF joints (nq={model.nq}, "
-                             f"nv={model.nv}); analyze supports models with nq == nv")
+    q_guess = None
+    if args.q is not None:
+        q_guess = configuration_from_values(model, args.q, "--q")
+    if model.nq != model.nv:  # outputs and servo-constraints take q as coordinates
+        try:
+            chart = angle_chart_model(model)
+        except MultibodyError as exc:
+            raise MultibodyError(f"analyze supports joints with one velocity coordinate "
+                                 f"(continuous joints by angle): {exc}") from None
+        if q_guess is not None:
+            q_guess = JointAngles(model).angles(q_guess)
+        model = chart
     gamma = None
     if args.gamma is not None:
         gamma = np.array(args.gamma, float)
     output = _output_from_spec(model, args.output, gamma)
-    q_guess = None
-    if args.q is not None:
-        from multibody_dynamics.model.joint_angles import configuration_from_values
-
-        q_guess = configuration_from_values(model, args.q, "--q")
     res = analyze_output(model, output, q_guess=q_guess)
     print(f"{model.name}")
+    if model.notes and model.notes[-1].startswith("continuous joint(s) taken by angle"):
+        print(model.notes[-1] + " (q below in angles)")
     print(res.format())
     return 0
 
