@@ -213,3 +213,57 @@ def test_flexible_invert_interrupted_keeps_the_samples(tmp_path):
     assert np.all(np.isfinite(data[:, :-1])) and np.all(np.isnan(data[:, -1]))
     meta = json.loads((tmp_path / "a" / "slow.collocated.meta.json").read_text())
     assert meta["partial"] is True and meta["flexible"] is True
+
+
+def _oscillator(calls, interrupt_at):
+    """x'' = -x, sending SIGINT to this process at the given evaluation counts."""
+    def rhs(t, x):
+        calls[0] += 1
+        if calls[0] in interrupt_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return np.array([x[1], -x[0]])
+    return rhs
+
+
+def test_solve_ivp_keeping_returns_the_samples_before_ctrl_c():
+    """The first SIGINT ends the integration at the end of the step under way: the samples
+    up to there are those of the uninterrupted integration, bit for bit; the caller's
+    events keep their index; a second SIGINT interrupts at once."""
+    from scipy.integrate import solve_ivp
+
+    from multibody_dynamics.interruptible import solve_ivp_keeping
+
+    t = np.linspace(0.0, 100.0, 10001)
+    opts = dict(t_eval=t, method="DOP853", rtol=1e-10, atol=1e-12)
+    ref = solve_ivp(_oscillator([0], ()), (0.0, 100.0), [1.0, 0.0], **opts)
+
+    def never(t, x):
+        return 1.0
+
+    sol, stopped = solve_ivp_keeping(_oscillator([0], {500}), (0.0, 100.0), [1.0, 0.0],
+                                     events=never, **opts)
+    assert stopped is not None and 0 < stopped < 100 and sol.status == 1
+    assert 10 < sol.t.size < t.size and sol.t[-1] <= stopped
+    assert len(sol.t_events) == 1 and sol.t_events[0].size == 0
+    np.testing.assert_array_equal(sol.y, ref.y[:, :sol.t.size])  # same steps, same numbers
+    # untouched: no interrupt, the plain result
+    sol, stopped = solve_ivp_keeping(_oscillator([0], ()), (0.0, 100.0), [1.0, 0.0], **opts)
+    assert stopped is None and sol.status == 0 and sol.t_events is None
+    np.testing.assert_array_equal(sol.y, ref.y)
+    with pytest.raises(KeyboardInterrupt):  # twice within one step: at once
+        solve_ivp_keeping(_oscillator([0], {500, 501}), (0.0, 100.0), [1.0, 0.0], **opts)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_integrate_forward_interrupts_as_usual_unless_asked():
+    """Callers that do not handle a kept partial integration (design criteria) still get
+    the KeyboardInterrupt."""
+    from multibody_control.inversion.internal import INTERRUPTED, integrate_forward
+
+    t = np.linspace(0.0, 100.0, 1001)
+    with pytest.raises(KeyboardInterrupt):
+        integrate_forward(_oscillator([0], {300}), np.array([1.0, 0.0]), t, 1e-10, 1e-12, 1.0,
+                          10.0, [0])
+    x, ok, msg = integrate_forward(_oscillator([0], {300}), np.array([1.0, 0.0]), t, 1e-10,
+                                   1e-12, 1.0, 10.0, [0], interruptible=True)
+    assert not ok and msg.startswith(INTERRUPTED) and 1 <= len(x) < t.size

@@ -319,7 +319,7 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
         elif method in ("collocated", "classical"):
             eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
                                                  eta0, t_out, 1e-9, 1e-12, 10 * dt, 1e3,
-                                                 np.arange(ne))
+                                                 np.arange(ne), interruptible=True)
             t_out, q, v, a, u, eta, status, msg = record(servo, ytraj, t_out[:len(eta)], eta,
                                                          status, msg)
         else:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_bvp
+from scipy.integrate import solve_bvp, solve_ivp
 
 from multibody_dynamics.errors import InputError, MultibodyError
 from multibody_dynamics.interruptible import solve_ivp_keeping
@@ -110,12 +110,14 @@ def decay_time(lam, tol):
 class Recorder:
     """``q, v, a, u`` (each (N, .)) of ``servo`` along internal states ``eta`` (N, 2 n).
 
-    Ctrl-C during :meth:`sample` keeps the rows reconstructed before it: they are returned
-    (N' < N rows) and ``interrupted`` is set True.
+    With ``keep_on_interrupt``, Ctrl-C during :meth:`sample` keeps the rows reconstructed
+    before it: they are returned (N' < N rows) and ``interrupted`` is set True (without it,
+    Ctrl-C raises ``KeyboardInterrupt`` as usual).
     """
 
-    def __init__(self, servo: InverseModel, ytraj):
+    def __init__(self, servo: InverseModel, ytraj, keep_on_interrupt: bool = False):
         self.servo, self.ytraj = servo, ytraj
+        self.keep_on_interrupt = keep_on_interrupt
         self.interrupted = False
 
     def sample(self, t, eta):
@@ -124,6 +126,8 @@ class Recorder:
             for tk, ek in zip(t, eta):
                 rows.append(self.servo.reconstruct(tk, ek, self.ytraj))
         except KeyboardInterrupt:
+            if not (self.keep_on_interrupt and rows):  # nothing to keep: interrupt as usual
+                raise
             self.interrupted = True
         return [np.array([r[k] for r in rows]).reshape(len(rows), -1) for k in range(4)]
 
@@ -132,7 +136,7 @@ def record(servo: InverseModel, ytraj, t_out, eta, status: bool, msg: str):
     """``(t_out, q, v, a, u, eta, status, msg)`` reconstructed along ``eta`` (N, 2 n) by a
     :class:`Recorder`; cut where Ctrl-C stopped the reconstruction (the samples before it are
     complete; the message then starts with :data:`INTERRUPTED`)."""
-    recorder = Recorder(servo, ytraj)
+    recorder = Recorder(servo, ytraj, keep_on_interrupt=True)
     q, v, a, u = recorder.sample(t_out, eta)
     if recorder.interrupted:
         n = len(q)
@@ -143,21 +147,29 @@ def record(servo: InverseModel, ytraj, t_out, eta, status: bool, msg: str):
     return t_out, q, v, a, u, eta, status, msg
 
 
-def integrate_forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch):
+def integrate_forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch,
+                      interruptible: bool = False):
     """Integrate with DOP853; stop when the watched internal states exceed ``limit``.
 
     Returns ``(x (N', n), success, message)``; N' < N when the integration stopped early.
-    Ctrl-C ends the integration at the end of the solver step under way, keeping the samples
-    up to there (:func:`~multibody_dynamics.interruptible.solve_ivp_keeping`); the message
-    then starts with :data:`INTERRUPTED`.
+    With ``interruptible``, Ctrl-C ends the integration at the end of the solver step under
+    way, keeping the samples up to there
+    (:func:`~multibody_dynamics.interruptible.solve_ivp_keeping`), and the message starts
+    with :data:`INTERRUPTED`: the caller must turn that into an interrupt (without it,
+    Ctrl-C raises ``KeyboardInterrupt`` as usual).
     """
     def blowup(t, x):
         return limit - np.max(np.abs(x[watch])) if np.size(watch) else 1.0
 
     blowup.terminal = True
-    sol, stopped = solve_ivp_keeping(rhs, (t_out[0], t_out[-1]), x0, method="DOP853",
-                                     t_eval=t_out, rtol=rtol, atol=atol, max_step=max_step,
-                                     events=blowup)
+    if interruptible:
+        sol, stopped = solve_ivp_keeping(rhs, (t_out[0], t_out[-1]), x0, method="DOP853",
+                                         t_eval=t_out, rtol=rtol, atol=atol,
+                                         max_step=max_step, events=blowup)
+    else:
+        sol, stopped = solve_ivp(rhs, (t_out[0], t_out[-1]), x0, method="DOP853",
+                                 t_eval=t_out, rtol=rtol, atol=atol, max_step=max_step,
+                                 events=blowup), None
     x = sol.y.T
     if stopped is not None:
         return x, False, f"{INTERRUPTED} at t = {stopped:.6g} s; the samples until then are kept"
@@ -440,7 +452,7 @@ class _InternalInversion:
         step = self._max_step(10 * dt if self.problem.output.linear else dt)
         eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
                                              self.eta0, self.t_out, o.rtol, o.atol, step,
-                                             o.eta_limit, np.arange(self.n))
+                                             o.eta_limit, np.arange(self.n), interruptible=True)
         return record(servo, ytraj, self.t_out[: len(eta)], eta, status, msg)
 
     def _ode(self):
@@ -453,7 +465,8 @@ class _InternalInversion:
             return np.concatenate([x[nq:], servo.accelerations(x[:nq], x[nq:], ytraj(t)[2])])
 
         x, status, msg = integrate_forward(rhs, x0, self.t_out, o.rtol, o.atol,
-                                           self._max_step(10 * o.dt), o.eta_limit, servo.iu)
+                                           self._max_step(10 * o.dt), o.eta_limit, servo.iu,
+                                           interruptible=True)
         t_out = self.t_out[: len(x)]
         q, v = x[:, :nq], x[:, nq:]
         return (t_out, q, v, *self._along(t_out, q, v), status, msg)
@@ -474,7 +487,7 @@ class _InternalInversion:
 
         x, status, msg = integrate_forward(
             rhs, np.concatenate([q0, self.eta0[self.n:]]), self.t_out, o.rtol, o.atol,
-            self._max_step(10 * o.dt), o.eta_limit, servo.iu)
+            self._max_step(10 * o.dt), o.eta_limit, servo.iu, interruptible=True)
         t_out = self.t_out[: len(x)]
         q = x[:, :nq]
         v = np.array([full_v(tk, xk) for tk, xk in zip(t_out, x)])
