@@ -267,3 +267,19 @@ def test_integrate_forward_interrupts_as_usual_unless_asked():
     x, ok, msg = integrate_forward(_oscillator([0], {300}), np.array([1.0, 0.0]), t, 1e-10,
                                    1e-12, 1.0, 10.0, [0], interruptible=True)
     assert not ok and msg.startswith(INTERRUPTED) and 1 <= len(x) < t.size
+
+
+@pytest.mark.slow  # about 10 s: the closed model's set-up and 1 s of simulated motion
+def test_flexible_closed_simulate_interrupted_keeps_the_samples(tmp_path):
+    """The same for a closed flexible loop (the parallel machine tool, integrated sample by
+    sample): the samples before the one under way are written, marked partial, exit 130."""
+    code, err, _ = _interrupt(["simulate", "flexible_parallel_tool", "--duration", "100",
+                               "--tau", "2", "-2", "--out", str(tmp_path / "p.csv")],
+                              b"simulate", pattern=rb"simulate:\s+[1-9]\d*%")  # >= 1 s
+    assert code == 130, err[-2000:]
+    assert "multibody simulate: interrupted: interrupted at t = " in err
+    header, data = _read(tmp_path / "p.csv")
+    t = data[:, header.index("t")]
+    assert 100 <= t.size < 10001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(data))
+    meta = json.loads((tmp_path / "p.meta.json").read_text())
+    assert meta["partial"] is True and meta["flexible"] is True
