@@ -426,3 +426,17 @@ def test_keyframe_is_the_start(tmp_path):
     yml.write_text(f"name: servos\nurdf: {SERVOS}\nmjcf_keyframe: short\n"
                    "initial_positions: {j1: 0.7}\n")
     assert load_robot(yml).q_initial[0] == 0.7  # initial_positions wins over the keyframe
+
+
+def test_short_keyframe_assembles_a_closed_loop(tmp_path):
+    """A key giving only the crank of the MJCF four-bar (MuJoCo pads qpos with qpos0): the
+    crank starts there and the loop is assembled around it."""
+    text = FOUR_BAR.read_text()
+    assert text.rstrip().endswith("</mujoco>") and "<keyframe>" not in text
+    path = tmp_path / "four_bar_key.xml"
+    path.write_text(text.rstrip()[:-len("</mujoco>")]
+                    + '<keyframe><key name="start" qpos="0.4"/></keyframe></mujoco>\n')
+    model = load_robot(path)
+    assert model.q_initial[model.joint_index("crank")] == 0.4
+    # assembled: the closure holds to Newton's tolerance
+    assert np.max(np.abs(Constraints(model).residual(model.q_initial))) < 1e-10

@@ -144,7 +144,9 @@ class MjcfModel:
         their bias adds.
     keyframes : dict of str to dict of str to float
         Per ``<key>`` (its name, ``key<k>`` when unnamed; in file order): the hinge and slide
-        positions of its ``qpos`` [rad | m] by joint name.
+        positions of its ``qpos`` [rad | m] by joint name (past the end of a short ``qpos``
+        only the joints with a ``ref``: the others are at 0 in MuJoCo, and in a closed loop
+        they are solved by the assembly).
     springs : dict of str to (stiffness, damping, rest)
         Per joint with a non-zero stiffness or damping [N m/rad | N/m, N m s/rad | N s/m,
         rad | m].
@@ -520,9 +522,12 @@ def _keyframes(root: ET.Element, joints, path: Path, model: pin.Model, refs, not
             raise ModelError(f"{path}: keyframe <key name={name!r}> qpos: expected at most {nq} "
                              f"numbers (MuJoCo's qpos), got {key.get('qpos')!r}")
         values, at, skipped = {}, 0, False
-        for joint, size, scalar in layout:  # a short qpos: the rest is qpos0, as in MuJoCo
+        for joint, size, scalar in layout:
             if scalar and joint is not None and model.existJointName(joint):
-                values[joint] = float(qpos[at]) if at < len(qpos) else refs.get(joint, 0.0)
+                if at < len(qpos):
+                    values[joint] = float(qpos[at])
+                elif joint in refs:  # a short qpos: the rest is qpos0, as in MuJoCo (joints
+                    values[joint] = refs[joint]  # at 0 are left to the assembly of a loop)
             elif at < len(qpos):
                 skipped = True
             at += size
