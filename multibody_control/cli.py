@@ -533,9 +533,14 @@ def _invert_closed(args, fs, sc) -> int:
             raise MultibodyError(f"--method: {sc.system.name} is a closed flexible model: expected "
                                  f"one of {', '.join(fs.CLOSED_METHODS)}, got {args.method!r}")
         sc = replace(sc, designs=(replace(sc.designs[0], method=args.method),))
-    runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    stopped = None
+    try:
+        runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    except fs.ClosedScenarioInterrupted as exc:  # Ctrl-C: write the designs completed
+        runs, stopped = exc.runs, exc
     print(f"{sc.system.name}: {sc.description or Path(args.scenario).name}")
-    print(fs.flexible_summary(sc, runs))
+    if runs:
+        print(fs.flexible_summary(sc, runs))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
@@ -543,6 +548,8 @@ def _invert_closed(args, fs, sc) -> int:
         if d.result.t.size:
             name = f"{d.spec.method}_{d.spec.output}" + ("_gamma" if d.spec.gamma is not None else "")
             print(f"wrote {fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')}")
+    if stopped is not None:  # the designs written are complete: nothing is marked partial
+        return _interrupted("invert", None, str(stopped))
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
     return 0 if runs[sc.designs[0].label].result.success else 1
 

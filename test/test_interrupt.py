@@ -283,3 +283,39 @@ def test_flexible_closed_simulate_interrupted_keeps_the_samples(tmp_path):
     assert 100 <= t.size < 10001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(data))
     meta = json.loads((tmp_path / "p.meta.json").read_text())
     assert meta["partial"] is True and meta["flexible"] is True
+
+
+def test_closed_flexible_invert_interrupted_keeps_the_designs_done(tmp_path, monkeypatch,
+                                                                  capsys):
+    """Ctrl-C during the second design of a closed flexible scenario: the first design is
+    written (complete, not marked partial), exit 130.  The designs are stand-ins (the real
+    ones take a minute): this checks what is kept, not the inversion."""
+    import multibody_control.inversion.flexible_scenario as fs
+    from multibody_control.cli import main
+    from multibody_control.inversion.closed_flexible import ClosedInversion
+
+    calls = []
+
+    def design(system, task, t, spec, **kwargs):
+        calls.append(spec.label)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        n, z = 3, np.zeros((3, system.nv))
+        res = ClosedInversion(t[:n], z, z, z, np.ones((n, system.nu)),
+                              np.zeros((n, 2 * system.nq_e)), spec.method, True, "completed",
+                              1, 1, 0.1)
+        return fs.ClosedDesign(spec, res, np.full(n, 1e-5), 0.0, np.zeros(0))
+
+    monkeypatch.setattr(fs, "closed_task_path", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fs, "run_closed_design", design)
+    scenario = SCENARIOS / "invert_flexible_parallel_tool.yaml"
+    assert main(["invert", str(scenario), "--quiet", "--out", str(tmp_path)]) == 130
+    assert len(calls) == 2
+    err = capsys.readouterr().err
+    assert f"during the design {calls[1]}; the 1 design(s) before are complete" in err
+    written = sorted(p.name for p in tmp_path.glob("*.csv"))
+    assert written == ["invert_flexible_parallel_tool.stable_combined.csv"]
+    header, data = _read(tmp_path / written[0])
+    assert data.shape[0] == 3 and header[0] == "t"
+    meta = json.loads((tmp_path / written[0].replace(".csv", ".meta.json")).read_text())
+    assert "partial" not in meta

@@ -562,7 +562,10 @@ def _load_closed(path: Path, raw: dict, system: ClosedFlexibleChain) -> ClosedIn
 
 
 def run_closed_scenario(sc: ClosedInversionScenario, progress: bool = False):
-    """Every design of a closed scenario: ``{label: ClosedDesign}`` (one rigid task path)."""
+    """Every design of a closed scenario: ``{label: ClosedDesign}`` (one rigid task path).
+
+    Ctrl-C raises :class:`ClosedScenarioInterrupted` with the designs completed before.
+    """
     import time
 
     opts = dict(sc.options)
@@ -579,6 +582,8 @@ def run_closed_scenario(sc: ClosedInversionScenario, progress: bool = False):
         try:
             d = run_closed_design(sc.system, sc.task, t, spec, path=path, verify=sc.verify,
                                   tracking=tracking, progress=progress, **opts)
+        except KeyboardInterrupt:  # the designs before are complete: hand them over
+            raise ClosedScenarioInterrupted(out, spec.label) from None
         except MultibodyError as exc:  # keep going; the summary says why
             empty = np.zeros((0, sc.system.nv))
             res = ClosedInversion(t[:0], empty, empty, empty, np.zeros((0, sc.system.nu)),
@@ -590,6 +595,17 @@ def run_closed_scenario(sc: ClosedInversionScenario, progress: bool = False):
             print(f"{spec.label}: {d.result.message} ({time.perf_counter() - start:.1f} s)",
                   flush=True)
     return out
+
+
+class ClosedScenarioInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_closed_scenario`: still an interrupt for the caller, carrying
+    ``runs`` (``{label: ClosedDesign}`` of the designs completed) and ``label``, the design
+    under way (nothing of it is kept)."""
+
+    def __init__(self, runs: dict, label: str):
+        super().__init__(f"interrupted (Ctrl-C) during the design {label}; the {len(runs)} "
+                         "design(s) before are complete")
+        self.runs, self.label = runs, label
 
 
 def _split(lam) -> str:
