@@ -68,7 +68,8 @@ class OutputAnalysis:
         if self.eigenvalues.size:
             lines.append("zero dynamics eigenvalues [1/s]:")
             for lam in sorted(self.eigenvalues, key=lambda z: (z.real, z.imag)):
-                tag = "stable" if lam.real < 0 else ("UNSTABLE" if lam.real > 0 else "marginal")
+                tag = ("marginal" if abs(lam.real) < 1e-9 else
+                       "stable" if lam.real < 0 else "UNSTABLE")
                 lines.append(f"    {lam.real:12.5g} {lam.imag:+12.5g}j   {tag}")
         lines.append(self.message)
         return "\n".join(lines)
@@ -120,16 +121,20 @@ def analyze_output(model: MultibodyModel, output: Output, y=None, q_guess=None,
     else:
         Q, _ = servo.zero_dynamics_jacobian(y, eta0)
         lam = np.linalg.eigvals(Q)
-        if np.any(np.abs(lam.real) < 1e-9):
-            mp, msg = None, "an eigenvalue lies on the imaginary axis: not hyperbolic"
-        elif np.all(lam.real < 0):
-            mp, msg = True, ("minimum phase: the internal dynamics are stable; classical "
-                             "inversion (forward integration) applies")
-        else:
-            nu = int(np.sum(lam.real > 0))
-            mp, msg = False, (f"NON-minimum phase: {nu} unstable zero-dynamics eigenvalue(s); "
-                              "use stable inversion (pre-/post-actuation)")
+        mp, msg = _phase(lam)
     return OutputAnalysis(output.names, q, alpha, cond, rel, lam, mp, msg)
+
+
+def _phase(lam: np.ndarray) -> tuple[bool | None, str]:
+    """(minimum phase?, message) of zero-dynamics eigenvalues ``lam`` (Def. 3.5)."""
+    if np.any(np.abs(lam.real) < 1e-9):
+        return None, "an eigenvalue lies on the imaginary axis: not hyperbolic"
+    if np.all(lam.real < 0):
+        return True, ("minimum phase: the internal dynamics are stable; classical "
+                      "inversion (forward integration) applies")
+    nu = int(np.sum(lam.real > 0))
+    return False, (f"NON-minimum phase: {nu} unstable zero-dynamics eigenvalue(s); "
+                   "use stable inversion (pre-/post-actuation)")
 
 
 def closed_decoupling(model: MultibodyModel, output: Output, q,
@@ -168,14 +173,17 @@ def analyze_closed_output(model: MultibodyModel, output: Output, q_guess=None,
     """Decoupling matrix of ``output`` of a closed loop at an assembled configuration.
 
     The loop is assembled with the actuated joints of ``q_guess`` (nq,) held (default: the
-    assembly nearest to the model's start configuration) and :func:`closed_decoupling` gives alpha.  Only closed loops with as
-    many inputs as degrees of freedom are analysed (all the shipped ones): they have no
-    internal dynamics.  Zero dynamics of underactuated closed loops are not computed.
+    assembly nearest to the model's start configuration) and :func:`closed_decoupling` gives
+    alpha.  Closed loops with as
+    many inputs as degrees of freedom (all the shipped ones but ``dual_arm_load``) have no
+    internal dynamics; with more degrees of freedom than inputs the zero dynamics are
+    linearized at the rest point of the internal dynamics with the output held at its value
+    at the assembly (:class:`_ClosedZeroDynamics`).
 
     Raises
     ------
     InputError
-        If the loop has more degrees of freedom than inputs.
+        If the loop has fewer degrees of freedom than inputs.
     SolverError
         If the loop cannot be assembled (with the actuated joints of ``q_guess``).
     """
@@ -192,11 +200,12 @@ def analyze_closed_output(model: MultibodyModel, output: Output, q_guess=None,
     if not res.success:
         raise SolverError(f"{model.name}: cannot assemble the loop at the start configuration: "
                           f"{res.message}")
-    if res.dof != model.nu:
+    if res.dof < model.nu:
         raise InputError(f"{model.name}: the closed loop has {res.dof} degree(s) of freedom "
-                         f"and {model.nu} input(s); analyze supports closed loops with as many "
-                         "inputs as degrees of freedom (zero dynamics of underactuated closed "
-                         "loops are not computed)")
+                         f"and {model.nu} input(s); analyze needs at least as many degrees of "
+                         "freedom as inputs")
+    if res.dof > model.nu:
+        return _underactuated_closed(model, output, res.q, res.dof, singular_cond)
     alpha, _ = closed_decoupling(model, output, res.q)
     cond = float(np.linalg.cond(alpha))
     if cond < singular_cond:
@@ -209,6 +218,127 @@ def analyze_closed_output(model: MultibodyModel, output: Output, q_guess=None,
                "(an output or actuator singularity of the loop); choose another output or "
                "configuration")
     return OutputAnalysis(output.names, res.q, alpha, cond, rel, np.zeros(0, complex), None,
+                          msg, closed=True)
+
+
+class _ClosedZeroDynamics:
+    """The internal dynamics of a closed loop whose output is held at ``y*`` (the output of
+    the assembled ``q_start``), in a local chart, for :func:`_underactuated_closed`.
+
+    The motion keeping ``phi(q) = 0`` and ``y(q) = y*`` has ``f - m`` degrees of freedom (f of
+    the loop, m outputs).  With Z (nv, f - m) an orthonormal basis of null([A; H]) at the
+    equilibrium q*, the chart is ``q(z) = P(q* + Z z)`` (``+`` through ``pin.integrate``, P a
+    Newton projection onto {phi = 0, y = y*} with minimum-norm corrections) and the
+    velocities ``v = (I - J^+ J) Z zeta``.  The accelerations solve the constrained inverse
+    system (Seifried (2014) eq. 5.11 with the closure rows of Aghili (2005) eq. 3)
+
+        M a - A^T lambda - B u = tau_s - h,   A a = 0,   H a = 0,
+
+    the bias terms A' v and H' v being quadratic in v, so zero in the linearization at rest.
+    The internal dynamics are z' = zeta, zeta' = Z^T a (to first order at (q*, 0)).
+    """
+
+    def __init__(self, model: MultibodyModel, output: Output, q_start: np.ndarray,
+                 constraints: Constraints):
+        self.model, self.output, self.c = model, output, constraints
+        self.dyn = RigidDynamics(model)
+        self.y_star = output.value(q_start)
+        self.q_eq = self.project(q_start)
+        self.Z = self._null(self.q_eq)
+
+    def stacked(self, q):
+        return np.vstack([self.c.holonomic_jacobian(q), self.output.jacobian(q)])
+
+    def _null(self, q):
+        _, s, vt = np.linalg.svd(self.stacked(q))
+        rank = int(np.sum(s > RANK_RTOL * max(s[0], 1e-300))) if s.size else 0
+        return vt[rank:].T
+
+    def project(self, q):
+        pm = self.model.pin_model
+        for _ in range(50):
+            r = np.concatenate([self.c.residual(q)[:self.c.n_holonomic],
+                                self.output.value(q) - self.y_star])
+            if np.max(np.abs(r)) < 1e-13:
+                return q
+            q = pin.integrate(pm, q, -np.linalg.lstsq(self.stacked(q), r, rcond=None)[0])
+        raise SolverError(f"{self.model.name}: cannot hold the output at {self.y_star} on the "
+                          "loop near this configuration")
+
+    def chart(self, z):
+        return self.project(pin.integrate(self.model.pin_model, self.q_eq, self.Z @ z))
+
+    def accel(self, z, zeta):
+        q = self.chart(z)
+        J = self.stacked(q)
+        v = self.Z @ zeta - np.linalg.pinv(J) @ (J @ (self.Z @ zeta))
+        A, H, B = self.c.holonomic_jacobian(q), self.output.jacobian(q), self.model.B
+        nv, r, nu = self.model.nv, A.shape[0], B.shape[1]
+        K = np.zeros((nv + r + H.shape[0], nv + r + nu))
+        K[:nv, :nv] = self.dyn.mass_matrix(q)
+        K[:nv, nv:nv + r], K[:nv, nv + r:] = -A.T, -B
+        K[nv:nv + r, :nv], K[nv + r:, :nv] = A, H
+        rhs = np.zeros(K.shape[0])
+        rhs[:nv] = -self.dyn.inverse_dynamics(q, v, np.zeros(nv))  # tau_s - h
+        # lstsq: redundant closure rows leave lambda free, a and u are unique
+        return self.Z.T @ np.linalg.lstsq(K, rhs, rcond=None)[0][:nv]
+
+    def equilibrium(self, step=1e-6, max_step=0.2):
+        """Move q_eq to the rest point of the internal dynamics: Newton on Z^T a = 0 (central
+        differences), steps limited to ``max_step`` [rad | m], the chart re-centred at each
+        iterate (it is only local)."""
+        n = self.Z.shape[1]
+        zero = np.zeros(n)
+        for _ in range(50):
+            F = self.accel(zero, zero)
+            if np.max(np.abs(F)) < 1e-9:
+                return
+            D = np.column_stack([(self.accel(e, zero) - self.accel(-e, zero)) / (2 * step)
+                                 for e in np.eye(n) * step])
+            dz = -np.linalg.lstsq(D, F, rcond=None)[0]
+            dz *= min(1.0, max_step / max(np.max(np.abs(dz)), 1e-300))
+            self.q_eq = self.chart(dz)
+            self.Z = self._null(self.q_eq)
+        raise SolverError(f"{self.model.name}: no rest point of the internal dynamics found "
+                          f"with the output held at {np.round(self.y_star, 6)}")
+
+    def jacobian(self, step=1e-6) -> np.ndarray:
+        """Q (2 n, 2 n) of the linearized internal dynamics at (q_eq, 0), central differences."""
+        n = self.Z.shape[1]
+        zero = np.zeros(n)
+        dz = np.column_stack([(self.accel(e, zero) - self.accel(-e, zero)) / (2 * step)
+                              for e in np.eye(n) * step])
+        dzeta = np.column_stack([(self.accel(zero, e) - self.accel(zero, -e)) / (2 * step)
+                                 for e in np.eye(n) * step])
+        return np.block([[np.zeros((n, n)), np.eye(n)], [dz, dzeta]])
+
+
+def _underactuated_closed(model: MultibodyModel, output: Output, q_start: np.ndarray,
+                          dof: int, singular_cond: float) -> OutputAnalysis:
+    """Decoupling matrix and zero dynamics of a closed loop with more degrees of freedom
+    than inputs (:class:`_ClosedZeroDynamics`), at the rest point of its internal dynamics
+    with the output held at its value at ``q_start``."""
+    c = Constraints(model)
+    alpha, _ = closed_decoupling(model, output, q_start, c)
+    cond = float(np.linalg.cond(alpha))
+    if not cond < singular_cond:
+        return OutputAnalysis(output.names, q_start, alpha, cond, None, np.zeros(0, complex),
+                              None, "the closure-consistent decoupling matrix is singular at "
+                              "this configuration; choose another output or configuration",
+                              closed=True)
+    zd = _ClosedZeroDynamics(model, output, q_start, c)
+    if zd.Z.shape[1] != dof - output.m:
+        raise SolverError(f"{model.name}: the output rows are not independent on the loop "
+                          f"({zd.Z.shape[1]} internal degrees of freedom, expected "
+                          f"{dof - output.m})")
+    zd.equilibrium()
+    alpha, _ = closed_decoupling(model, output, zd.q_eq, c)
+    cond = float(np.linalg.cond(alpha))
+    lam = np.linalg.eigvals(zd.jacobian())
+    mp, msg = _phase(lam)
+    msg = (f"closed loop ({dof} degrees of freedom, {model.nu} input(s): {dof - output.m} "
+           f"internal); {msg}")
+    return OutputAnalysis(output.names, zd.q_eq, alpha, cond, tuple([2] * output.m), lam, mp,
                           msg, closed=True)
 
 

@@ -361,7 +361,6 @@ def _flexible_run(args, model):
 def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
     """Summary, CSV with its sidecar, plot of any plant's SimulationResult; exit status.
     ``v0``: the start velocity asked for, compared with the one the closures admitted."""
-    from multibody_dynamics.result_meta import mark_partial
     from multibody_dynamics.robot import has_elastic_coordinates
 
     dissipative = bool(np.any(getattr(robot, "damping", 0.0)))
@@ -371,7 +370,7 @@ def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
         print(f"note: --v0 was projected onto the closures (A v = 0): used "
               f"{np.array2string(result.v[0], precision=6)} instead of "
               f"{np.array2string(v0, precision=6)}")
-    if args.out:
+    if args.out and result.t.size:
         print(f"wrote {result.to_csv(args.out)}")
         if has_elastic_coordinates(robot):
             from multibody_dynamics.flexible.loader import resolve_flexible_path
@@ -383,15 +382,11 @@ def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
             from multibody_dynamics.result_meta import write_model_meta
 
             write_model_meta(args.out, "simulate", robot)  # the robot, for `multibody animate`
-        if interrupted:
-            mark_partial(args.out, result.message)
-    if args.plot:
+    if args.plot and result.t.size:
         print(f"wrote {result.plot(args.plot, title=f'{robot.name}: simulation', model=robot)}")
-    if interrupted:
-        print(f"multibody simulate: interrupted; {result.t.size} samples up to "
-              f"t = {result.t[-1]:.6g} s kept" + (" and written" if args.out else ""),
-              file=sys.stderr)
-        return 130
+    if interrupted:  # the samples kept are marked partial
+        return _interrupted("simulate", args.out if args.out and result.t.size else None,
+                            result.message)
     return 0 if result.success else 1
 
 
@@ -407,24 +402,35 @@ def _output_from_spec(model, spec: str, gamma):
 
 def cmd_analyze(args) -> int:
     from multibody_dynamics.model import load_model
+    from multibody_dynamics.model.joint_angles import (
+        JointAngles,
+        angle_chart_model,
+        configuration_from_values,
+    )
 
     from .analysis import analyze_output
 
     model = load_model(args.robot)
-    if model.nq != model.nv:  # outputs and servo-constraints work on q as coordinates
-        raise MultibodyError(f"{model.name} has continuous or multi-DoF joints (nq={model.nq}, "
-                             f"nv={model.nv}); analyze supports models with nq == nv")
+    q_guess = None
+    if args.q is not None:
+        q_guess = configuration_from_values(model, args.q, "--q")
+    if model.nq != model.nv:  # outputs and servo-constraints take q as coordinates
+        try:
+            chart = angle_chart_model(model)
+        except MultibodyError as exc:
+            raise MultibodyError(f"analyze supports joints with one velocity coordinate "
+                                 f"(continuous joints by angle): {exc}") from None
+        if q_guess is not None:
+            q_guess = JointAngles(model).angles(q_guess)
+        model = chart
     gamma = None
     if args.gamma is not None:
         gamma = np.array(args.gamma, float)
     output = _output_from_spec(model, args.output, gamma)
-    q_guess = None
-    if args.q is not None:
-        from multibody_dynamics.model.joint_angles import configuration_from_values
-
-        q_guess = configuration_from_values(model, args.q, "--q")
     res = analyze_output(model, output, q_guess=q_guess)
     print(f"{model.name}")
+    if model.notes and model.notes[-1].startswith("continuous joint(s) taken by angle"):
+        print(model.notes[-1] + " (q below in angles)")
     print(res.format())
     return 0
 
@@ -496,15 +502,24 @@ def _invert_flexible(args, fs) -> int:
             raise MultibodyError(f"--method: {sc.chain.config.name} is a flexible model: expected "
                                  f"one of {', '.join(FLEXIBLE_METHODS)}, got {args.method!r}")
         sc = replace(sc, methods=(args.method,))
-    runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    stopped = None
+    try:
+        runs = fs.run_flexible_scenario(sc, progress=not args.quiet)
+    except fs.FlexibleScenarioInterrupted as exc:  # Ctrl-C: write the designs and samples kept
+        runs, stopped = exc.runs, exc.method
     print(f"{sc.chain.config.name}: {sc.description or Path(args.scenario).name}")
     print(fs.flexible_summary(sc, runs))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
+    partial = None
     for method, (res, track) in runs.items():
-        if res.success:
-            print(f"wrote {fs.write_flexible_csv(sc, res, track, out / f'{stem}.{method}.csv')}")
+        if res.success or (method == stopped and res.t.size):
+            path = fs.write_flexible_csv(sc, res, track, out / f'{stem}.{method}.csv')
+            print(f"wrote {path}")
+            partial = path if method == stopped else partial
+    if stopped is not None:
+        return _interrupted("invert", partial, runs[stopped][0].message)
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
     return 0 if runs[sc.methods[0]][0].success else 1
 
@@ -517,10 +532,15 @@ def _invert_closed(args, fs, sc) -> int:
             raise MultibodyError(f"--method: {sc.system.name} is a closed flexible model: expected "
                                  f"one of {', '.join(fs.CLOSED_METHODS)}, got {args.method!r}")
         sc = replace(sc, designs=(replace(sc.designs[0], method=args.method),))
-    runs = fs.run_flexible_scenario(  # stage lines as they finish, bars on stderr
-        sc, progress=False if args.quiet else (lambda line: print(line, flush=True)))
+    stopped = None
+    try:  # stage lines as they finish, bars on stderr
+        runs = fs.run_flexible_scenario(
+            sc, progress=False if args.quiet else (lambda line: print(line, flush=True)))
+    except fs.ClosedScenarioInterrupted as exc:  # Ctrl-C: write the designs completed
+        runs, stopped = exc.runs, exc
     print(f"{sc.system.name}: {sc.description or Path(args.scenario).name}")
-    print(fs.flexible_summary(sc, runs))
+    if runs:
+        print(fs.flexible_summary(sc, runs))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
@@ -528,6 +548,8 @@ def _invert_closed(args, fs, sc) -> int:
         if d.result.t.size:
             name = f"{d.spec.method}_{d.spec.output}" + ("_gamma" if d.spec.gamma is not None else "")
             print(f"wrote {fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')}")
+    if stopped is not None:  # the designs written are complete: nothing is marked partial
+        return _interrupted("invert", None, str(stopped))
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
     return 0 if runs[sc.designs[0].label].result.success else 1
 

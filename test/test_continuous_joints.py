@@ -111,11 +111,82 @@ def test_requirements_csv_with_angles(urdf, tmp_path):
     np.testing.assert_allclose(got, np.abs(tau), rtol=1e-6, atol=1e-6)
 
 
-def test_analyze_refuses_continuous_joints(urdf, capsys):
-    # the output analysis works on q as coordinates: refused up front, one line
-    assert main(["analyze", urdf, "--output", "link2.x,link2.z"]) == 2
-    err = capsys.readouterr().err
-    assert "nq=3, nv=2" in err and "nq == nv" in err and err.count("\n") == 1
+def test_angle_chart_model_has_the_same_dynamics(urdf):
+    """The revolute twin of a continuous joint: pinocchio's mass matrix, bias forces and frame
+    placements of the original (cos, sin) model at the same angles, to the last bit."""
+    from multibody_dynamics.model.joint_angles import angle_chart_model
+
+    model = load_model(urdf)
+    twin = angle_chart_model(model)
+    assert (twin.nq, twin.nv) == (2, 2) and twin.coordinate_names == model.coordinate_names
+    maps, rng = JointAngles(model), np.random.default_rng(3)
+    pm, tm = model.pin_model, twin.pin_model
+    d, e = pm.createData(), tm.createData()
+    for _ in range(5):
+        x, v = rng.uniform(-3, 3, 2), rng.uniform(-2, 2, 2)
+        q = maps.configuration(x)
+        np.testing.assert_array_equal(pin.crba(tm, e, x), pin.crba(pm, d, q))
+        np.testing.assert_array_equal(pin.nonLinearEffects(tm, e, x, v),
+                                      pin.nonLinearEffects(pm, d, q, v))
+        pin.framesForwardKinematics(pm, d, q)
+        pin.framesForwardKinematics(tm, e, x)
+        for k in range(pm.nframes):
+            np.testing.assert_allclose(e.oMf[k].homogeneous, d.oMf[k].homogeneous, rtol=0,
+                                       atol=1e-15)
+
+
+def test_analyze_continuous_joints_by_angle(urdf, capsys):
+    """`analyze` on a model with a continuous joint (nq 3, nv 2): the decoupling matrix is
+    H M^-1 B of the original (cos, sin) model, here written out with pinocchio directly."""
+    assert main(["analyze", urdf, "--output", "shoulder,elbow", "--q", "2.5", "0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "continuous joint(s) taken by angle: shoulder" in out
+    assert "configuration     q = [2.5, 0.3]" in out and "relative degree   {2, 2}" in out
+    pm = load_model(urdf).pin_model
+    M = pin.crba(pm, pm.createData(), np.array([np.cos(2.5), np.sin(2.5), 0.3]))
+    alpha = np.linalg.inv(np.triu(M) + np.triu(M, 1).T)  # H = I, B = I: fully actuated
+    lines = out.splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith("decoupling matrix"))
+    printed = np.array([[float(x) for x in lines[k + 1 + r].split()] for r in range(2)])
+    np.testing.assert_allclose(printed, alpha, rtol=5e-4)  # printed with 4 digits
+
+
+def test_zero_dynamics_with_a_continuous_joint(urdf, tmp_path):
+    """A passive spring elbow behind a continuous, actuated shoulder, output the shoulder
+    angle: the zero-dynamics eigenvalues of the analysis equal those of the elbow's equation
+    with the shoulder held, linearized by finite differences of pinocchio's inverse dynamics
+    on the original (cos, sin) model."""
+    from multibody_control.analysis import analyze_output
+    from multibody_control.outputs import Output
+    from multibody_dynamics.model.joint_angles import angle_chart_model
+
+    yml = tmp_path / "wheel_arm.yaml"
+    yml.write_text(f"name: wheel_arm\nurdf: {urdf}\n"
+                   "passive_joints: {elbow: {stiffness: 20.0, damping: 0.3, rest: 0.2}}\n")
+    model = load_model(yml)
+    assert (model.nq, model.nv, model.nu) == (3, 2, 1)
+    twin = angle_chart_model(model)
+    res = analyze_output(twin, Output(twin, ["shoulder"]), q_guess=np.array([0.7, 0.0]))
+    theta, beta = res.q
+    assert abs(theta - 0.7) < 1e-12
+    pm = model.pin_model
+    data = pm.createData()
+
+    def elbow_accel(b, bd):  # M22 b'' = -(h2 + k (b - rest) + d b') with the shoulder held
+        q = np.array([np.cos(theta), np.sin(theta), b])
+        M = pin.crba(pm, data, q)
+        h = pin.rnea(pm, data, q, np.array([0.0, bd]), np.zeros(2))
+        return -(h[1] + 20.0 * (b - 0.2) + 0.3 * bd) / M[1, 1]
+
+    assert abs(elbow_accel(beta, 0.0)) < 1e-9  # the analysis sits at the equilibrium
+    eps = 1e-6
+    Q = np.array([[0.0, 1.0],
+                  [(elbow_accel(beta + eps, 0) - elbow_accel(beta - eps, 0)) / (2 * eps),
+                   (elbow_accel(beta, eps) - elbow_accel(beta, -eps)) / (2 * eps)]])
+    expected = np.sort_complex(np.linalg.eigvals(Q))
+    # central differences (step 1e-6) on both sides: agreement to ~1e-6 of |lambda| ~ 10
+    np.testing.assert_allclose(np.sort_complex(res.eigenvalues), expected, rtol=1e-5)
+    assert res.minimum_phase is True
 
 
 @pytest.fixture
@@ -148,3 +219,21 @@ def test_assemble_given_continuous_crank_matches_revolute(four_bar_continuous, t
     assert float(rows["c"]["crank"]) == pytest.approx(2.5, abs=1e-12)
     for joint in ("coupler", "rocker"):
         assert float(rows["c"][joint]) == pytest.approx(float(rows["r"][joint]), abs=1e-8)
+
+
+def test_analyze_closed_loop_with_continuous_crank(four_bar_continuous):
+    """The four-bar with a continuous crank analyses as the shipped revolute one: the same
+    assembled configuration and closure-consistent decoupling matrix."""
+    from multibody_control.analysis import analyze_output
+    from multibody_control.outputs import Output
+    from multibody_dynamics.model.joint_angles import angle_chart_model
+
+    twin = angle_chart_model(load_model(four_bar_continuous))
+    shipped = load_model("four_bar")
+    q = np.array([0.4, 0.0, 0.0])  # the crank held at 0.4 rad, the rest assembled
+    got = analyze_output(twin, Output(twin, ["coupler"]), q_guess=q)
+    ref = analyze_output(shipped, Output(shipped, ["coupler"]), q_guess=q)
+    # the same algorithm on models with identical dynamics: round-off only
+    np.testing.assert_allclose(got.q, ref.q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.decoupling, ref.decoupling, rtol=1e-12, atol=1e-12)
+    assert got.relative_degree == ref.relative_degree == (2,)

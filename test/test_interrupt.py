@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from multibody_dynamics.model.resources import share_dir
 
@@ -133,3 +134,191 @@ def test_invert_interrupted_in_the_check_keeps_every_sample(tmp_path, monkeypatc
     assert t[0] == 0 and abs(t[-1] - 1.0) < 1e-12 and t.size == 1001  # dt 1 ms, t_end 1 s
     meta = json.loads((tmp_path / "invert_five_bar_path.meta.json").read_text())
     assert meta["partial"] is True and "unverified" in meta["message"]
+
+
+def test_invert_ode_interrupted_keeps_the_integrated_samples(tmp_path):
+    """Ctrl-C inside scipy's solve_ivp (method ode, open chain with a passive joint): the
+    integration ends at the end of the solver step under way and its samples are kept."""
+    # the minimum-phase exact-output scenario stretched to a 200 s motion: minutes of
+    # integration, interrupted after 20000 dynamics evaluations (the linearization before the
+    # integration takes a few hundred)
+    text = (SCENARIOS / "invert_minphase_exact.yaml").read_text()
+    assert "tf: 1.7" in text and "method: ode" in text
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(text.replace("tf: 1.7", "tf: 200.0"))
+    code, err, _ = _interrupt(["invert", str(scenario), "--out", str(tmp_path / "a")],
+                              b"ode inversion", pattern=rb"ode inversion: [2-9]\d{4,} evaluations")
+    assert code == 130, err[-2000:]
+    assert "multibody invert: interrupted: interrupted (Ctrl-C) at t = " in err
+    assert "partial result written" in err
+    header, data = _read(tmp_path / "a" / "long.csv")
+    t = data[:, header.index("t")]
+    assert 10 <= t.size < 200500 and np.all(np.diff(t) > 0) and np.all(np.isfinite(data))
+    # every kept sample satisfies the servo-constraints: the output on its desired value
+    m = sum(name.startswith("y_d.") for name in header)
+    y = data[:, [header.index(f"y.{i}") for i in range(m)]]
+    y_d = data[:, [header.index(f"y_d.{i}") for i in range(m)]]
+    assert np.max(np.abs(y - y_d)) < 1e-6  # the ODE form drifts at rtol 1e-8 (see Sect. 5.3)
+    meta = json.loads((tmp_path / "a" / "long.meta.json").read_text())
+    assert meta["partial"] is True and "interrupted (Ctrl-C) at t = " in meta["message"]
+
+
+def test_flexible_simulate_interrupted_keeps_the_samples(tmp_path):
+    """Ctrl-C in ``simulate`` of a flexible model (scipy DOP853 on the open chain): the samples
+    up to the solver step under way are written, marked partial, exit 130."""
+    q0 = ["0", "0", "0.01", "0.01", "0.01", "0.01"]  # joints at rest, the arms deflected
+    code, err, _ = _interrupt(["simulate", "flexible_manipulator", "--duration", "200",
+                               "--q0", *q0, "--out", str(tmp_path / "f.csv")], b"simulate",
+                              pattern=rb"simulate:\s+[1-9]\d*%")  # >= 1 %: 2 s simulated
+    assert code == 130, err[-2000:]
+    assert "multibody simulate: interrupted: interrupted at t = " in err
+    assert "partial result written" in err
+    header, data = _read(tmp_path / "f.csv")
+    t = data[:, header.index("t")]
+    assert 100 <= t.size < 20001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(data))
+    meta = json.loads((tmp_path / "f.meta.json").read_text())
+    assert meta["partial"] is True and meta["flexible"] is True
+    # the kept samples are those of an uninterrupted run over the first 0.5 s: the same
+    # solver steps up to the last one, which the shorter run clips to its end
+    from multibody_control.cli import main
+
+    assert main(["simulate", "flexible_manipulator", "--duration", "0.5", "--q0", *q0,
+                 "--quiet", "--out", str(tmp_path / "g.csv")]) == 0
+    header_g, full = _read(tmp_path / "g.csv")
+    assert header_g == header
+    n = int(np.sum(full[:, 0] <= 0.4 + 1e-9))
+    np.testing.assert_allclose(data[:n], full[:n], rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow  # about 15 s: the flexible model's inversion set-up before the interrupt
+def test_flexible_invert_interrupted_keeps_the_samples(tmp_path):
+    """Ctrl-C in ``invert`` of a flexible scenario, inside the forward integration of the
+    internal dynamics (method collocated): the samples up to there are written, partial."""
+    # the shipped straight-line task slowed to a 9.8 s motion: ~35000 model evaluations,
+    # interrupted after 5000 (the linearization before the integration takes a few hundred)
+    text = (SCENARIOS / "invert_flexible_manipulator.yaml").read_text()
+    assert "tf: 1.2" in text and "t_end: 1.5" in text
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(text.replace("tf: 1.2", "tf: 10.0").replace("t_end: 1.5", "t_end: 10.3"))
+    code, err, _ = _interrupt(["invert", str(scenario), "--method", "collocated", "--out",
+                               str(tmp_path / "a")], b"collocated inversion",
+                              pattern=rb"collocated inversion: ([5-9]\d{3}|\d{5,}) evaluations")
+    assert code == 130, err[-2000:]
+    assert "multibody invert: interrupted: interrupted (Ctrl-C) at t = " in err
+    assert "partial result written" in err
+    header, data = _read(tmp_path / "a" / "slow.collocated.csv")
+    assert header[-1] == "tracking_error"  # NaN: the interrupted design was not tracked
+    t = data[:, header.index("t")]
+    assert 10 <= t.size < 10301 and np.all(np.diff(t) > 0)
+    assert np.all(np.isfinite(data[:, :-1])) and np.all(np.isnan(data[:, -1]))
+    meta = json.loads((tmp_path / "a" / "slow.collocated.meta.json").read_text())
+    assert meta["partial"] is True and meta["flexible"] is True
+
+
+def _oscillator(calls, interrupt_at):
+    """x'' = -x, sending SIGINT to this process at the given evaluation counts."""
+    def rhs(t, x):
+        calls[0] += 1
+        if calls[0] in interrupt_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return np.array([x[1], -x[0]])
+    return rhs
+
+
+def test_solve_ivp_keeping_returns_the_samples_before_ctrl_c():
+    """The first SIGINT ends the integration at the end of the step under way: the samples
+    up to there are those of the uninterrupted integration, bit for bit; the caller's
+    events keep their index; a second SIGINT interrupts at once."""
+    from scipy.integrate import solve_ivp
+
+    from multibody_dynamics.interruptible import solve_ivp_keeping
+
+    t = np.linspace(0.0, 100.0, 10001)
+    opts = dict(t_eval=t, method="DOP853", rtol=1e-10, atol=1e-12)
+    ref = solve_ivp(_oscillator([0], ()), (0.0, 100.0), [1.0, 0.0], **opts)
+
+    def never(t, x):
+        return 1.0
+
+    sol, stopped = solve_ivp_keeping(_oscillator([0], {500}), (0.0, 100.0), [1.0, 0.0],
+                                     events=never, **opts)
+    assert stopped is not None and 0 < stopped < 100 and sol.status == 1
+    assert 10 < sol.t.size < t.size and sol.t[-1] <= stopped
+    assert len(sol.t_events) == 1 and sol.t_events[0].size == 0
+    np.testing.assert_array_equal(sol.y, ref.y[:, :sol.t.size])  # same steps, same numbers
+    # untouched: no interrupt, the plain result
+    sol, stopped = solve_ivp_keeping(_oscillator([0], ()), (0.0, 100.0), [1.0, 0.0], **opts)
+    assert stopped is None and sol.status == 0 and sol.t_events is None
+    np.testing.assert_array_equal(sol.y, ref.y)
+    with pytest.raises(KeyboardInterrupt):  # twice within one step: at once
+        solve_ivp_keeping(_oscillator([0], {500, 501}), (0.0, 100.0), [1.0, 0.0], **opts)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_integrate_forward_interrupts_as_usual_unless_asked():
+    """Callers that do not handle a kept partial integration (design criteria) still get
+    the KeyboardInterrupt."""
+    from multibody_control.inversion.internal import INTERRUPTED, integrate_forward
+
+    t = np.linspace(0.0, 100.0, 1001)
+    with pytest.raises(KeyboardInterrupt):
+        integrate_forward(_oscillator([0], {300}), np.array([1.0, 0.0]), t, 1e-10, 1e-12, 1.0,
+                          10.0, [0])
+    x, ok, msg = integrate_forward(_oscillator([0], {300}), np.array([1.0, 0.0]), t, 1e-10,
+                                   1e-12, 1.0, 10.0, [0], interruptible=True)
+    assert not ok and msg.startswith(INTERRUPTED) and 1 <= len(x) < t.size
+
+
+@pytest.mark.slow  # about 10 s: the closed model's set-up and 1 s of simulated motion
+def test_flexible_closed_simulate_interrupted_keeps_the_samples(tmp_path):
+    """The same for a closed flexible loop (the parallel machine tool, integrated sample by
+    sample): the samples before the one under way are written, marked partial, exit 130."""
+    code, err, _ = _interrupt(["simulate", "flexible_parallel_tool", "--duration", "100",
+                               "--tau", "2", "-2", "--out", str(tmp_path / "p.csv")],
+                              b"simulate", pattern=rb"simulate:\s+[1-9]\d*%")  # >= 1 s
+    assert code == 130, err[-2000:]
+    assert "multibody simulate: interrupted: interrupted at t = " in err
+    header, data = _read(tmp_path / "p.csv")
+    t = data[:, header.index("t")]
+    assert 100 <= t.size < 10001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(data))
+    meta = json.loads((tmp_path / "p.meta.json").read_text())
+    assert meta["partial"] is True and meta["flexible"] is True
+
+
+def test_closed_flexible_invert_interrupted_keeps_the_designs_done(tmp_path, monkeypatch,
+                                                                  capsys):
+    """Ctrl-C during the second design of a closed flexible scenario: the first design is
+    written (complete, not marked partial), exit 130.  The designs are stand-ins (the real
+    ones take a minute): this checks what is kept, not the inversion."""
+    import multibody_control.scenarios.flexible as fs
+    from multibody_control.cli import main
+    from multibody_control.inversion.closed_flexible import ClosedInversion
+
+    calls = []
+
+    def design(system, task, t, spec, **kwargs):
+        calls.append(spec.label)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        n, z = 3, np.zeros((3, system.nv))
+        u = np.ones((n, system.nu))
+        res = ClosedInversion(
+            t=t[:n], q=z, v=z, a=z, u=u, y_desired=u, y=u, eta=np.zeros((n, 2 * system.nq_e)),
+            output_error=0.0, t0=float(t[0]), tf=float(t[n - 1]), t_pre=0.0, t_post=0.0,
+            eigenvalues=np.zeros(0), success=True, message="completed", method=spec.method,
+            nfev=1, wall_time=0.1, input_names=tuple(system.actuated))
+        return fs.ClosedDesign(spec, res, np.full(n, 1e-5), 0.0, np.zeros(0))
+
+    monkeypatch.setattr(fs, "closed_task_path", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fs, "run_closed_design", design)
+    scenario = SCENARIOS / "invert_flexible_parallel_tool.yaml"
+    assert main(["invert", str(scenario), "--quiet", "--out", str(tmp_path)]) == 130
+    assert len(calls) == 2
+    err = capsys.readouterr().err
+    assert f"during the design {calls[1]}; the 1 design(s) before are complete" in err
+    written = sorted(p.name for p in tmp_path.glob("*.csv"))
+    assert written == ["invert_flexible_parallel_tool.stable_combined.csv"]
+    header, data = _read(tmp_path / written[0])
+    assert data.shape[0] == 3 and header[0] == "t"
+    meta = json.loads((tmp_path / written[0].replace(".csv", ".meta.json")).read_text())
+    assert "partial" not in meta

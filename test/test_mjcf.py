@@ -82,13 +82,16 @@ def test_open_chain_matches_mujoco(rng):
     np.testing.assert_allclose(model.stiffness[j4], mm.jnt_stiffness[3], rtol=0, atol=0)
     np.testing.assert_allclose(model.damping[j4], mm.dof_damping[3], rtol=0, atol=0)
     np.testing.assert_allclose(model.q_rest[j4], mm.qpos_spring[3], rtol=0, atol=1e-15)
-    # B from the actuators' joints and gears (MuJoCo's actuator_moment is the same map)
+    # B from the actuators' joints, gears and gains (MuJoCo's actuator_moment times the
+    # fixed gain: the position servo p3's input is its setpoint, kp 100)
     B = np.zeros((mm.nv, mm.nu))
     for k in range(mm.nu):
-        B[mm.jnt_dofadr[mm.actuator_trnid[k, 0]], k] = mm.actuator_gear[k, 0]
+        B[mm.jnt_dofadr[mm.actuator_trnid[k, 0]], k] = (mm.actuator_gear[k, 0]
+                                                        * mm.actuator_gainprm[k, 0])
     np.testing.assert_array_equal(model.B, B)
     assert model.input_names == ("m1", "m2", "p3")
-    assert any("'p3' (<position>)" in note for note in model.notes)
+    assert model.stiffness[model.joint_index("s3")] == 100.0  # p3's kp: the servo's spring
+    assert any("servo actuator(s)" in note and "s3" in note for note in model.notes)
 
 
 def test_multi_joint_bodies_match_mujoco(rng):
@@ -287,6 +290,23 @@ def test_all_root_bodies_are_loaded():
     ('<equality><weld body1="b" body2="b"/></equality>', "same rigid body"),
     ('<actuator><motor tendon="t"/></actuator>', "only joint transmissions"),
     ('<actuator><motor joint="zz"/></actuator>', "'zz' is not a 1-DoF joint"),
+    ('<actuator><intvelocity name="iv" joint="a"/></actuator>',
+     r"'iv' \(<intvelocity>\): this actuator kind is not supported; supported: motor"),
+    ('<actuator><damper name="d" joint="a" kv="1"/></actuator>', "'d' .*this actuator kind"),
+    ('<actuator><cylinder joint="a"/></actuator>', r"'cylinder\[0\]'.*this actuator kind"),
+    ('<actuator><position name="p" joint="a" timeconst="0.1"/></actuator>',
+     "'p' .*timeconst > 0"),
+    ('<actuator><position name="p" joint="a" dampratio="1"/></actuator>', "'p' .*dampratio"),
+    ('<actuator><general name="g" joint="a" dyntype="filter"/></actuator>',
+     "'g' .*dyntype='filter'"),
+    ('<actuator><general name="g" joint="a" gaintype="affine"/></actuator>',
+     "'g' .*gaintype='affine'"),
+    ('<actuator><general name="g" joint="a" biastype="affine" biasprm="1 0 0"/></actuator>',
+     r"'g' .*constant bias force \(biasprm\[0\] = 1\)"),
+    ('<actuator><general name="g" joint="a" biastype="affine" biasprm="0 2 0"/></actuator>',
+     "'g': its bias gives the joint a negative stiffness"),
+    ('<keyframe><key name="k" qpos="1 2"/></keyframe>',
+     "keyframe <key name='k'> qpos: expected at most 1 numbers"),
 ])
 def test_bad_mjcf_is_refused(tmp_path, body, expected):
     path = tmp_path / "bad.xml"
@@ -358,3 +378,65 @@ def test_sdf(tmp_path, capsys):
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "convert the model to URDF" in err
+
+
+SERVOS = DATA / "servos.xml"
+
+
+def test_servo_actuators_match_mujoco(rng):
+    """Motor, position (kp, kv, gear), velocity, general (affine bias) actuators, two of them
+    on one joint: B u plus the joint springs and dampers are MuJoCo's actuator and passive
+    forces, and the accelerations MuJoCo's, with u as MuJoCo's ctrl."""
+    from multibody_dynamics.rigid import RigidDynamics
+
+    mj = _mujoco()
+    mm = mj.MjModel.from_xml_path(str(SERVOS))
+    model = load_robot(SERVOS)
+    assert model.input_names == ("m1", "p2", "p3", "v3", "g5") and mm.nu == 5
+    assert model.passive.tolist() == [False, False, False, True, False]
+    dyn = RigidDynamics(model)
+    for _ in range(5):
+        q, v = rng.uniform(-1, 1, model.nq), rng.uniform(-2, 2, model.nv)
+        u = rng.uniform(-1, 1, model.nu)
+        u[2] = rng.uniform(-0.2, 0.2)  # p3's ctrlrange, which MuJoCo enforces and we do not
+        d = mj.MjData(mm)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
+        mj.mj_forward(mm, d)
+        # forces of a few N: round-off only
+        np.testing.assert_allclose(model.B @ u + dyn.spring_forces(q, v),
+                                   d.qfrc_actuator + d.qfrc_passive, rtol=0, atol=1e-12)
+        # accelerations up to ~1e4 (a light hand on stiff servos): relative round-off
+        np.testing.assert_allclose(dyn.forward_dynamics(q, v, model.B @ u), d.qacc,
+                                   rtol=1e-9, atol=1e-9 * np.abs(d.qacc).max())
+
+
+def test_keyframe_is_the_start(tmp_path):
+    """The first <key>'s qpos is the default start; a model YAML picks another by name
+    (a short qpos is padded with qpos0, as MuJoCo does); unknown names are refused."""
+    mj = _mujoco()
+    mm = mj.MjModel.from_xml_path(str(SERVOS))
+    np.testing.assert_array_equal(load_robot(SERVOS).q_initial, mm.key_qpos[0])
+    yml = tmp_path / "servos.yaml"
+    yml.write_text(f"name: servos\nurdf: {SERVOS}\nmjcf_keyframe: short\n")
+    np.testing.assert_array_equal(load_robot(yml).q_initial, mm.key_qpos[1])
+    yml.write_text(f"name: servos\nurdf: {SERVOS}\nmjcf_keyframe: away\n")
+    with pytest.raises(ModelError, match="mjcf_keyframe: no <key name='away'>.*expected one "
+                                         "of: home, short"):
+        load_robot(yml)
+    yml.write_text(f"name: servos\nurdf: {SERVOS}\nmjcf_keyframe: short\n"
+                   "initial_positions: {j1: 0.7}\n")
+    assert load_robot(yml).q_initial[0] == 0.7  # initial_positions wins over the keyframe
+
+
+def test_short_keyframe_assembles_a_closed_loop(tmp_path):
+    """A key giving only the crank of the MJCF four-bar (MuJoCo pads qpos with qpos0): the
+    crank starts there and the loop is assembled around it."""
+    text = FOUR_BAR.read_text()
+    assert text.rstrip().endswith("</mujoco>") and "<keyframe>" not in text
+    path = tmp_path / "four_bar_key.xml"
+    path.write_text(text.rstrip()[:-len("</mujoco>")]
+                    + '<keyframe><key name="start" qpos="0.4"/></keyframe></mujoco>\n')
+    model = load_robot(path)
+    assert model.q_initial[model.joint_index("crank")] == 0.4
+    # assembled: the closure holds to Newton's tolerance
+    assert np.max(np.abs(Constraints(model).residual(model.q_initial))) < 1e-10

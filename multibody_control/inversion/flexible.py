@@ -59,8 +59,8 @@ from multibody_dynamics.flexible.system import FlexibleChain
 
 from ..tasks import Task
 from .desired import TabulatedOutput
-from .internal import decay_time, integrate_forward, solve_stable, time_grid
-from .result import InversionResult
+from .internal import INTERRUPTED, decay_time, integrate_forward, record, solve_stable, time_grid
+from .result import InversionInterrupted, InversionResult
 
 FLEXIBLE_METHODS = ("rigid", "collocated", "quasi_static", "stable", "classical")
 
@@ -263,6 +263,13 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
         (6.34)-(6.37)). ``False`` skips the check.
     progress : bool
         Live count of model evaluations on stderr (tqdm) for the long methods.
+
+    Raises
+    ------
+    InversionInterrupted
+        On Ctrl-C, with the samples completed before (the forward integration of
+        ``"classical"`` and ``"collocated"`` up to the solver step under way; the motion
+        reconstructed after the boundary value problem of ``"stable"``; none otherwise).
     """
     if method not in FLEXIBLE_METHODS:
         raise InputError(f"method: expected one of {', '.join(FLEXIBLE_METHODS)}, got {method!r}")
@@ -328,13 +335,13 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                                   "(the book had to change Γ_21, Γ_22 of (6.38), its 'Γ_3, "
                                   "Γ_4', to 13.375, 92.5) or a slower "
                                   "trajectory") from None
-            q, v, a, u = _sample(servo, t_out, eta, ytraj)
+            t_out, q, v, a, u, eta, status, msg = record(servo, ytraj, t_out, eta, status, msg)
         elif method in ("collocated", "classical"):
             eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
                                                  eta0, t_out, 1e-9, 1e-12, 10 * dt, 1e3,
-                                                 np.arange(ne))
-            t_out = t_out[:len(eta)]
-            q, v, a, u = _sample(servo, t_out, eta, ytraj)
+                                                 np.arange(ne), interruptible=True)
+            t_out, q, v, a, u, eta, status, msg = record(servo, ytraj, t_out[:len(eta)], eta,
+                                                         status, msg)
         else:
             y, yd, ydd = ytraj(t_out)
             zeros = np.zeros((len(t_out), ne))
@@ -346,16 +353,21 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                 v, a = _derivatives(t_out, q)
                 msg = "quasi-static deformation compensation (6.6)-(6.11)"
             eta = np.hstack([q[:, nr:], v[:, nr:]])
-    except (MultibodyError, np.linalg.LinAlgError) as exc:
+    except (MultibodyError, np.linalg.LinAlgError, KeyboardInterrupt) as exc:
         if isinstance(exc, np.linalg.LinAlgError):
             exc = SolverError(f"{method} inversion: singular linear system ({exc}): the path "
                               "passes a singular configuration or the stiffness is singular")
+        stopped = isinstance(exc, KeyboardInterrupt)  # outside the stages that keep samples
         empty = np.zeros((0, chain.nv))
-        return InversionResult(np.zeros(0), empty, empty, empty, np.zeros((0, nr)),
-                               np.zeros((0, nr)), np.zeros((0, nr)), np.zeros((0, 2 * ne)),
-                               np.inf, t0, tf, t_pre, t_post, lam0, False, str(exc), method,
-                               servo.counters["dynamics"], time.perf_counter() - start, names,
-                               tuple(f"y{k + 1}" for k in range(nr)))
+        failed = InversionResult(
+            np.zeros(0), empty, empty, empty, np.zeros((0, nr)), np.zeros((0, nr)),
+            np.zeros((0, nr)), np.zeros((0, 2 * ne)), np.inf, t0, tf, t_pre, t_post, lam0,
+            False, f"{INTERRUPTED} before any sample was complete" if stopped else str(exc),
+            method, servo.counters["dynamics"], time.perf_counter() - start, names,
+            tuple(f"y{k + 1}" for k in range(nr)))
+        if stopped:
+            raise InversionInterrupted(failed) from None
+        return failed
     finally:
         if bar is not None:
             bar.close()
@@ -366,15 +378,13 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
     err = float(np.max(np.abs(y - y_des)))
     if status and not np.all(np.isfinite(u)):
         status, msg = False, "the feedforward contains NaN/inf"
-    return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, t0, tf, t_pre, t_post, lam0,
-                           bool(status), msg, method, servo.counters["dynamics"],
-                           time.perf_counter() - start, names,
-                           tuple(f"y{k + 1}" for k in range(nr)))
-
-
-def _sample(servo, t, eta, ytraj):
-    rows = [servo.reconstruct(tk, ek, ytraj) for tk, ek in zip(t, eta)]
-    return [np.array([r[k] for r in rows]) for k in range(4)]
+    result = InversionResult(t_out, q, v, a, u, y_des, y, eta, err, t0, tf, t_pre, t_post,
+                             lam0, bool(status), msg, method, servo.counters["dynamics"],
+                             time.perf_counter() - start, names,
+                             tuple(f"y{k + 1}" for k in range(nr)))
+    if msg.startswith(INTERRUPTED):  # Ctrl-C: the caller writes the samples kept
+        raise InversionInterrupted(result)
+    return result
 
 
 def _quasi_static(chain, body, q0, v0, a0, u0, counters, step=1e-6):

@@ -27,12 +27,18 @@ import numpy as np
 from scipy.integrate import solve_bvp, solve_ivp
 
 from multibody_dynamics.errors import InputError, MultibodyError
+from multibody_dynamics.interruptible import solve_ivp_keeping
 from multibody_dynamics.model import MultibodyModel
 
 from ..outputs import Output
 from ..tasks import Task
 from .protocol import InverseModel
-from .result import InversionResult
+from .result import InversionInterrupted, InversionResult
+
+#: Start of the message of an integration that Ctrl-C stopped (:func:`integrate_forward`,
+#: :meth:`Recorder.sample`): its samples are kept and the inversion raises
+#: :class:`.result.InversionInterrupted` with them.
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 @dataclass(frozen=True)
@@ -102,28 +108,71 @@ def decay_time(lam, tol):
 
 
 class Recorder:
-    """``q, v, a, u`` (each (N, .)) of ``servo`` along internal states ``eta`` (N, 2 n)."""
+    """``q, v, a, u`` (each (N, .)) of ``servo`` along internal states ``eta`` (N, 2 n).
 
-    def __init__(self, servo: InverseModel, ytraj):
+    With ``keep_on_interrupt``, Ctrl-C during :meth:`sample` keeps the rows reconstructed
+    before it: they are returned (N' < N rows) and ``interrupted`` is set True (without it,
+    Ctrl-C raises ``KeyboardInterrupt`` as usual).
+    """
+
+    def __init__(self, servo: InverseModel, ytraj, keep_on_interrupt: bool = False):
         self.servo, self.ytraj = servo, ytraj
+        self.keep_on_interrupt = keep_on_interrupt
+        self.interrupted = False
 
     def sample(self, t, eta):
-        rows = [self.servo.reconstruct(tk, ek, self.ytraj) for tk, ek in zip(t, eta)]
-        return [np.array([r[k] for r in rows]) for k in range(4)]
+        rows = []
+        try:
+            for tk, ek in zip(t, eta):
+                rows.append(self.servo.reconstruct(tk, ek, self.ytraj))
+        except KeyboardInterrupt:
+            if not (self.keep_on_interrupt and rows):  # nothing to keep: interrupt as usual
+                raise
+            self.interrupted = True
+        return [np.array([r[k] for r in rows]).reshape(len(rows), -1) for k in range(4)]
 
 
-def integrate_forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch):
+def record(servo: InverseModel, ytraj, t_out, eta, status: bool, msg: str):
+    """``(t_out, q, v, a, u, eta, status, msg)`` reconstructed along ``eta`` (N, 2 n) by a
+    :class:`Recorder`; cut where Ctrl-C stopped the reconstruction (the samples before it are
+    complete; the message then starts with :data:`INTERRUPTED`)."""
+    recorder = Recorder(servo, ytraj, keep_on_interrupt=True)
+    q, v, a, u = recorder.sample(t_out, eta)
+    if recorder.interrupted:
+        n = len(q)
+        status, msg = False, (f"{INTERRUPTED} while reconstructing the motion at t = "
+                              f"{t_out[min(n, len(t_out) - 1)]:.6g} s; the {n} samples before "
+                              "are kept")
+        t_out, eta = t_out[:n], eta[:n]
+    return t_out, q, v, a, u, eta, status, msg
+
+
+def integrate_forward(rhs, x0, t_out, rtol, atol, max_step, limit, watch,
+                      interruptible: bool = False):
     """Integrate with DOP853; stop when the watched internal states exceed ``limit``.
 
     Returns ``(x (N', n), success, message)``; N' < N when the integration stopped early.
+    With ``interruptible``, Ctrl-C ends the integration at the end of the solver step under
+    way, keeping the samples up to there
+    (:func:`~multibody_dynamics.interruptible.solve_ivp_keeping`), and the message starts
+    with :data:`INTERRUPTED`: the caller must turn that into an interrupt (without it,
+    Ctrl-C raises ``KeyboardInterrupt`` as usual).
     """
     def blowup(t, x):
         return limit - np.max(np.abs(x[watch])) if np.size(watch) else 1.0
 
     blowup.terminal = True
-    sol = solve_ivp(rhs, (t_out[0], t_out[-1]), x0, method="DOP853", t_eval=t_out, rtol=rtol,
-                    atol=atol, max_step=max_step, events=blowup)
+    if interruptible:
+        sol, stopped = solve_ivp_keeping(rhs, (t_out[0], t_out[-1]), x0, method="DOP853",
+                                         t_eval=t_out, rtol=rtol, atol=atol,
+                                         max_step=max_step, events=blowup)
+    else:
+        sol, stopped = solve_ivp(rhs, (t_out[0], t_out[-1]), x0, method="DOP853",
+                                 t_eval=t_out, rtol=rtol, atol=atol, max_step=max_step,
+                                 events=blowup), None
     x = sol.y.T
+    if stopped is not None:
+        return x, False, f"{INTERRUPTED} at t = {stopped:.6g} s; the samples until then are kept"
     if sol.status == 1:
         return x, False, (f"internal dynamics diverge: a passive coordinate reached {limit:g} "
                           f"at t = {sol.t_events[0][0]:.4g} s")
@@ -275,6 +324,12 @@ def _invert_internal(problem: Problem, options) -> InversionResult:
     except MultibodyError as exc:
         return problem.failure(str(exc), t_pre=run.t_pre, t_post=run.t_post,
                                eigenvalues=run.lam0, nfev=run.servo.counters["dynamics"])
+    except KeyboardInterrupt:  # outside the stages that keep samples (e.g. solve_bvp)
+        stage = ("while solving the boundary value problem: it has no solved sample before it "
+                 "converges" if run.stable else "before any sample was complete")
+        raise InversionInterrupted(problem.failure(
+            f"{INTERRUPTED} {stage}", t_pre=run.t_pre, t_post=run.t_post,
+            eigenvalues=run.lam0)) from None
     return run.result(*trajectory)
 
 
@@ -387,8 +442,7 @@ class _InternalInversion:
         eta, status, msg = solve_stable(self.servo, self.ytraj, self.t_out, self.eta0, self.etaf,
                                         self.Q0, self.Qf, o.max_nodes, o.bvp_tol, o.guess,
                                         o.verbose)
-        q, v, a, u = Recorder(self.servo, self.ytraj).sample(self.t_out, eta)
-        return self.t_out, q, v, a, u, eta, status, msg
+        return record(self.servo, self.ytraj, self.t_out, eta, status, msg)
 
     def _classical(self):
         """Method ``"classical"``: eta integrated forward."""
@@ -398,10 +452,8 @@ class _InternalInversion:
         step = self._max_step(10 * dt if self.problem.output.linear else dt)
         eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
                                              self.eta0, self.t_out, o.rtol, o.atol, step,
-                                             o.eta_limit, np.arange(self.n))
-        t_out = self.t_out[: len(eta)]
-        q, v, a, u = Recorder(servo, ytraj).sample(t_out, eta)
-        return t_out, q, v, a, u, eta, status, msg
+                                             o.eta_limit, np.arange(self.n), interruptible=True)
+        return record(servo, ytraj, self.t_out[: len(eta)], eta, status, msg)
 
     def _ode(self):
         """Method ``"ode"``: (q, v) integrated forward (5.21)-(5.22)."""
@@ -413,7 +465,8 @@ class _InternalInversion:
             return np.concatenate([x[nq:], servo.accelerations(x[:nq], x[nq:], ytraj(t)[2])])
 
         x, status, msg = integrate_forward(rhs, x0, self.t_out, o.rtol, o.atol,
-                                           self._max_step(10 * o.dt), o.eta_limit, servo.iu)
+                                           self._max_step(10 * o.dt), o.eta_limit, servo.iu,
+                                           interruptible=True)
         t_out = self.t_out[: len(x)]
         q, v = x[:, :nq], x[:, nq:]
         return (t_out, q, v, *self._along(t_out, q, v), status, msg)
@@ -434,7 +487,7 @@ class _InternalInversion:
 
         x, status, msg = integrate_forward(
             rhs, np.concatenate([q0, self.eta0[self.n:]]), self.t_out, o.rtol, o.atol,
-            self._max_step(10 * o.dt), o.eta_limit, servo.iu)
+            self._max_step(10 * o.dt), o.eta_limit, servo.iu, interruptible=True)
         t_out = self.t_out[: len(x)]
         q = x[:, :nq]
         v = np.array([full_v(tk, xk) for tk, xk in zip(t_out, x)])
@@ -462,8 +515,12 @@ class _InternalInversion:
         err = float(np.max(np.abs(y - y_des))) if len(y) else np.inf
         if status and not np.all(np.isfinite(u)):
             status, msg = False, "the feedforward contains NaN/inf"
-        return InversionResult(t_out, q, v, a, u, y_des, y, eta, err, self.t0, self.tf,
-                               self.t_pre, self.t_post, lam0, bool(status), msg,
-                               problem.method, servo.counters["dynamics"],
-                               time.perf_counter() - problem.start, model.input_names,
-                               output.names)
+        result = InversionResult(t_out, q, v, a, u, y_des.reshape(len(t_out), -1),
+                                 y.reshape(len(t_out), -1), eta, err, self.t0, self.tf,
+                                 self.t_pre, self.t_post, lam0, bool(status), msg,
+                                 problem.method, servo.counters["dynamics"],
+                                 time.perf_counter() - problem.start, model.input_names,
+                                 output.names)
+        if msg.startswith(INTERRUPTED):  # Ctrl-C: the caller writes the samples kept
+            raise InversionInterrupted(result)
+        return result

@@ -81,7 +81,7 @@ from ..inversion.flexible import (
     invert_flexible,
     track_flexible,
 )
-from ..inversion.result import InversionResult
+from ..inversion.result import InversionInterrupted, InversionResult
 from ..tasks import Task, TimeLaw, straight_line
 from .schema import err as _err
 from .schema import flag as _flag
@@ -201,6 +201,8 @@ def run_flexible_scenario(sc, progress: bool | Callable[[str], None] = False):
     the stage lines of a closed model (:func:`run_closed_scenario`).
 
     A failed design keeps its result (``success=False``, the message) and ``None`` tracking.
+    Ctrl-C raises :class:`FlexibleScenarioInterrupted` with the designs done and the samples
+    of the one under way (open chains).
     """
     if isinstance(sc, ClosedInversionScenario):
         return run_closed_scenario(sc, progress)
@@ -210,16 +212,35 @@ def run_flexible_scenario(sc, progress: bool | Callable[[str], None] = False):
     if options.get("t_end") is None and sc.tracking.get("t_end") is not None:
         options["t_end"] = sc.tracking["t_end"]  # every design over the whole check
     for method in sc.methods:
-        result = invert_flexible(sc.chain, sc.task, method, gamma=sc.gamma, dt=sc.dt,
-                                 ik_guess=sc.ik_guess, progress=progress, **options)
+        try:
+            result = invert_flexible(sc.chain, sc.task, method, gamma=sc.gamma, dt=sc.dt,
+                                     ik_guess=sc.ik_guess, progress=progress, **options)
+        except InversionInterrupted as exc:
+            out[method] = (exc.result, None)
+            raise FlexibleScenarioInterrupted(out, method) from None
         track = None
         if sc.verify and result.success:
             try:
                 track = track_flexible(sc.chain, result, sc.task, dt=sc.dt, **sc.tracking)
             except MultibodyError as exc:  # keep the design, say why it has no tracking check
                 result = replace(result, message=f"{result.message}; tracking check failed: {exc}")
+            except KeyboardInterrupt:  # the design is complete, its check is not
+                out[method] = (replace(result, success=False, message=(
+                    "the tracking check was interrupted (Ctrl-C); the inversion's "
+                    f"{result.t.size} samples are complete, unverified")), None)
+                raise FlexibleScenarioInterrupted(out, method) from None
         out[method] = (result, track)
     return out
+
+
+class FlexibleScenarioInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_flexible_scenario` (open chain): still an interrupt for the
+    caller, carrying ``runs`` (``{method: (result, tracking)}`` of the designs done and, last,
+    the partial result of ``method``, the design under way)."""
+
+    def __init__(self, runs: dict, method: str):
+        super().__init__(runs[method][0].message)
+        self.runs, self.method = runs, method
 
 
 # ============================================================================ closed loops
@@ -469,6 +490,8 @@ def run_closed_scenario(sc: ClosedInversionScenario,
     ``progress``: False, quiet; True, tqdm bars of the long stages on stderr; a callable,
     the bars and one line per finished stage (the rigid task path, then each design with its
     message and wall time [s]) passed to it.
+
+    Ctrl-C raises :class:`ClosedScenarioInterrupted` with the designs completed before.
     """
     import time
 
@@ -488,6 +511,8 @@ def run_closed_scenario(sc: ClosedInversionScenario,
         try:
             d = run_closed_design(sc.system, sc.task, t, spec, path=path, verify=sc.verify,
                                   tracking=tracking, progress=progress, **opts)
+        except KeyboardInterrupt:  # the designs before are complete: hand them over
+            raise ClosedScenarioInterrupted(out, spec.label) from None
         except MultibodyError as exc:  # keep going; the summary says why
             empty, none = np.zeros((0, sc.system.nv)), np.zeros((0, sc.system.nu))
             res = ClosedInversion(
@@ -501,5 +526,16 @@ def run_closed_scenario(sc: ClosedInversionScenario,
         if say is not None:
             say(f"{spec.label}: {d.result.message} ({time.perf_counter() - start:.1f} s)")
     return out
+
+
+class ClosedScenarioInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_closed_scenario`: still an interrupt for the caller, carrying
+    ``runs`` (``{label: ClosedDesign}`` of the designs completed) and ``label``, the design
+    under way (nothing of it is kept)."""
+
+    def __init__(self, runs: dict, label: str):
+        super().__init__(f"interrupted (Ctrl-C) during the design {label}; the {len(runs)} "
+                         "design(s) before are complete")
+        self.runs, self.label = runs, label
 
 

@@ -579,7 +579,7 @@ class ClosedFlexibleChain:
                  rtol: float = 1e-9, atol: float = 1e-11, baumgarte=(0.0, 0.0),
                  project: bool = True, method: str = "DOP853",
                  feedback: Callable[[float, np.ndarray, np.ndarray], np.ndarray] | None = None,
-                 max_step: float = np.inf) -> ClosedSimulation:
+                 max_step: float = np.inf, interrupted: list | None = None) -> ClosedSimulation:
         """Integrate the closed system over the sample times ``t`` (N,) [s].
 
         Between samples the index-1 form is integrated (scipy ``method``, ``rtol``, ``atol``,
@@ -589,7 +589,10 @@ class ClosedFlexibleChain:
         ``q0, v0`` are projected first.  The result
         (:class:`~multibody_dynamics.flexible.simulation.ClosedSimulation`, a
         :class:`~multibody_dynamics.simulate.SimulationResult`) holds the energy and the
-        generalized input ``B (u + feedback)`` at each sample besides the states.
+        generalized input ``B (u + feedback)`` at each sample besides the states.  With a list
+        ``interrupted``, Ctrl-C ends the run at the sample under way: the samples before it are
+        returned and the time [s] where it stopped is appended to the list (without it, Ctrl-C
+        raises as usual).
         """
         t = np.asarray(t, float)
         if t.ndim != 1 or t.size < 2 or np.any(np.diff(t) <= 0):
@@ -622,6 +625,12 @@ class ClosedFlexibleChain:
                                 rtol=rtol, atol=atol, max_step=max_step)
             except (SolverError, np.linalg.LinAlgError) as exc:
                 ok, msg = False, f"failed at t = {t[k]:.4g} s: {exc}"
+                break
+            except KeyboardInterrupt:
+                if interrupted is None:
+                    raise
+                interrupted.append(float(t[k]))
+                ok, msg = False, f"interrupted at t = {t[k]:.6g} s"
                 break
             if sol.status != 0:
                 ok, msg = False, f"integration failed at t = {t[k]:.4g} s: {sol.message}"

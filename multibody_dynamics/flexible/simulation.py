@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from ..deprecation import deprecated_alias
 from ..errors import DimensionError, InputError
-from ..simulate import SimulationResult
+from ..interruptible import solve_ivp_keeping
+from ..simulate import SimulationInterrupted, SimulationResult
 from .system import FlexibleChain
 
 
@@ -112,6 +112,13 @@ class ClosedSimulation(FlexibleSimulation):
     constraint_error = deprecated_alias("residual", "constraint_error")
 
 
+class FlexibleSimulationInterrupted(SimulationInterrupted):
+    """Ctrl-C during :func:`simulate_flexible`: a
+    :class:`~multibody_dynamics.simulate.SimulationInterrupted` (so still an interrupt for the
+    caller) carrying the partial :class:`FlexibleSimulation` (``success`` False, the samples
+    computed before) as ``result``."""
+
+
 class TimeProgress:
     """tqdm bar over simulated time [s] on stderr, advanced by :meth:`tick` with the times at
     which an integrator evaluates the dynamics (redrawn at most every 0.5 % of ``duration``).
@@ -202,24 +209,38 @@ def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start) -> FlexibleSi
             bar.tick(tk)
             return f(tk, x)
 
-        sol = solve_ivp(rhs, (0.0, t[-1]), np.r_[q0, v0], method="DOP853", t_eval=t,
-                        rtol=rtol, atol=atol)
+        sol, stopped = solve_ivp_keeping(rhs, (0.0, t[-1]), np.r_[q0, v0], method="DOP853",
+                                         t_eval=t, rtol=rtol, atol=atol)
         q, v = sol.y[:nv].T, sol.y[nv:].T
         ok = sol.status == 0 and np.all(np.isfinite(sol.y))
         msg = (f"completed (DOP853, rtol {rtol:g}, atol {atol:g})" if ok else
                f"integration failed at t = {sol.t[-1]:.4g} s: {sol.message}")
+        if stopped is not None:
+            msg = _interrupted_message(stopped)
         energy = np.array([model.energy(qk, vk) for qk, vk in zip(q, v)])
         n = sol.t.size
-        return FlexibleSimulation(
+        result = FlexibleSimulation(
             t=sol.t, q=q, v=v, tau=np.tile(model.B @ u, (n, 1)), energy=energy,
-            success=bool(ok), message=msg, nsteps=0, wall_time=time.perf_counter() - start,
-            names=names, q_names=names, lam=np.zeros((n, 0)), residual=np.zeros(n),
-            velocity_residual=np.zeros(n), nrejected=None,
-            nfev=int(sol.nfev), mode="adaptive", name=name)
+            success=bool(ok and stopped is None), message=msg, nsteps=0,
+            wall_time=time.perf_counter() - start, names=names, q_names=names,
+            lam=np.zeros((n, 0)), residual=np.zeros(n), velocity_residual=np.zeros(n),
+            nrejected=None, nfev=int(sol.nfev), mode="adaptive", name=name)
+        if stopped is not None:
+            raise FlexibleSimulationInterrupted(result)
+        return result
 
     def u_of(tk):
         bar.tick(tk)
         return u
 
-    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol)
-    return replace(sim, name=name, wall_time=time.perf_counter() - start)
+    stopped: list = []  # Ctrl-C between two samples: the samples before it are complete
+    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol, interrupted=stopped)
+    result = replace(sim, name=name, wall_time=time.perf_counter() - start)
+    if stopped:
+        result = replace(result, success=False, message=_interrupted_message(stopped[0]))
+        raise FlexibleSimulationInterrupted(result)
+    return result
+
+
+def _interrupted_message(t_stop: float) -> str:
+    return f"interrupted at t = {t_stop:.6g} s; the samples recorded until then are kept"

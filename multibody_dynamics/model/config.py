@@ -19,6 +19,8 @@ Schema (every key but ``name`` optional; units in brackets)::
     initial_positions:                 # default start of every command [rad | m], by 1-DoF
       crank: 0.4                       #   joint (continuous joints by angle); closed loops:
                                        #   the others are solved (assembly), or refused
+    mjcf_keyframe: home                # an MJCF `urdf`: the <key> whose qpos is the start
+                                       #   [default: the first key; initial_positions wins]
     closures:                          # loop closures / contacts of the spanning tree
       - name: loop                     # str, unique
         type: revolute                 # one of CLOSURE_ROWS below
@@ -59,7 +61,7 @@ _NEEDS_NORMAL = {"point_on_plane", "planar_weld", "planar_revolute", "planar_pri
 
 _TOP_KEYS = {
     "name", "description", "source", "urdf", "gravity", "end_effector",
-    "passive_joints", "actuation", "closures", "initial_positions",
+    "passive_joints", "actuation", "closures", "initial_positions", "mjcf_keyframe",
 }
 _PASSIVE_KEYS = {"stiffness", "damping", "rest"}
 _CLOSURE_KEYS = {"name", "type", "frame_a", "frame_b", "axis", "normal"}
@@ -106,6 +108,7 @@ class ModelConfig:
     actuation_matrix: np.ndarray | None = None
     closures: tuple[ClosureSpec, ...] = ()
     initial_positions: dict[str, float] = field(default_factory=dict)
+    mjcf_keyframe: str | None = None
 
 
 class YamlChecker:
@@ -320,4 +323,6 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C90
         actuation_matrix=matrix,
         closures=tuple(closures),
         initial_positions=initial,
+        mjcf_keyframe=(w.string(raw["mjcf_keyframe"], "mjcf_keyframe")
+                       if raw.get("mjcf_keyframe") is not None else None),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pinocchio as pin
 
 from ..errors import InputError, ModelError
 
@@ -133,3 +134,75 @@ def configuration_from_values(model, values: Sequence[float], flag: str) -> np.n
                              f"unit pair (norm {norm:.6g}); give its angle instead "
                              f"({model.nv} values: {names})")
     return x.copy()
+
+
+#: Continuous (unbounded revolute) joints and the revolute joint with the same motion.
+_BOUNDED = {"JointModelRUBX": pin.JointModelRX, "JointModelRUBY": pin.JointModelRY,
+            "JointModelRUBZ": pin.JointModelRZ}
+
+
+def angle_chart_model(model):
+    """The same rigid model with every continuous joint as a revolute joint: nq == nv.
+
+    A continuous joint (pinocchio's ``JointModelRUB*``, configuration ``(cos, sin)``) and the
+    revolute joint about the same axis have the same velocity coordinate, motion subspace and
+    kinematics at the same angle, so the mass matrix, the bias forces, the Jacobians, ``B``
+    and the springs are equal, value for value: only the configuration chart differs (the
+    angle instead of the unit pair).  Code that needs ``q`` to be coordinates (outputs with
+    joint rows, servo-constraints, the analysis) runs on this model; :class:`JointAngles` of
+    the original model maps configurations between the two.
+
+    Parameters
+    ----------
+    model : MultibodyModel
+        Joints with one velocity coordinate each.
+
+    Returns
+    -------
+    MultibodyModel
+        ``model`` itself when it has no continuous joint; otherwise a copy with the twin
+        pinocchio model (same joint and frame names and order) and ``q_rest``, ``q_initial``
+        (nv,) as angles [rad | m].
+
+    Raises
+    ------
+    ModelError
+        A joint with several velocity coordinates (free flyer, spherical, planar), or a
+        continuous joint about an axis other than x, y or z of its frame.
+    """
+    from dataclasses import replace
+
+    maps = JointAngles(model)  # ModelError for multi-DoF joints
+    if maps.simple:
+        return model
+    pm = model.pin_model
+    twin = pin.Model()
+    twin.name = pm.name
+    for jid in range(1, pm.njoints):
+        j = pm.joints[jid]
+        if j.nq == 2:
+            if j.shortname() not in _BOUNDED:
+                raise ModelError(f"{model.name}: continuous joint {pm.names[jid]!r} "
+                                 f"({j.shortname()}): only axes x, y, z of the joint frame can "
+                                 "be taken by angle")
+            jm = _BOUNDED[j.shortname()]()
+        else:
+            jm = j
+        new = twin.addJoint(pm.parents[jid], jm, pm.jointPlacements[jid], pm.names[jid])
+        twin.inertias[new] = pm.inertias[jid]
+    for f in list(pm.frames)[1:]:  # frame 0 is the universe, which pin.Model() has
+        twin.addFrame(pin.Frame(f.name, f.parentJoint, f.parentFrame, f.placement, f.type,
+                                f.inertia), False)
+    twin.gravity = pm.gravity
+    twin.armature = pm.armature.copy()
+    lo = maps.angles(pm.lowerPositionLimit)
+    hi = maps.angles(pm.upperPositionLimit)
+    lo[maps.continuous], hi[maps.continuous] = -np.inf, np.inf
+    twin.lowerPositionLimit, twin.upperPositionLimit = lo, hi
+    twin.velocityLimit, twin.effortLimit = pm.velocityLimit.copy(), pm.effortLimit.copy()
+    q_rest, q_initial = maps.angles(model.q_rest), maps.angles(model.q_initial)
+    for arr in (q_rest, q_initial):
+        arr.setflags(write=False)
+    names = ", ".join(model.coordinate_names[k] for k in maps.continuous)
+    return replace(model, pin_model=twin, q_rest=q_rest, q_initial=q_initial,
+                   notes=model.notes + (f"continuous joint(s) taken by angle: {names}",))

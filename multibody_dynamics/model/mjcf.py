@@ -30,10 +30,24 @@ result is handed to pinocchio, and the rest becomes the suite's model data:
   one MuJoCo 3/4 evaluates, which the XML reference words loosely.  Two frames are added to
   the model per constraint (``<name>_a`` on body1, ``<name>_b`` on body2 or the world) that coincide when
   the constraint holds.
-* ``<actuator>`` entries with a joint transmission give the actuation map ``B`` (the first
-  ``gear`` value on the joint's velocity coordinate); the joints no actuator drives are
-  passive, with the joint's ``stiffness``, ``damping`` and ``springref`` as their spring.
-  Without an ``<actuator>`` section every joint is actuated, as for a plain URDF.
+* ``<actuator>`` entries with a joint transmission give the actuation map ``B``; the joints
+  no actuator drives are passive, with the joint's ``stiffness``, ``damping`` and
+  ``springref`` as their spring.  Without an ``<actuator>`` section every joint is actuated,
+  as for a plain URDF.  MuJoCo's actuator force is ``gain * ctrl + bias1 * L + bias2 * L'``
+  with the length ``L = gear * q`` and the joint force ``gear`` times it (XML reference,
+  *actuator*; ``mju_muscleGain``-free kinds only), so an actuator adds ``gear * gain`` to
+  ``B`` (the input is its ``ctrl``) and ``-gear^2 bias1``, ``-gear^2 bias2`` to the joint's
+  stiffness (rest at q = 0) and damping.  ``<motor>``: gain 1, no bias; ``<position kp kv>``:
+  gain kp, bias (-kp, -kv) (a PD servo to ``ctrl``); ``<velocity kv>``: gain kv, bias
+  (0, -kv); ``<general>`` with ``gaintype="fixed"`` (gain ``gainprm[0]``), ``biastype``
+  ``"none"`` or ``"affine"`` (``biasprm[1:3]``, and ``biasprm[0] = 0``) and
+  ``dyntype="none"``.  Actuators with activation dynamics (``dyntype``, ``timeconst``,
+  ``intvelocity``, ``cylinder``, ``muscle``), a ctrl-dependent gain (``damper``,
+  ``gaintype="affine"``), ``dampratio`` or a constant bias force are refused, naming the
+  actuator; ``ctrlrange`` and ``forcerange`` are not enforced (a note says so).
+* ``<keyframe>``: the ``qpos`` of the first ``<key>`` (or of the key a model YAML names with
+  ``mjcf_keyframe``) is the default start (``initial_positions``) in place of ``qpos0``; its
+  ``qvel``, ``act``, ``ctrl`` and ``time`` are not used.
 * ``<option gravity>`` is the gravity (MuJoCo's default ``0 0 -9.81``; zero with
   ``<flag gravity="disable"/>``).
 
@@ -51,7 +65,7 @@ from __future__ import annotations
 import os
 import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +82,9 @@ WORLD_BODY = "mjcf_world"
 
 _ACTUATOR_TAGS = ("motor", "general", "position", "velocity", "intvelocity", "damper",
                   "cylinder", "muscle", "adhesion", "plugin")
-_SERVO_TAGS = ("position", "velocity", "intvelocity", "damper", "cylinder", "muscle")
+#: What :func:`_actuator_law` maps, for the one-line refusal of the rest.
+_SUPPORTED_ACTUATORS = ("motor; position (kp, kv); velocity (kv); general with "
+                        "gaintype=fixed, biastype=none|affine (biasprm[0] = 0) and dyntype=none")
 
 
 def is_mjcf_file(path: str | Path) -> bool:
@@ -120,7 +136,17 @@ class MjcfModel:
         [m/s^2] from ``<option gravity>``.
     equalities : tuple of MjcfEquality
     actuators : tuple of (str, str, float) or None
-        (input name, joint name, gear) per actuator; None without an ``<actuator>`` section.
+        (input name, joint name, ``gear * gain``: the entry of ``B``) per actuator; None
+        without an ``<actuator>`` section.
+    servos : dict of str to (stiffness, damping)
+        Per actuated joint whose actuators have a bias (position and velocity servos): the
+        joint stiffness [N m/rad | N/m] (rest at q = 0) and damping [N m s/rad | N s/m]
+        their bias adds.
+    keyframes : dict of str to dict of str to float
+        Per ``<key>`` (its name, ``key<k>`` when unnamed; in file order): the hinge and slide
+        positions of its ``qpos`` [rad | m] by joint name (past the end of a short ``qpos``
+        only the joints with a ``ref``: the others are at 0 in MuJoCo, and in a closed loop
+        they are solved by the assembly).
     springs : dict of str to (stiffness, damping, rest)
         Per joint with a non-zero stiffness or damping [N m/rad | N/m, N m s/rad | N s/m,
         rad | m].
@@ -137,6 +163,8 @@ class MjcfModel:
     springs: dict
     refs: dict
     notes: tuple[str, ...]
+    servos: dict = field(default_factory=dict)
+    keyframes: dict = field(default_factory=dict)
 
 
 def _floats(text, n, where, path):
@@ -253,8 +281,8 @@ def _split_joints(parent: ET.Element) -> None:
 
 def _normalized(root: ET.Element, path: Path, name: str) -> str:
     """The XML pinocchio reads: one root body carrying the bodies and sites of <worldbody>,
-    one joint per body (:func:`_split_joints`), a model name, and mesh/asset folders made
-    absolute."""
+    one joint per body (:func:`_split_joints`), a model name, mesh/asset folders made
+    absolute, and no ``<keyframe>``."""
     root.set("model", name)
     world = root.find("worldbody")
     if world is None or world.find("body") is None:
@@ -266,6 +294,8 @@ def _normalized(root: ET.Element, path: Path, name: str) -> str:
             carrier.append(child)
     world.insert(0, carrier)
     _split_joints(carrier)
+    for section in root.findall("keyframe"):  # read here (_keyframes); pinocchio 4.1 refuses
+        root.remove(section)                  # a qpos shorter than nq, which MuJoCo pads
     compiler = root.find("compiler")
     if compiler is None:
         compiler = ET.SubElement(root, "compiler")
@@ -314,6 +344,7 @@ def _joints(root: ET.Element, defaults: _Defaults, path: Path, model: pin.Model)
     scale = _angle_scale(root)
     for name, (j, cls) in joints.items():
         jtype = defaults.get(j, "joint", "type", cls, "hinge")
+        j.set("_type", str(jtype))
         j.set("_scale", str(scale if jtype in ("hinge", "ball") else 1.0))
         try:
             ref = float(defaults.get(j, "joint", "ref", cls, "0")) * float(j.get("_scale"))
@@ -368,11 +399,62 @@ def _springs(joints, defaults, path):
     return springs
 
 
+def _actuator_law(act: ET.Element, defaults: _Defaults, label: str, path: Path):
+    """``(gain, bias1, bias2)`` of MuJoCo's actuator force ``gain * ctrl + bias1 * L +
+    bias2 * L'`` (L the actuator length), or a :class:`ModelError` naming the actuator."""
+    cls = act.get("class")
+
+    def text(key, default):
+        return str(defaults.get(act, act.tag, key, cls, default))
+
+    def numbers(key, default, n):
+        try:
+            values = [float(x) for x in text(key, default).split()]
+        except ValueError:
+            raise ModelError(f"{path}: actuator {label!r}: {key} must be numbers, got "
+                             f"{text(key, default)!r}") from None
+        return (values + [0.0] * n)[:n]
+
+    def refuse(what):
+        return ModelError(f"{path}: actuator {label!r} (<{act.tag}>): {what} is not supported; "
+                          f"supported: {_SUPPORTED_ACTUATORS}")
+
+    if act.tag == "motor":
+        return 1.0, 0.0, 0.0
+    if act.tag == "position":
+        if numbers("timeconst", "0", 1)[0] > 0:
+            raise refuse("timeconst > 0 (activation dynamics)")
+        if act.get("dampratio") is not None:
+            raise refuse("dampratio (a damping from the reflected inertia)")
+        kp, kv = numbers("kp", "1", 1)[0], numbers("kv", "0", 1)[0]
+        return kp, -kp, -kv
+    if act.tag == "velocity":
+        kv = numbers("kv", "1", 1)[0]
+        return kv, 0.0, -kv
+    if act.tag != "general":
+        raise refuse("this actuator kind")
+    for key, allowed in (("dyntype", ("none",)), ("gaintype", ("fixed",)),
+                         ("biastype", ("none", "affine"))):
+        value = text(key, allowed[0])
+        if value not in allowed:
+            raise refuse(f"{key}={value!r}")
+    gain = numbers("gainprm", "1", 1)[0]
+    if text("biastype", "none") == "none":
+        return gain, 0.0, 0.0
+    bias = numbers("biasprm", "0", 3)
+    if bias[0] != 0.0:
+        raise refuse(f"a constant bias force (biasprm[0] = {bias[0]:g})")
+    return gain, bias[1], bias[2]
+
+
 def _actuators(root, defaults, path, model, notes):
+    """``(actuators, servos)`` of :class:`MjcfModel` (None, {} without an <actuator>)."""
     section = root.find("actuator")
     if section is None:
-        return None
-    out = []
+        return None, {}
+    out: list[tuple[str, str, float]] = []
+    servos: dict[str, tuple[float, float]] = {}
+    limited: list[str] = []
     for k, act in enumerate(section):
         if act.tag not in _ACTUATOR_TAGS:
             continue
@@ -387,13 +469,72 @@ def _actuators(root, defaults, path, model, notes):
                 "(hinge or slide expected; pinocchio merges the joints of a body that has "
                 "several into one composite joint, which actuators cannot address)")
         gear = float(str(defaults.get(act, act.tag, "gear", act.get("class"), "1")).split()[0])
-        out.append((act.get("name") or joint, joint, gear))
-        if act.tag in _SERVO_TAGS:
-            notes.append(f"actuator {label!r} (<{act.tag}>) taken as a force input on joint "
-                         f"{joint!r}; its servo gains are not modelled")
+        gain, bias1, bias2 = _actuator_law(act, defaults, label, path)
+        out.append((act.get("name") or joint, joint, gear * gain))
+        if bias1 or bias2:
+            stiffness, damping = -gear * gear * bias1, -gear * gear * bias2
+            if stiffness < 0 or damping < 0:
+                raise ModelError(f"{path}: actuator {label!r}: its bias gives the joint a "
+                                 f"negative stiffness or damping ({stiffness:g}, {damping:g}); "
+                                 "expected kp, kv >= 0 (biasprm[1], biasprm[2] <= 0)")
+            k0, d0 = servos.get(joint, (0.0, 0.0))
+            servos[joint] = (k0 + stiffness, d0 + damping)
+        if any(defaults.get(act, act.tag, key, act.get("class")) is not None
+               for key in ("ctrlrange", "forcerange")):
+            limited.append(label)
+    if servos:
+        notes.append("servo actuator(s) as joint stiffness and damping with the input as their "
+                     f"ctrl (setpoint): {', '.join(servos)}")
+    if limited:
+        notes.append(f"ctrlrange/forcerange not enforced: {', '.join(limited)}")
     if not out:
-        return None
-    return tuple(out)
+        return None, {}
+    return tuple(out), servos
+
+
+def _keyframes(root: ET.Element, joints, path: Path, model: pin.Model, refs, notes) -> dict:
+    """{key name: {joint: qpos value}} of ``<keyframe>`` (hinges and slides; MuJoCo's qpos
+    order is the depth-first order of the joints in the file, as pinocchio's here)."""
+    section = root.find("keyframe")
+    if section is None:
+        return {}
+    sizes = {"free": 7, "ball": 4, "hinge": 1, "slide": 1}
+    layout = []  # (joint name or None, its qpos size, hinge/slide?)
+    for body in _worldbody(root).iter("body"):  # bodies in pre-order, joints in file order
+        for j in body:
+            if j.tag not in ("joint", "freejoint"):
+                continue
+            name = j.get("name")
+            jtype = "free" if j.tag == "freejoint" else (
+                joints[name][0].get("_type") if name in joints else j.get("type", "hinge"))
+            layout.append((name, sizes.get(str(jtype), 1), jtype in ("hinge", "slide")))
+    nq = sum(size for _, size, _ in layout)
+    out: dict = {}
+    for k, key in enumerate(section.findall("key")):
+        name = key.get("name") or f"key{k}"
+        if key.get("qpos") is None:
+            continue  # a key of velocities or controls only: qpos0
+        try:
+            qpos = [float(x) for x in str(key.get("qpos")).split()]
+        except ValueError:
+            qpos = [np.nan] * (nq + 1)
+        if not qpos or len(qpos) > nq or not np.all(np.isfinite(qpos)):
+            raise ModelError(f"{path}: keyframe <key name={name!r}> qpos: expected at most {nq} "
+                             f"numbers (MuJoCo's qpos), got {key.get('qpos')!r}")
+        values, at, skipped = {}, 0, False
+        for joint, size, scalar in layout:
+            if scalar and joint is not None and model.existJointName(joint):
+                if at < len(qpos):
+                    values[joint] = float(qpos[at])
+                elif joint in refs:  # a short qpos: the rest is qpos0, as in MuJoCo (joints
+                    values[joint] = refs[joint]  # at 0 are left to the assembly of a loop)
+            elif at < len(qpos):
+                skipped = True
+            at += size
+        if skipped:
+            notes.append(f"keyframe {name!r}: only hinge and slide positions are used")
+        out[name] = values
+    return out
 
 
 def _body_frame(model: pin.Model, body: str, path: Path, where: str) -> int:
@@ -513,11 +654,13 @@ def read_mjcf(path: str | Path) -> MjcfModel:
     model = _pin_from_xml(_normalized(root, path, name), path)
     _check_bodies(joints_root, model, path)
     joints = _joints(joints_root, defaults, path, model)
-    actuators = _actuators(joints_root, defaults, path, model, notes)
+    actuators, servos = _actuators(joints_root, defaults, path, model, notes)
     springs = _springs(joints, defaults, path)
     q0, refs = _qpos0_and_limits(joints, defaults, model, notes)
     equalities = _equalities(joints_root, path, model, q0, notes)
-    return MjcfModel(name, model, gravity, equalities, actuators, springs, refs, tuple(notes))
+    keyframes = _keyframes(joints_root, joints, path, model, refs, notes)
+    return MjcfModel(name, model, gravity, equalities, actuators, springs, refs, tuple(notes),
+                     servos, keyframes)
 
 
 def _geom_rotation(geom: ET.Element, scale: float, path: Path) -> np.ndarray:

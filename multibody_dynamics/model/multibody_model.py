@@ -322,7 +322,8 @@ def plain_mjcf_config(path: str | Path, tree: MjcfModel | None = None) -> ModelC
 
 def _tree(cfg: ModelConfig, tree: MjcfModel | None):
     """The pinocchio tree of ``cfg.urdf`` (URDF or MJCF), the notes, the MJCF closures and
-    the MJCF joints' non-zero ``ref`` (their qpos0)."""
+    the MJCF start: the joints' non-zero ``ref`` (their qpos0), or the keyframe's qpos
+    (:func:`_mjcf_start`), and the MJCF as read (None for a URDF)."""
     if tree is not None or is_mjcf_file(cfg.urdf):
         tree = read_mjcf(cfg.urdf) if tree is None else tree
         notes = [MJCF_NOTE] if cfg.path is None else []
@@ -331,7 +332,11 @@ def _tree(cfg: ModelConfig, tree: MjcfModel | None):
         if cfg.path is None and ignored:
             notes.append(f"spring/damper of {len(ignored)} actuated joint(s) ignored (only "
                          f"passive joints have them here): {', '.join(ignored)}")
-        return tree.pin_model, notes + list(tree.notes), closures, dict(tree.refs)
+        return (tree.pin_model, notes + list(tree.notes), closures, _mjcf_start(cfg, tree),
+                tree)
+    if cfg.mjcf_keyframe is not None:
+        raise ModelError(f"{cfg.path}: mjcf_keyframe: {cfg.urdf.name} is not an MJCF file; "
+                         "expected the key of an MJCF model's <keyframe>")
     if cfg.urdf.suffix == ".sdf":
         _raise_sdf(cfg.urdf)
     root = check_urdf(cfg.urdf)
@@ -344,7 +349,21 @@ def _tree(cfg: ModelConfig, tree: MjcfModel | None):
         model = pin.buildModelFromUrdf(str(cfg.urdf))
     except Exception as exc:  # pinocchio raises plain RuntimeError/ValueError from C++
         raise ModelError(f"{cfg.urdf}: pinocchio could not build the model ({exc})") from None
-    return model, notes, [], {}
+    return model, notes, [], {}, None
+
+
+def _mjcf_start(cfg: ModelConfig, tree: MjcfModel) -> dict:
+    """Joint name -> start [rad | m] of an MJCF tree: the qpos of the keyframe
+    ``cfg.mjcf_keyframe`` (default: the first ``<key>`` with a qpos), else the joints'
+    non-zero ``ref`` (qpos0)."""
+    name = cfg.mjcf_keyframe
+    if name is not None and name not in tree.keyframes:
+        raise ModelError(f"{cfg.path}: mjcf_keyframe: no <key name={name!r}> with a qpos in "
+                         f"{cfg.urdf.name}; expected one of: "
+                         f"{', '.join(tree.keyframes) or '(none)'}")
+    if name is None and tree.keyframes:
+        name = next(iter(tree.keyframes))
+    return dict(tree.refs) if name is None else dict(tree.keyframes[name])
 
 
 #: What an MJCF file given without a model YAML is taken to be (see :func:`plain_mjcf_config`).
@@ -369,7 +388,7 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
     the MJCF's equality constraints are closures besides those of ``cfg``.
     """
     where = cfg.path or cfg.name
-    model, notes, mjcf_closures, refs = _tree(cfg, tree)
+    model, notes, mjcf_closures, refs, tree = _tree(cfg, tree)
     taken = {c.name for c in cfg.closures}
     dup = [c.name for c in mjcf_closures if c.name in taken]
     if dup:
@@ -403,6 +422,11 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
         _apply_spring(spec, joint, passive, stiffness, damping, q_rest)
 
     B, inputs = _actuation(cfg, where, coords, passive)
+    if tree is not None and cfg.path is None:  # the MJCF's own actuators: servos' PD terms
+        for jname, (k, d) in tree.servos.items():
+            iv = model.joints[model.getJointId(jname)].idx_v
+            stiffness[iv] += k  # rest at q = 0 (q_rest of a hinge or slide): MuJoCo's length
+            damping[iv] += d
 
     closures = []
     for i, c in enumerate(cfg_closures):
@@ -445,11 +469,14 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
         end_effector=cfg.end_effector,
         notes=tuple(notes),
     )
-    # an MJCF tree under a model YAML without initial_positions starts at its qpos0
+    # an MJCF tree under a model YAML without initial_positions starts at its keyframe or
+    # its qpos0
     initial = cfg.initial_positions or refs
     if not initial:
         return model_
-    key = "initial_positions" if cfg.initial_positions else "qpos0 (the MJCF joints' ref)"
+    key = ("initial_positions" if cfg.initial_positions else
+           "the MJCF keyframe's qpos" if tree is not None and tree.keyframes else
+           "qpos0 (the MJCF joints' ref)")
     q_initial = _initial_configuration(model_, initial, where, key)
     q_initial.setflags(write=False)
     return replace(model_, q_initial=q_initial, initial_positions=dict(initial))

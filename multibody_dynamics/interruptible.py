@@ -1,0 +1,76 @@
+"""``scipy.integrate.solve_ivp`` that keeps its samples when Ctrl-C arrives.
+
+A ``KeyboardInterrupt`` raised inside ``solve_ivp`` unwinds through it and loses every sample
+it had computed: they live in local variables of the solver loop.  :func:`solve_ivp_keeping`
+instead defers the first SIGINT while the integration runs: the handler sets a flag, and a
+terminal event ends the integration at the end of the step under way, so the solver returns
+its samples up to there the ordinary way (``status`` 1).  A second Ctrl-C interrupts at once,
+as usual.  Outside the main thread (where Python delivers signals) it is plain ``solve_ivp``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from scipy.integrate import solve_ivp
+
+
+def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):
+    """``solve_ivp(fun, t_span, y0, events=events, **options)``; Ctrl-C ends it, samples kept.
+
+    Parameters
+    ----------
+    fun, t_span, y0, **options
+        As for :func:`scipy.integrate.solve_ivp` (``t_eval``, ``method``, ``rtol``, ...).
+    events : callable or list of callables, optional
+        The caller's events; their indices in ``sol.t_events`` are unchanged (the interrupt
+        event is appended after them).
+
+    Returns
+    -------
+    sol : OdeResult
+        As ``solve_ivp`` returns it; after Ctrl-C, ``status`` 1 and the samples (``t_eval``
+        points or steps) up to the end of the step that was under way.
+    interrupted : float or None
+        The time [s] at which Ctrl-C stopped the integration, None when it was not
+        interrupted.
+
+    Raises
+    ------
+    KeyboardInterrupt
+        On a second Ctrl-C during the same integration.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return solve_ivp(fun, t_span, y0, events=events, **options), None
+    state = {"requested": False, "t_stop": None}
+
+    def on_sigint(signum, frame):
+        if state["requested"]:  # second Ctrl-C: do not wait for the step to end
+            raise KeyboardInterrupt
+        state["requested"] = True
+
+    def stop(t, y):
+        # +1 until Ctrl-C; then t_stop - t, zero at the end of the step where it was seen, so
+        # that the solver's root finding places the terminal event exactly there
+        if not state["requested"]:
+            return 1.0
+        if state["t_stop"] is None:
+            state["t_stop"] = float(t)
+        return state["t_stop"] - float(t)
+
+    stop.terminal = True
+    caller = [] if events is None else (list(events) if isinstance(events, (list, tuple))
+                                        else [events])
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        sol = solve_ivp(fun, t_span, y0, events=[*caller, stop], **options)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    sol.t_events = None if events is None else sol.t_events[:-1]
+    sol.y_events = None if events is None else sol.y_events[:-1]
+    if not state["requested"]:
+        return sol, None
+    # Ctrl-C after the last step's event check: every sample is there, the run still counts
+    # as interrupted
+    return sol, state["t_stop"] if state["t_stop"] is not None else float(sol.t[-1])
