@@ -130,6 +130,6 @@ def test_ctrl_c_keeps_the_samples(tmp_path, capsys, monkeypatch):
     out = tmp_path / "partial.csv"
     assert main(["simulate", "arm7", "--duration", "1", "--quiet", "--out", str(out)]) == 130
     err = capsys.readouterr().err
-    assert "interrupted" in err and "kept and written" in err
+    assert "interrupted" in err and f"partial result written to {out}" in err
     rows = out.read_text().splitlines()
     assert len(rows) - 1 == partial.t.size  # header + the samples up to the interrupt
