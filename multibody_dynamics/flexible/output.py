@@ -67,7 +67,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DimensionError, InputError, ModelError
-from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, element_shapes
+from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, gauss_shapes
 from .modal import ModalBasis
 from .sid import ModalData, modal_data_from_beam
 from .system import FlexibleChain
@@ -187,13 +187,18 @@ def arm_modal_data(basis: ModalBasis, proximal: RigidPart | None = None,
     # add the axial force from the shift lp and from the distal part (Omega^2 per unit)
     kom = elastic.Komega.copy()
     h = cfg.element_length
-    sh = element_shapes(h, cfg.shear_parameter(), _GAUSS_XI)
-    rho_a = cfg.section.rho * cfg.section.A
+    sh = gauss_shapes(h, cfg.shear_parameter())
+    rho_as = np.array([cfg.element_section(e).rho * cfg.element_section(e).A
+                       for e in range(cfg.n_elements)])
     for e in range(cfg.n_elements):
+        if not cfg.uniform:  # a stepped beam: each element its own section
+            sh = gauss_shapes(h, cfg.shear_parameter(e))
         pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
         x = beam.nodes[e] + _GAUSS_XI * h
         dw = sh["dw"] @ pe
-        extra = rho_a * lp * (le - x) + md * rc[0]
+        # lp times the mass beyond x: rho A_e (x_(e+1) - x) plus the elements after e
+        beyond = rho_as[e] * (beam.nodes[e + 1] - x) + h * rho_as[e + 1:].sum()
+        extra = lp * beyond + md * rc[0]
         kom += dw.T @ ((_GAUSS_W * h * extra)[:, None] * dw)
 
     nodes = np.vstack([[0.0, 0.0], elastic.node_positions + np.array([lp, 0.0]),

@@ -55,7 +55,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import InputError, ModelError
-from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, element_shapes
+from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, gauss_shapes
 from .modal import ModalBasis
 
 __all__ = ["FORMAT_VERSION", "KEYS", "ModalData", "modal_data_from_beam", "save_modal_data",
@@ -232,6 +232,12 @@ class ModalData:
         return out
 
 
+def _first_moment_beyond(rho_as: np.ndarray, nodes: np.ndarray, e: int) -> float:
+    """``int_{x_(e+1)}^l rho A s ds`` [kg m] of a stepped beam (the centrifugal axial force
+    per unit Omega^2 that the elements beyond element ``e`` pull with)."""
+    return float(np.sum(rho_as[e + 1:] * 0.5 * (nodes[e + 2:] ** 2 - nodes[e + 1:-1] ** 2)))
+
+
 def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     """Mass integrals of a beam body by consistent (Gauss) integration over its elements.
 
@@ -239,7 +245,8 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     moves by ``(u - eta theta, w)`` with the element interpolations of
     :mod:`~multibody_dynamics.flexible.beam`, so the integrals use the same shape functions as
     the consistent mass matrix (and ``Me`` equals ``Phi^T M Phi`` to rounding). Section terms
-    ``int eta^2 dm`` = ``rho I`` per length enter only if the beam has rotary inertia.
+    ``int eta^2 dm`` = ``rho I`` per length enter only if the beam has rotary inertia. A
+    stepped beam (``config.sections``) is integrated with each element's own section.
 
     Parameters
     ----------
@@ -252,20 +259,30 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     """
     beam = basis.beam
     cfg = beam.config
-    s = cfg.section
-    h, phi_s, length = cfg.element_length, cfg.shear_parameter(), cfg.length
-    rho_a = s.rho * s.A
-    rho_i = s.rho * s.I if cfg.rotary_inertia else 0.0
+    h, length = cfg.element_length, cfg.length
     nq = basis.n_modes
-    sh = element_shapes(h, phi_s, _GAUSS_XI)
+    if cfg.uniform:
+        sh = gauss_shapes(h, cfg.shear_parameter())
+    else:
+        rho_as = np.array([cfg.element_section(e).rho * cfg.element_section(e).A
+                           for e in range(cfg.n_elements)])
     mass, mx, i0 = 0.0, 0.0, 0.0
     ct = np.zeros((nq, 2))
     i1, cr0 = np.zeros(nq), np.zeros(nq)
     cr1, me, kom = np.zeros((nq, nq)), np.zeros((nq, nq)), np.zeros((nq, nq))
     for e in range(cfg.n_elements):
+        s = cfg.element_section(e)
+        rho_a = s.rho * s.A
+        rho_i = s.rho * s.I if cfg.rotary_inertia else 0.0
         pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
         x = beam.nodes[e] + _GAUSS_XI * h
         wg = _GAUSS_W * h
+        if cfg.uniform:
+            pull = rho_a * 0.5 * (length**2 - x**2)
+        else:
+            sh = gauss_shapes(h, cfg.shear_parameter(e))
+            pull = rho_a * 0.5 * (beam.nodes[e + 1] ** 2 - x**2) + _first_moment_beyond(
+                rho_as, beam.nodes, e)
         u, w, th, dw = (sh[k] @ pe for k in ("u", "w", "theta", "dw"))
         mass += rho_a * wg.sum()
         mx += rho_a * wg @ x
@@ -277,7 +294,7 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
         cr1 += rho_a * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
         me += rho_a * (u.T @ (wg[:, None] * u) + w.T @ (wg[:, None] * w))
         me += rho_i * th.T @ (wg[:, None] * th)
-        kom += dw.T @ ((wg * rho_a * 0.5 * (length**2 - x**2))[:, None] * dw)
+        kom += dw.T @ ((wg * pull)[:, None] * dw)
     nodes = np.column_stack([beam.nodes, np.zeros_like(beam.nodes)])
     node_shapes = basis.Phi.reshape(-1, DOFS_PER_NODE, nq)
     return ModalData(

@@ -1,0 +1,194 @@
+"""Bézier shape of flexible arms (Seifried 2014 Sect. 7.4.1.2) and stepped beams."""
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
+
+from multibody_dynamics.errors import InputError
+from multibody_dynamics.flexible.beam import BeamConfig, BeamSection, assemble_beam
+from multibody_dynamics.flexible.closed import ArmSegment, segmented_arm_modal_data
+from multibody_dynamics.flexible.loader import load_flexible_model
+from multibody_dynamics.flexible.modal import clamped_modes
+from multibody_dynamics.flexible.shape import (
+    BezierArm,
+    BezierArmBuilder,
+    arms_from_model,
+    bernstein,
+    bezier_height,
+    rebuild_chain,
+    scale_to_mass,
+    total_mass,
+)
+from multibody_dynamics.flexible.sid import KEYS, modal_data_from_beam
+
+ALU = dict(E=7.0e10, rho=2700.0, nu=0.33)
+
+
+def _arm(heights, elements=20, theory="euler-bernoulli", **kw):
+    return BezierArm(length=1.0, width=0.06, heights=heights, elements=elements,
+                     theory=theory, **ALU, **kw)
+
+
+def test_bernstein_partition_of_unity_and_linear_precision():
+    b = np.linspace(0.0, 1.0, 11)
+    # sum_j B_j = (b + 1 - b)^3 = 1 (binomial theorem), to rounding
+    np.testing.assert_allclose(bernstein(b).sum(axis=1), 1.0, rtol=0, atol=1e-15)
+    # collinear control heights at x = 0, l/3, 2l/3, l give the straight line through them
+    x = np.linspace(0.0, 2.0, 9)
+    np.testing.assert_allclose(bezier_height([0.01, 0.008, 0.006, 0.004], x, 2.0),
+                               0.01 - 0.003 * x, rtol=1e-13)
+    # ends interpolate the first and last control heights, eq. (7.22) at b = 0 and 1
+    np.testing.assert_allclose(bezier_height([1.0, 5.0, 2.0, 3.0], [0.0, 1.0], 1.0), [1.0, 3.0])
+
+
+def test_stepped_beam_of_equal_sections_is_the_uniform_beam():
+    sec = BeamSection.rectangle(0.06, 0.01, **ALU)
+    uni = BeamConfig(1.0, 8, sec, theory="timoshenko")
+    stepped = BeamConfig(1.0, 8, sec, theory="timoshenko", sections=(sec,) * 8)
+    a, b = assemble_beam(uni), assemble_beam(stepped)
+    # the same element matrices summed in the same order: identical
+    np.testing.assert_array_equal(a.M, b.M)
+    np.testing.assert_array_equal(a.K, b.K)
+
+
+def test_constant_bezier_is_the_prismatic_arm_of_the_model():
+    """The Bézier rebuild with y_j = h of flexible_manipulator_book's arms equals the modal data
+    the loader builds from the YAML (rigid end parts, Timoshenko, 2 modes)."""
+    chain = load_flexible_model("flexible_manipulator_book")
+    arms = arms_from_model("flexible_manipulator_book")
+    assert sorted(arms) == ["arm1", "arm2"]
+    for body in chain.config.bodies:
+        arm = arms[body.name]
+        data, freq = BezierArmBuilder(arm).modal_data(arm.heights)
+        ref = body.modal_data
+        for key in KEYS[1:]:
+            a, r = np.asarray(getattr(data, key)), np.asarray(getattr(ref, key))
+            # sections equal to rounding (1e-16); the eigenvectors of the 60-dof pencil
+            # amplify that to about 1e-10 relative, measured 2e-10. I1 and Cr1 are rounding
+            # zeros here (1e-14): the floor 1e-12 (other entries are 1e-3 or more) admits them
+            np.testing.assert_allclose(a, r, rtol=0, atol=1e-8 * np.abs(r).max() + 1e-12,
+                                       err_msg=key)
+        assert np.all(np.isfinite(freq)) and freq.shape == (2,)
+
+
+def test_stepped_mass_integrals_match_segmented_arm():
+    """sid.modal_data_from_beam on a stepped beam against closed.segmented_arm_modal_data, a
+    separate implementation that meshes one segment per element (its own centrifugal
+    axial-force sum)."""
+    rng = np.random.default_rng(3)
+    arm = _arm(rng.uniform(0.004, 0.02, 4), elements=12, theory="timoshenko")
+    cfg = BezierArmBuilder(arm).beam_config(arm.heights)
+    data = modal_data_from_beam(clamped_modes(assemble_beam(cfg), 3))
+    segs = [ArmSegment(cfg.element_length, 1, s) for s in cfg.sections]
+    ref, _ = segmented_arm_modal_data(segs, 3, theory="timoshenko")
+    for key in KEYS[1:]:
+        a, r = np.asarray(getattr(data, key)), np.asarray(getattr(ref, key))
+        # the same FE pencil from two assemblies: eigenvector rounding, about 1e-12
+        np.testing.assert_allclose(a, r, rtol=0, atol=1e-9 * max(np.abs(r).max(), 1e-12),
+                                   err_msg=key)
+
+
+def _shooting_frequency(EI, rhoA, length, guess):
+    """First bending frequency [rad/s] of a clamped-free Euler-Bernoulli beam with smooth
+    EI(x), rhoA(x), by shooting on (EI w'')'' = omega^2 rhoA w: state (w, w', M, V) with
+    M = EI w'', V = M'; clamped root (w = w' = 0), free tip needs M = V = 0."""
+
+    def tip(omega):
+        def rhs(x, s):
+            return [s[1], s[2] / EI(x), s[3], omega**2 * rhoA(x) * s[0]]
+
+        cols = [solve_ivp(rhs, (0.0, length), y0, rtol=1e-11, atol=1e-14).y[2:, -1]
+                for y0 in ([0, 0, 1.0, 0], [0, 0, 0, 1.0])]
+        return np.linalg.det(np.column_stack(cols))
+
+    return brentq(tip, 0.9 * guess, 1.1 * guess, xtol=1e-12)
+
+
+def test_tapered_cantilever_frequency_against_shooting():
+    """Linear taper 10 mm -> 4 mm (collinear Bézier heights): the stepped FE model's first
+    frequency converges to the ODE (shooting) reference, independently computed."""
+    arm = _arm([0.010, 0.008, 0.006, 0.004], elements=40)
+    z, E, rho = arm.width, arm.E, arm.rho
+
+    def h(x):
+        return 0.010 - 0.006 * x
+
+    ref = _shooting_frequency(lambda x: E * z * h(x) ** 3 / 12, lambda x: rho * z * h(x), 1.0,
+                              guess=BezierArmBuilder(arm).modal_data(arm.heights)[1][0])
+    # uniform 10 mm beam, closed form 1.8751^2 sqrt(EI / (rho A l^4)): the taper stiffens
+    uniform = 1.87510407**2 * np.sqrt(E * 0.01**2 / 12 / rho)
+    assert ref > 1.1 * uniform
+    errors = []
+    for n in (10, 20, 40):
+        f1 = BezierArmBuilder(_arm(arm.heights, elements=n)).modal_data(arm.heights)[1][0]
+        errors.append(abs(f1 / ref - 1))
+    # stepped sections: O(h^2) convergence (measured 4.9e-3, 1.2e-3, 3.1e-4; 80 elements
+    # 7.7e-5, 160 elements 1.9e-5)
+    assert errors[2] < 5e-4
+    assert errors[0] / errors[1] > 3.5 and errors[1] / errors[2] > 3.5
+
+
+def test_mass_is_linear_in_the_heights_and_scaling_keeps_it():
+    rng = np.random.default_rng(7)
+    arms = [_arm([0.01] * 4), _arm([0.01] * 4)]
+    heights = [rng.uniform(0.001, 0.1, 4) for _ in arms]
+    for arm, p in zip(arms, heights):
+        cfg = BezierArmBuilder(arm).beam_config(p)
+        fe_mass = sum(s.rho * s.A * cfg.element_length for s in cfg.sections)
+        # closed form: rho z l (y0 + y1 + y2 + y3) / 4 (each Bernstein polynomial integrates
+        # to 1/4); Gauss quadrature exact for the cubic, rounding only
+        np.testing.assert_allclose(fe_mass, 2700 * 0.06 * np.mean(p), rtol=1e-13)
+    m0 = total_mass(arms, [arm.heights for arm in arms])  # two 10 x 60 mm x 1 m arms: 3.24 kg
+    np.testing.assert_allclose(m0, 2 * 2700 * 0.06 * 0.01, rtol=1e-14)
+    scaled, s = scale_to_mass(arms, heights, m0)
+    np.testing.assert_allclose(total_mass(arms, scaled), m0, rtol=1e-14)
+    np.testing.assert_allclose(scaled[0] / heights[0], s)
+
+
+def test_book_design_7_29_has_the_initial_mass():
+    """Seifried (2014) eq. (7.29): the optimized heights sum to 80.0 mm = 8 x 10 mm, i.e. the
+    two equal arms keep the combined mass of the initial 10 mm design exactly (the book's
+    equality constraint; printed to 0.1 mm)."""
+    arms = [_arm([0.01] * 4), _arm([0.01] * 4)]
+    p = np.array([12.9, 10.4, 22.1, 5.3, 5.1, 16.2, 7.0, 1.0]) * 1e-3
+    np.testing.assert_allclose(total_mass(arms, [p[:4], p[4:]]),
+                               total_mass(arms, [arm.heights for arm in arms]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("heights, match", [
+    ([0.01, -0.002, 0.01, 0.01], r"heights\[1\] \(y1\): expected a positive"),
+    ([0.01, 0.01, 0.01], "expected 4 control heights"),
+    ([0.01, 0.01, np.nan, 0.01], r"heights\[2\]"),
+])
+def test_bad_heights_are_named(heights, match):
+    with pytest.raises(InputError, match=match):
+        _arm(heights)
+    builder = BezierArmBuilder(_arm([0.01] * 4))
+    with pytest.raises(InputError, match=match):
+        builder.modal_data(heights)
+
+
+def test_bad_arm_parameters_are_named():
+    with pytest.raises(InputError, match="width must be a positive"):
+        BezierArm(length=1.0, width=0.0, heights=[0.01] * 4, **ALU)
+    with pytest.raises(InputError, match="modes must be <= 5"):
+        _arm([0.01] * 4, elements=2, modes=6)
+    with pytest.raises(InputError, match="modes must be an integer"):
+        _arm([0.01] * 4, modes=0)
+
+
+def test_rebuild_chain_replaces_the_arms_and_checks_the_mode_count():
+    chain = load_flexible_model("flexible_manipulator_book")
+    arms = arms_from_model("flexible_manipulator_book")
+    thin = [0.0012, 0.0010, 0.0008, 0.0006]
+    data, _ = BezierArmBuilder(arms["arm2"]).modal_data(thin)
+    new = rebuild_chain(chain.config, {"arm2": data})
+    assert new.nv == chain.nv
+    assert new.config.bodies[1].modal_data is data
+    assert new.config.bodies[0].modal_data is chain.config.bodies[0].modal_data
+    three = BezierArmBuilder(BezierArm(**{**arms["arm2"].__dict__, "modes": 3}))
+    with pytest.raises(InputError, match="3 modes, expected 2"):
+        rebuild_chain(chain.config, {"arm2": three.modal_data(thin)[0]})
+    with pytest.raises(InputError, match="not a flexible body"):
+        rebuild_chain(chain.config, {"arm3": data})
