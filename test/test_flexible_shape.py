@@ -192,3 +192,19 @@ def test_rebuild_chain_replaces_the_arms_and_checks_the_mode_count():
         rebuild_chain(chain.config, {"arm2": three.modal_data(thin)[0]})
     with pytest.raises(InputError, match="not a flexible body"):
         rebuild_chain(chain.config, {"arm3": data})
+
+
+def test_cart_manipulator_arms_rebuild():
+    """The rebuild applies to any model file with uniform beam bodies: the Sect. 2.3 cart
+    manipulator's two 1 m aluminium links (100 Timoshenko elements, cart rigid)."""
+    chain = load_flexible_model("flexible_cart_manipulator")
+    arms = arms_from_model("flexible_cart_manipulator")
+    assert sorted(arms) == ["link1", "link2"] and arms["link1"].elements == 100
+    heights = [0.0129, 0.0104, 0.0221, 0.0053]  # Seifried (2014) (7.29), arm 1 [m]
+    data, freq = BezierArmBuilder(arms["link1"]).modal_data(heights)
+    # beam mass rho z l mean(p) = 2700 x 0.01 x 1 x 0.012675 kg
+    assert data.mass == pytest.approx(2700 * 0.01 * 0.012675, rel=1e-12)
+    new = rebuild_chain(chain.config, {"link1": data})
+    assert new.nv == chain.nv == 7 and np.all(np.isfinite(freq))
+    q = np.zeros(new.nv)
+    assert np.all(np.isfinite(new.mass_matrix(q)))

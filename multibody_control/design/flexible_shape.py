@@ -45,7 +45,7 @@ from .criteria import PENALTY
 from .flexible_output import book_task
 from .problem import Evaluation, check_design_vector, register_problem
 
-__all__ = ["BOOK_SHAPE_729", "TASKS", "FlexibleShapeProblem"]
+__all__ = ["BOOK_SHAPE_729", "TASKS", "FlexibleShapeProblem", "plot_arm_contours"]
 
 #: Seifried (2014) eq. (7.29), the shape-optimized heights of the Sect. 7.5.2 cart
 #: manipulator's two arms [m] (arm 1 y0..y3, arm 2 y0..y3).
@@ -245,27 +245,10 @@ class FlexibleShapeProblem:
     # -- plots (called by the study engine) ---------------------------------------------------
     def plot_design(self, ax, x):
         """Arm contours y(x) of the design ``x`` beside the initial ones (as Fig. 7.14)."""
-        from multibody_dynamics.flexible.shape import bezier_height
-
         m = self.model()
         heights, s = self.heights(x)
-        start = 0.0
-        for k, name in enumerate(self.arm_names):
-            arm = m.arms[name]
-            xs = np.linspace(0.0, arm.length, 101)
-            y = 1e3 * bezier_height(heights[name], xs, arm.length)
-            ax.fill_between(start + xs, 0.0, y, color=f"C{k}", alpha=0.35,
-                            label=f"{name}: {'/'.join(f'{v:.3g}' for v in 1e3 * heights[name])}"
-                                  " mm")
-            ax.plot(start + xs, y, color=f"C{k}")
-            ax.plot(start + np.arange(4) * arm.length / 3, 1e3 * heights[name], "o--",
-                    color=f"C{k}", ms=4, lw=0.8)
-            ax.plot(start + xs, np.full_like(xs, 1e3 * arm.heights[0]), ":", color="0.3")
-            start += arm.length
-        ax.set_xlabel("x along the arms [m]")
-        ax.set_ylabel("height y(x) [mm]")
+        plot_arm_contours(ax, {n: m.arms[n] for n in self.arm_names}, heights)
         ax.set_title(f"Bézier arm contours (dotted: initial; mass scale s = {s:.3f})")
-        ax.legend(loc="upper right", fontsize=8)
 
     def plot_response(self, ax, x):
         """End-point error of the classical inversion, design and initial shape (Fig. 7.15)."""
@@ -277,3 +260,34 @@ class FlexibleShapeProblem:
         ax.set_ylabel("end-point error [mm]")
         ax.set_title("collocated output y = q_r, classical inversion")
         ax.legend()
+
+
+def plot_arm_contours(ax, arms: dict, heights: dict) -> None:
+    """Draw the height contours ``y(x)`` of Bézier arms one after the other (Fig. 7.14).
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    arms : dict of str to BezierArm
+        The arms in chain order; each one's ``heights`` is drawn dotted (the initial design).
+    heights : dict of str to array_like (4,)
+        The control heights to draw [m] per arm; the control polygon is marked.
+    """
+    from multibody_dynamics.flexible.shape import N_CONTROL, bezier_height
+
+    start = 0.0
+    for k, (name, arm) in enumerate(arms.items()):
+        p = np.asarray(heights[name], float)
+        xs = np.linspace(0.0, arm.length, 101)
+        y = 1e3 * bezier_height(p, xs, arm.length)
+        ax.fill_between(start + xs, 0.0, y, color=f"C{k}", alpha=0.35,
+                        label=f"{name}: " + " / ".join(f"{v:.3g}" for v in 1e3 * p) + " mm")
+        ax.plot(start + xs, y, color=f"C{k}")
+        ax.plot(start + np.arange(N_CONTROL) * arm.length / (N_CONTROL - 1), 1e3 * p, "o--",
+                color=f"C{k}", ms=4, lw=0.8)
+        ax.plot(start + xs, 1e3 * bezier_height(arm.heights, xs, arm.length), ":",
+                color="0.3")
+        start += arm.length
+    ax.set_xlabel("x along the arms, root of arm 1 at 0 [m]")
+    ax.set_ylabel("height y(x) [mm]")
+    ax.legend(loc="upper right", fontsize=8)
