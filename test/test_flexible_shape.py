@@ -208,3 +208,34 @@ def test_cart_manipulator_arms_rebuild():
     assert new.nv == chain.nv == 7 and np.all(np.isfinite(freq))
     q = np.zeros(new.nv)
     assert np.all(np.isfinite(new.mass_matrix(q)))
+
+
+def test_stepped_arm_with_rigid_parts_of_equal_sections_is_the_uniform_arm():
+    """arm_modal_data's element loop (centrifugal term of the proximal shift and the distal
+    mass) on a stepped beam of equal sections gives the uniform beam's numbers."""
+    from multibody_dynamics.flexible.output import RigidPart, arm_modal_data
+
+    sec = BeamSection.rectangle(0.06, 0.01, **ALU)
+    prox, dist = RigidPart(0.05, 0.2, 1e-4), RigidPart(0.08, 0.5, 2e-4, com=0.03)
+    out = []
+    for sections in (None, (sec,) * 10):
+        cfg = BeamConfig(1.0, 10, sec, theory="timoshenko", sections=sections)
+        out.append(arm_modal_data(clamped_modes(assemble_beam(cfg), 2), prox, dist))
+    for key in KEYS[1:]:
+        a, r = np.asarray(getattr(out[1], key)), np.asarray(getattr(out[0], key))
+        # identical matrices and modes; the mass beyond x is summed element-wise instead of
+        # l - x: rounding only
+        np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-14, err_msg=key)
+
+
+def test_shaped_chain_needs_heights_for_every_arm():
+    from multibody_dynamics.flexible.shape import shaped_chain
+
+    chain = load_flexible_model("flexible_manipulator_book")
+    builders = {n: BezierArmBuilder(a) for n, a in arms_from_model(chain.config.name).items()}
+    new, freq = shaped_chain(chain.config, builders, {"arm1": [9e-4] * 4, "arm2": [8e-4] * 4})
+    assert new.nv == chain.nv and sorted(freq) == ["arm1", "arm2"]
+    with pytest.raises(InputError, match=r"missing \['arm2'\]"):
+        shaped_chain(chain.config, builders, {"arm1": [9e-4] * 4})
+    with pytest.raises(InputError, match=r"arm 'arm2': heights\[3\] \(y3\)"):
+        shaped_chain(chain.config, builders, {"arm1": [9e-4] * 4, "arm2": [8e-4] * 3 + [0.0]})

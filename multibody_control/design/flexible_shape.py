@@ -182,16 +182,16 @@ class FlexibleShapeProblem:
     def chain(self, x):
         """The rebuilt, damped chain of ``x`` and ``info`` (heights, scale, frequencies)."""
         from multibody_dynamics.flexible.damping import with_modal_damping
-        from multibody_dynamics.flexible.shape import rebuild_chain
+        from multibody_dynamics.flexible.shape import shaped_chain
 
         m = self.model()
         heights, s = self.heights(x)
-        data, info = {}, {"scale": float(s), "heights_mm": {}, "frequencies_hz": {}}
-        for name, p in heights.items():
-            data[name], freq = m.builders[name].modal_data(p)
-            info["heights_mm"][name] = [round(float(1e3 * v), 6) for v in p]
-            info["frequencies_hz"][name] = [float(f / (2 * np.pi)) for f in freq]
-        chain = rebuild_chain(m.base.config, data)
+        chain, freq = shaped_chain(m.base.config, m.builders, heights)
+        info = {"scale": float(s),
+                "heights_mm": {n: [round(float(1e3 * v), 6) for v in p]
+                               for n, p in heights.items()},
+                "frequencies_hz": {n: [float(f / (2 * np.pi)) for f in w]
+                                   for n, w in freq.items()}}
         chain = type(chain)(with_modal_damping(chain.config, self.damping))
         return chain, info
 

@@ -43,7 +43,7 @@ from .sid import ModalData, modal_data_from_beam
 from .system import FlexibleChain, FlexibleChainConfig
 
 __all__ = ["N_CONTROL", "BezierArm", "BezierArmBuilder", "bernstein", "bezier_height",
-           "arms_from_model", "rebuild_chain", "scale_to_mass", "total_mass"]
+           "arms_from_model", "rebuild_chain", "scale_to_mass", "shaped_chain", "total_mass"]
 
 #: Control heights per arm (cubic Bézier curve, eq. 7.23).
 N_CONTROL = 4
@@ -376,3 +376,42 @@ def rebuild_chain(config: FlexibleChainConfig, data: Mapping[str, ModalData],
                              f"{bodies[k].nq_e} (the mode count of the base model)")
         bodies[k] = dataclasses.replace(bodies[k], modal_data=d)
     return FlexibleChain(dataclasses.replace(config, bodies=tuple(bodies)), backend=backend)
+
+
+def shaped_chain(config: FlexibleChainConfig, builders: Mapping[str, BezierArmBuilder],
+                 heights: Mapping[str, Sequence[float]], backend: str = "auto"
+                 ) -> tuple[FlexibleChain, dict[str, np.ndarray]]:
+    """The chain of ``config`` with Bézier arms of the given heights: one call per design.
+
+    Parameters
+    ----------
+    config : FlexibleChainConfig
+        The base chain; the shaped bodies must be flexible bodies of it.
+    builders : mapping of str to BezierArmBuilder
+        One builder per shaped body (built once, reused for every design).
+    heights : mapping of str to sequence of 4 float
+        Control heights [m] per shaped body (every key of ``builders``).
+    backend : {"auto", "numba", "numpy"}
+
+    Returns
+    -------
+    chain : FlexibleChain
+    frequencies : dict of str to ndarray
+        Clamped frequencies [rad/s] of every rebuilt arm.
+
+    Raises
+    ------
+    InputError
+        Heights missing for a builder (or given for an unknown body), a bad height (named).
+    ModelError
+        A degenerate rebuilt arm (see :meth:`BezierArmBuilder.modal_data`).
+    """
+    missing = sorted(set(builders) - set(heights))
+    extra = sorted(set(heights) - set(builders))
+    if missing or extra:
+        raise InputError(f"heights: expected one set of {N_CONTROL} per shaped arm "
+                         f"{sorted(builders)}; missing {missing}, unknown {extra}")
+    data, freq = {}, {}
+    for name, builder in builders.items():
+        data[name], freq[name] = builder.modal_data(heights[name])
+    return rebuild_chain(config, data, backend=backend), freq
