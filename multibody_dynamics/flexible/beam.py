@@ -61,6 +61,7 @@ __all__ = [
     "element_matrices",
     "element_shapes",
     "gauss_shapes",
+    "stepped_element_matrices",
     "static_deflection",
     "DOFS_PER_NODE",
 ]
@@ -321,6 +322,69 @@ def element_matrices(config: BeamConfig, e: int | None = None) -> tuple[np.ndarr
     return 0.5 * (m + m.T), 0.5 * (k + k.T)
 
 
+def _stepped_gauss_shapes(config: BeamConfig) -> dict[str, np.ndarray]:
+    """:func:`element_shapes` at the Gauss points of every element of ``config`` at once.
+
+    Returns a dict of arrays (n, 5, 6), element ``e`` with its own shear parameter: the same
+    numbers as ``gauss_shapes(h, config.shear_parameter(e))``, computed in one batch (a stepped
+    beam with many elements is rebuilt in every evaluation of a shape design).
+    """
+    n, h = config.n_elements, config.element_length
+    phi = np.array([config.shear_parameter(e) for e in range(n)])
+    s = 0.5 * phi * h**2
+    rows = np.zeros((n, 4, 4))
+    rows[:, 0, 0] = 1.0
+    rows[:, 1, 1], rows[:, 1, 3] = 1.0, s
+    rows[:, 2] = [1.0, h, h**2, h**3]
+    rows[:, 3, 1], rows[:, 3, 2], rows[:, 3, 3] = 1.0, 2 * h, 3 * h**2 + s
+    a = np.linalg.solve(rows, np.broadcast_to(np.eye(4), (n, 4, 4)))
+    cw = a * np.array([1.0, h, h**2, h**3])[None, :, None]
+    ct = np.stack([a[:, 1] + s[:, None] * a[:, 3], 2 * h * a[:, 2], 3 * h**2 * a[:, 3]],
+                  axis=1)
+    xi = _GAUSS_XI
+    one, zero = np.ones_like(xi), np.zeros_like(xi)
+    p3 = np.stack([one, xi, xi**2, xi**3], axis=1)
+    dp3 = np.stack([zero, one, 2 * xi, 3 * xi**2], axis=1) / h
+    out = {k: np.zeros((n, xi.size, 6)) for k in ("u", "w", "theta", "du", "dw", "dtheta")}
+    bend = [1, 2, 4, 5]
+    out["u"][:, :, 0], out["u"][:, :, 3] = 1.0 - xi, xi
+    out["du"][:, :, 0], out["du"][:, :, 3] = -1.0 / h, 1.0 / h
+    out["w"][:, :, bend] = np.einsum("gk,nkj->ngj", p3, cw)
+    out["dw"][:, :, bend] = np.einsum("gk,nkj->ngj", dp3, cw)
+    out["theta"][:, :, bend] = np.einsum("gk,nkj->ngj", p3[:, :3], ct)
+    out["dtheta"][:, :, bend] = np.einsum("gk,nkj->ngj", dp3[:, :3], ct)
+    return out
+
+
+def stepped_element_matrices(config: BeamConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Mass and stiffness matrices (n, 6, 6) of every element of ``config``, in one batch.
+
+    The same integrals as :func:`element_matrices` element by element (each element its
+    section of ``config.sections``, or ``config.section``).
+    """
+    n, h = config.n_elements, config.element_length
+    secs = [config.element_section(e) for e in range(n)]
+    rho_a = np.array([s.rho * s.A for s in secs])
+    rho_i = np.array([s.rho * s.I for s in secs]) if config.rotary_inertia else np.zeros(n)
+    ea = np.array([s.E * s.A for s in secs])
+    ei = np.array([s.E * s.I for s in secs])
+    kga = np.array([s.shear_factor * s.G * s.A for s in secs])
+    sh = _stepped_gauss_shapes(config)
+    w = _GAUSS_W * h
+
+    def gram(a, b):
+        return np.einsum("g,ngi,ngj->nij", w, a, b)
+
+    m = rho_a[:, None, None] * (gram(sh["u"], sh["u"]) + gram(sh["w"], sh["w"]))
+    m += rho_i[:, None, None] * gram(sh["theta"], sh["theta"])
+    k = ea[:, None, None] * gram(sh["du"], sh["du"])
+    k += ei[:, None, None] * gram(sh["dtheta"], sh["dtheta"])
+    if config.theory != "euler-bernoulli":
+        gam = sh["dw"] - sh["theta"]
+        k += kga[:, None, None] * gram(gam, gam)
+    return 0.5 * (m + m.transpose(0, 2, 1)), 0.5 * (k + k.transpose(0, 2, 1))
+
+
 def _validate_config(cfg, section_type, supports) -> None:
     """Check and normalise the fields every beam configuration has (planar and spatial):
     length, element count, section type, theory, rotary-inertia default, supports (one of
@@ -416,12 +480,18 @@ def _assemble(model_class, config, me: np.ndarray, ke: np.ndarray, supports: dic
     """
     n, dpn = config.n_elements, len(model_class.COMPONENTS)
     ndof, width = dpn * (n + 1), me.shape[-1]
-    M = np.zeros((ndof, ndof))
-    K = np.zeros((ndof, ndof))
-    for e in range(n):
-        sl = slice(dpn * e, dpn * e + width)
-        M[sl, sl] += me if me.ndim == 2 else me[e]
-        K[sl, sl] += ke if ke.ndim == 2 else ke[e]
+    if me.ndim == 2:
+        M = np.zeros((ndof, ndof))
+        K = np.zeros((ndof, ndof))
+        for e in range(n):
+            sl = slice(dpn * e, dpn * e + width)
+            M[sl, sl] += me
+            K[sl, sl] += ke
+    else:  # one matrix per element: scatter all at once (flat index of each entry)
+        dofs = dpn * np.arange(n)[:, None] + np.arange(width)[None, :]  # (n, width)
+        flat = (dofs[:, :, None] * ndof + dofs[:, None, :]).ravel()
+        M = np.bincount(flat, me.ravel(), ndof * ndof).reshape(ndof, ndof)
+        K = np.bincount(flat, ke.ravel(), ndof * ndof).reshape(ndof, ndof)
     D = config.rayleigh_alpha * M + config.rayleigh_beta * K
     fixed = list(supports[config.left]) + [dpn * n + d for d in supports[config.right]]
     fixed = np.array(sorted(fixed), dtype=int)
@@ -445,10 +515,7 @@ def assemble_beam(config: BeamConfig) -> BeamModel:
         raise InputError(f"config must be a BeamConfig, got {type(config).__name__}")
     if config.uniform:
         return _assemble(BeamModel, config, *element_matrices(config), _SUPPORT_DOFS)
-    mats = [element_matrices(config, e) for e in range(config.n_elements)]
-    me = np.stack([m for m, _ in mats])
-    ke = np.stack([k for _, k in mats])
-    return _assemble(BeamModel, config, me, ke, _SUPPORT_DOFS)
+    return _assemble(BeamModel, config, *stepped_element_matrices(config), _SUPPORT_DOFS)
 
 
 def static_deflection(model: BeamModel, f) -> np.ndarray:

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DimensionError, InputError, ModelError
-from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, gauss_shapes
+from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, _stepped_gauss_shapes, gauss_shapes
 from .modal import ModalBasis
 from .sid import ModalData, modal_data_from_beam
 from .system import FlexibleChain
@@ -190,9 +190,10 @@ def arm_modal_data(basis: ModalBasis, proximal: RigidPart | None = None,
     sh = gauss_shapes(h, cfg.shear_parameter())
     rho_as = np.array([cfg.element_section(e).rho * cfg.element_section(e).A
                        for e in range(cfg.n_elements)])
+    stepped = None if cfg.uniform else _stepped_gauss_shapes(cfg)
     for e in range(cfg.n_elements):
-        if not cfg.uniform:  # a stepped beam: each element its own section
-            sh = gauss_shapes(h, cfg.shear_parameter(e))
+        if stepped is not None:  # a stepped beam: each element its own section
+            sh = {k: v[e] for k, v in stepped.items()}
         pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
         x = beam.nodes[e] + _GAUSS_XI * h
         dw = sh["dw"] @ pe

@@ -55,7 +55,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import InputError, ModelError
-from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, gauss_shapes
+from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, _stepped_gauss_shapes, gauss_shapes
 from .modal import ModalBasis
 
 __all__ = ["FORMAT_VERSION", "KEYS", "ModalData", "modal_data_from_beam", "save_modal_data",
@@ -266,6 +266,7 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     else:
         rho_as = np.array([cfg.element_section(e).rho * cfg.element_section(e).A
                            for e in range(cfg.n_elements)])
+        stepped = _stepped_gauss_shapes(cfg)
     mass, mx, i0 = 0.0, 0.0, 0.0
     ct = np.zeros((nq, 2))
     i1, cr0 = np.zeros(nq), np.zeros(nq)
@@ -280,7 +281,7 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
         if cfg.uniform:
             pull = rho_a * 0.5 * (length**2 - x**2)
         else:
-            sh = gauss_shapes(h, cfg.shear_parameter(e))
+            sh = {k: v[e] for k, v in stepped.items()}
             pull = rho_a * 0.5 * (beam.nodes[e + 1] ** 2 - x**2) + _first_moment_beyond(
                 rho_as, beam.nodes, e)
         u, w, th, dw = (sh[k] @ pe for k in ("u", "w", "theta", "dw"))
