@@ -3,7 +3,8 @@
 * ``rebuild``: one rebuild of both arms of ``flexible_manipulator_book`` from a design vector
   (element sections, FE matrices, clamped modes, modal data, chain, modal damping) against the
   plain build of the same model from its file (:func:`load_flexible_model`: YAML, FE, modes,
-  modal data, chain), interleaved in this run; and its parts for one arm;
+  modal data, chain), interleaved in this run; its parts for one arm; and one 100-element
+  link of ``flexible_cart_manipulator`` against that model's plain build;
 * ``evaluation``: one evaluation of the ``flexible_arm_shape`` criterion (rebuild + classical
   inversion of the Sect. 6.4 line with ``y = q_r``) against the rebuild alone;
 * ``study``: the swarm of config/designs/flexible_manipulator_book_shape.yaml on a local pool
@@ -67,6 +68,15 @@ def _rebuild() -> list:
             fn()
         row[f"{k}_ms"] = (time.perf_counter() - t) / 20 * 1e3
     entries += [whole, row]
+    # arms of 100 Timoshenko elements: the Sect. 2.3 cart manipulator's 1 m aluminium links
+    from multibody_dynamics.flexible.shape import BezierArmBuilder, arms_from_model
+
+    cart = "flexible_cart_manipulator"
+    link = BezierArmBuilder(arms_from_model(cart, ["link1"])["link1"])
+    hc = [0.0129, 0.0104, 0.0221, 0.0053]  # Seifried (2014) (7.29), arm 1 [m]
+    entries.append(ratio_entry("flexshape_rebuild_cart_link1", lambda: link.modal_data(hc),
+                               lambda: load_flexible_model(cart),
+                               f"load_flexible_model({cart}) (2 links)", number=3, repeat=3))
     return entries
 
 

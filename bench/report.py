@@ -254,6 +254,7 @@ def flexible_shape_cost(results: dict, suites: list[str]) -> str:
     by = _by_name(_suites(results, suites or ["flexible_shape"]))
     both, arm = by["flexshape_rebuild_both_arms"], by["flexshape_rebuild_arm1"]
     parts, ev = by["flexshape_rebuild_parts_arm1"], by["flexshape_evaluation_cost"]
+    cart = by.get("flexshape_rebuild_cart_link1")
     rows = [["rebuild of both arms + chain (+ modal damping)", _num(both["time_us"] * 1e-3),
              f"{_num(both['ratio'])}× {both['baseline']} ({_num(both['baseline_time_us'] * 1e-3)}"
              " ms)"],
@@ -262,6 +263,9 @@ def flexible_shape_cost(results: dict, suites: list[str]) -> str:
              "sections " + _num(parts["sections_ms"]) + ", FE matrices "
              + _num(parts["fe_matrices_ms"]) + ", modes " + _num(parts["modes_ms"])
              + ", modal data " + _num(parts["modal_data_ms"]) + " ms"],
+            *([["rebuild of one 1 m link of flexible_cart_manipulator (100 elements)",
+                _num(cart["time_us"] * 1e-3), f"{_num(cart['ratio'])}× {cart['baseline']} "
+                f"({_num(cart['baseline_time_us'] * 1e-3)} ms)"]] if cart else []),
             ["one evaluation (rebuild + classical inversion)", _num(1e3 * ev["evaluation_s"]),
              f"rebuild {_num(100 * ev['rebuild_share'])} % of it"]]
     for k, e in by.items():
