@@ -74,6 +74,17 @@ def test_constant_mass_by_construction(problem):
     np.testing.assert_allclose(built, 1e3 * a.info["scale"] * x, rtol=1e-6)
 
 
+def test_without_mass_constraint_the_heights_are_built_as_given():
+    p = FlexibleShapeProblem(constant_mass=False, **FAST)
+    x = p.initial * 1.5
+    ev = p.evaluate(x)
+    assert ev.ok and ev.info["scale"] == 1.0
+    np.testing.assert_allclose(ev.info["heights_mm"]["arm1"], 1.35, rtol=1e-9)
+    # 1.5 x the strips' mass (closed form as in test_constant_mass_by_construction)
+    mass = 7850 * 0.9e-3 * (0.0762 * 0.209 + 0.0381 * 0.210)
+    assert ev.info["mass"] == pytest.approx(1.5 * mass, rel=1e-12)
+
+
 def test_failed_integration_gets_the_penalty():
     p = FlexibleShapeProblem(limit=1e-9, **FAST)
     ev = p.evaluate(p.initial)
