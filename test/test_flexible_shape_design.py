@@ -99,6 +99,8 @@ def test_failed_integration_gets_the_penalty():
     ({"bounds": [2.0, 1.0]}, "bounds: expected two factors"),
     ({"constant_mass": "yes"}, "constant_mass: expected true or false"),
     ({"damping": 1.5}, "damping ratio"),
+    # the Sect. 6.4 line (2 coordinates) on the 3-joint cart manipulator: refused up front
+    ({"robot": "flexible_cart_manipulator"}, "task 'line_6_4' has 2 coordinates"),
 ])
 def test_bad_options_are_named(options, match):
     with pytest.raises((InputError, ModelError), match=match):

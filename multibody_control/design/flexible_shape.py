@@ -148,6 +148,7 @@ class FlexibleShapeProblem:
         self.dt, self.t_after, self.rtol = float(dt), float(t_after), float(rtol)
         self.limit, self.penalty = float(limit), float(penalty)
         described = arms_from_model(self.robot, self.arms)  # checks the names, cheap
+        self._check_task()
         self.arm_names = tuple(described)
         self.names = tuple(f"{a}_y{j}" for a in described for j in range(N_CONTROL))
         h0 = np.concatenate([np.asarray(a.heights) for a in described.values()])
@@ -155,6 +156,21 @@ class FlexibleShapeProblem:
         self.lower, self.upper = lo * h0, hi * h0
         for arr in (self.initial, self.lower, self.upper):
             arr.setflags(write=False)
+
+    def _check_task(self) -> None:
+        """The model is a serial chain with one joint per task coordinate (before any work)."""
+        from multibody_dynamics.flexible.loader import load_flexible_model
+        from multibody_dynamics.flexible.system import FlexibleChain
+
+        chain = load_flexible_model(self.robot)
+        if not isinstance(chain, FlexibleChain):
+            raise InputError(f"robot {self.robot!r}: expected a serial flexible chain "
+                             "(no closures)")
+        names = TASKS[self.task]().names
+        if len(names) != chain.nq_r:
+            raise InputError(f"task {self.task!r} has {len(names)} coordinates "
+                             f"({', '.join(names)}) but {self.robot} has {chain.nq_r} joints "
+                             f"({', '.join(chain.joint_names)}); expected a task for that robot")
 
     def __repr__(self):
         return (f"FlexibleShapeProblem(robot={self.robot!r}, arms={self.arms!r}, "
