@@ -258,3 +258,25 @@ def test_batched_element_matrices_equal_the_element_by_element_ones(theory):
         # the same quadrature, batched: rounding only
         np.testing.assert_allclose(m[e], me, rtol=1e-12, atol=1e-12 * np.abs(me).max())
         np.testing.assert_allclose(k[e], ke, rtol=1e-12, atol=1e-12 * np.abs(ke).max())
+
+
+def test_scaling_within_bounds_keeps_mass_and_bounds():
+    """scale_to_mass with bounds: clip(s p) at the s that gives the mass, found from the
+    breakpoints of the piecewise-linear clipped mass (exact to rounding)."""
+    rng = np.random.default_rng(13)
+    arms = [_arm([0.01] * 4), _arm([0.01] * 4)]
+    lo, hi = [np.full(4, 0.001)] * 2, [np.full(4, 0.1)] * 2
+    m0 = total_mass(arms, [a.heights for a in arms])
+    for _ in range(20):
+        heights = [rng.uniform(0.001, 0.1, 4) for _ in arms]
+        heights[0][rng.integers(4)] = 0.1  # one large height: the rest shrink to the bound
+        scaled, s = scale_to_mass(arms, heights, m0, lo, hi)
+        np.testing.assert_allclose(total_mass(arms, scaled), m0, rtol=1e-12)
+        flat = np.concatenate(scaled)
+        assert flat.min() >= 0.001 and flat.max() <= 0.1
+        np.testing.assert_allclose(flat, np.clip(s * np.concatenate(heights), 0.001, 0.1))
+    # no clipping needed: the plain factor
+    plain, s0 = scale_to_mass(arms, [np.full(4, 0.02)] * 2, m0, lo, hi)
+    assert s0 == pytest.approx(0.5) and np.allclose(np.concatenate(plain), 0.01)
+    with pytest.raises(InputError, match="outside"):
+        scale_to_mass(arms, [np.full(4, 0.02)] * 2, 100 * m0, lo, hi)

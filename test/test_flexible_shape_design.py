@@ -74,6 +74,20 @@ def test_constant_mass_by_construction(problem):
     np.testing.assert_allclose(built, 1e3 * a.info["scale"] * x, rtol=1e-6)
 
 
+def test_built_heights_stay_in_the_bounds(problem):
+    from multibody_dynamics.flexible.shape import total_mass
+
+    x = problem.lower.copy()
+    x[0] = problem.upper[0]  # one thick root, the rest at the lower bound: s p leaves the box
+    heights, s = problem.heights(x)
+    flat = np.concatenate(list(heights.values()))
+    assert np.all(flat >= problem.lower) and np.all(flat <= problem.upper)
+    m = problem.model()
+    mass = total_mass([m.arms[n] for n in problem.arm_names], list(heights.values()))
+    assert mass == pytest.approx(m.mass0, rel=1e-12)
+    assert flat[0] == problem.upper[0]  # clipped
+
+
 def test_without_mass_constraint_the_heights_are_built_as_given():
     p = FlexibleShapeProblem(constant_mass=False, **FAST)
     x = p.initial * 1.5

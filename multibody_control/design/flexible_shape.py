@@ -14,10 +14,10 @@ arms are scaled by one factor ``s = m0 / m(p)`` before the rebuild, ``m0`` the a
 beam mass in the model file (:func:`~multibody_dynamics.flexible.shape.scale_to_mass`; the mass
 is linear in the heights). Chosen over a penalty because every particle then is a feasible
 design: an equality constraint leaves a penalty formulation a measure-zero feasible set in the
-box, and a particle swarm rarely lands near it. The search space is the set of shapes (rays
-``s p``); the bounds apply to the unscaled variables, so a scaled height can leave them (the
-evaluation reports the heights actually built, ``heights_mm``, and ``s``). ``constant_mass:
-false`` switches the scaling off.
+box, and a particle swarm rarely lands near it. The heights built are ``clip(s p, lower,
+upper)`` with the ``s`` that gives ``m0`` exactly (the clipped mass is piecewise linear in
+``s``), so they also respect the bounds; the evaluation reports them (``heights_mm``) and
+``s``. ``constant_mass: false`` switches the scaling off.
 
 Cached per process (they do not change between evaluations): the base chain, the arms'
 mesh/Bernstein tables (:class:`~multibody_dynamics.flexible.shape.BezierArmBuilder`), the rigid
@@ -183,8 +183,8 @@ class FlexibleShapeProblem:
         return _model(self.robot, self.arms, self.task, self.dt, self.t_after)
 
     def heights(self, x) -> tuple[dict[str, np.ndarray], float]:
-        """The heights built for ``x`` per arm [m] (mass-scaled if ``constant_mass``) and the
-        scale factor."""
+        """The heights built for ``x`` per arm [m] (mass-scaled within the bounds if
+        ``constant_mass``) and the scale factor."""
         from multibody_dynamics.flexible.shape import N_CONTROL, scale_to_mass
 
         m = self.model()
@@ -192,7 +192,11 @@ class FlexibleShapeProblem:
         split = [x[N_CONTROL * k:N_CONTROL * (k + 1)] for k in range(len(self.arm_names))]
         s = 1.0
         if self.constant_mass:
-            split, s = scale_to_mass([m.arms[n] for n in self.arm_names], split, m.mass0)
+            k = len(self.arm_names)
+            lo = [self.lower[N_CONTROL * i:N_CONTROL * (i + 1)] for i in range(k)]
+            hi = [self.upper[N_CONTROL * i:N_CONTROL * (i + 1)] for i in range(k)]
+            split, s = scale_to_mass([m.arms[n] for n in self.arm_names], split, m.mass0,
+                                     lo, hi)
         return dict(zip(self.arm_names, split)), s
 
     def chain(self, x):

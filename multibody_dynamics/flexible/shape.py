@@ -262,18 +262,32 @@ def total_mass(arms: Sequence[BezierArm], heights: Sequence) -> float:
                      for a, p in zip(arms, heights)))
 
 
-def scale_to_mass(arms: Sequence[BezierArm], heights: Sequence, mass: float
-                  ) -> tuple[list[np.ndarray], float]:
+def scale_to_mass(arms: Sequence[BezierArm], heights: Sequence, mass: float,
+                  lower=None, upper=None) -> tuple[list[np.ndarray], float]:
     """Heights scaled by one factor so the arms' combined beam mass is ``mass`` [kg].
 
     The mass is linear in the heights (module docstring), so ``s = mass / m(p)`` makes the
     constraint hold exactly (the equality constraint of Seifried (2014) Sect. 7.5.1 by
-    construction, as the scaling factor (7.21) does for balancing masses).
+    construction, as the scaling factor (7.21) does for balancing masses). With bounds the
+    result is ``clip(s p, lower, upper)`` with the ``s`` that gives ``mass``: the clipped mass
+    is piecewise linear and non-decreasing in ``s``, so ``s`` follows exactly from its
+    breakpoints ``lower_i / p_i``, ``upper_i / p_i``.
+
+    Parameters
+    ----------
+    arms : sequence of BezierArm
+    heights : sequence of array_like (4,)
+        Control heights per arm [m], > 0.
+    mass : float
+        Target combined beam mass [kg].
+    lower, upper : sequence of array_like (4,), optional
+        Bounds of the heights per arm [m] (both or neither); ``mass`` must lie between the
+        masses of ``lower`` and ``upper``.
 
     Returns
     -------
     heights : list of ndarray (4,)
-        ``s p`` for every arm [m].
+        ``s p`` (clipped to the bounds) for every arm [m].
     s : float
         The factor [-].
     """
@@ -281,7 +295,30 @@ def scale_to_mass(arms: Sequence[BezierArm], heights: Sequence, mass: float
     if not (np.isfinite(mass) and mass > 0):
         raise InputError(f"mass: expected a positive mass [kg], got {mass!r}")
     s = mass / total_mass(arms, heights)
-    return [s * np.asarray(p, float) for p in heights], s
+    if lower is None and upper is None:
+        return [s * np.asarray(p, float) for p in heights], s
+    if lower is None or upper is None:
+        raise InputError("scale_to_mass: give both lower and upper bounds, or neither")
+    p = np.concatenate([np.asarray(h, float) for h in heights])
+    lo = np.concatenate([np.asarray(h, float) for h in lower])
+    hi = np.concatenate([np.asarray(h, float) for h in upper])
+    if lo.shape != p.shape or hi.shape != p.shape or np.any(lo <= 0) or np.any(hi < lo):
+        raise InputError(f"scale_to_mass: bounds need {p.size} entries with 0 < lower <= upper")
+    c = np.repeat([a.rho * a.width * a.length / N_CONTROL for a in arms], N_CONTROL)
+
+    def m(t):
+        return float(c @ np.clip(t * p, lo, hi))
+
+    if not c @ lo <= mass * (1 + 1e-12) or not mass <= c @ hi * (1 + 1e-12):
+        raise InputError(f"mass {mass:g} kg is outside [{c @ lo:g}, {c @ hi:g}] kg, the masses "
+                         "of the lower and upper bounds")
+    knots = np.unique(np.concatenate([[0.0], lo / p, hi / p]))
+    values = np.array([m(t) for t in knots])
+    k = int(np.clip(np.searchsorted(values, mass), 1, knots.size - 1))
+    t0, t1, m0, m1 = knots[k - 1], knots[k], values[k - 1], values[k]
+    s = t1 if m1 == m0 else t0 + (mass - m0) * (t1 - t0) / (m1 - m0)  # linear on [t0, t1]
+    out = np.clip(s * p, lo, hi)
+    return [out[N_CONTROL * i:N_CONTROL * (i + 1)] for i in range(len(arms))], float(s)
 
 
 def arms_from_model(robot, bodies: Sequence[str] | None = None) -> dict[str, BezierArm]:
