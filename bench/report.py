@@ -294,6 +294,59 @@ def flexible_cart_readings(results: dict, suites: list[str]) -> str:
                   "collocated [mm]", "(7.32) [mm]", "(7.33) [mm]"], rows)
 
 
+def flexible_shape_cost(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.4.1.2: cost of one Bézier rebuild of the arms and of one evaluation."""
+    by = _by_name(_suites(results, suites or ["flexible_shape"]))
+    both, arm = by["flexshape_rebuild_both_arms"], by["flexshape_rebuild_arm1"]
+    parts, ev = by["flexshape_rebuild_parts_arm1"], by["flexshape_evaluation_cost"]
+    cart = by.get("flexshape_rebuild_cart_link1")
+    rows = [["rebuild of both arms + chain (+ modal damping)", _num(both["time_us"] * 1e-3),
+             f"{_num(both['ratio'])}× {both['baseline']} ({_num(both['baseline_time_us'] * 1e-3)}"
+             " ms)"],
+            [f"rebuild of arm 1 ({parts['elements']} {parts['theory']} elements)",
+             _num(arm["time_us"] * 1e-3),
+             "sections " + _num(parts["sections_ms"]) + ", FE matrices "
+             + _num(parts["fe_matrices_ms"]) + ", modes " + _num(parts["modes_ms"])
+             + ", modal data " + _num(parts["modal_data_ms"]) + " ms"],
+            *([["rebuild of one 1 m link of flexible_cart_manipulator (100 elements)",
+                _num(cart["time_us"] * 1e-3), f"{_num(cart['ratio'])}× {cart['baseline']} "
+                f"({_num(cart['baseline_time_us'] * 1e-3)} ms)"]] if cart else []),
+            ["one evaluation (rebuild + classical inversion)", _num(1e3 * ev["evaluation_s"]),
+             f"rebuild {_num(100 * ev['rebuild_share'])} % of it"]]
+    for k, e in by.items():
+        if k.startswith("flexshape_study_"):
+            rows.append([f"study, {e['particles']} particles x {e['iterations']} iterations, "
+                         "pool of 2", _num(1e3 * e["wall_s"]),
+                         f"{e['evaluations']} evaluations, {e['failed']} failed"])
+    return _rows(["what", "time [ms]", "beside"], rows)
+
+
+def flexible_shape(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.5.1.2 route on the Sect. 6.4 manipulator: shape design, collocated
+    output."""
+    by = _by_name(_suites(results, suites or ["flexible_shape"]))
+    rows = []
+    for k, e in by.items():
+        if not k.startswith("flexshape_study_"):
+            continue
+        for label, err, h, f in (
+                ("initial (0.9 mm strips)", e["initial_max_error_mm"], None,
+                 e["initial_frequencies_hz"]),
+                (f"best of {e['evaluations']} evaluations", e["best_max_error_mm"],
+                 e["best_heights_mm"], e["best_frequencies_hz"])):
+            heights = "0.9 everywhere" if h is None else "; ".join(
+                f"{n}: " + " / ".join(_num(v, 2) for v in hv) for n, hv in h.items())
+            freq = "; ".join(f"{n}: " + " / ".join(_num(v) for v in fv) for n, fv in f.items())
+            rows.append([label, _num(err), heights, freq])
+    book = by.get("flexshape_book_729_contours")
+    if book:
+        rows.append(["book (7.29), cart manipulator arms (not this model)", "88.7 → 22.0",
+                     "12.9 / 10.4 / 22.1 / 5.3; 5.1 / 16.2 / 7.0 / 1.0",
+                     f"mass {book['mass_ratio']:.4f}× the initial arms"])
+    return _rows(["design", "max error (7.17) [mm]", "heights y0-y3 [mm]",
+                  "clamped frequencies [Hz]"], rows)
+
+
 def flexible_parallel(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 6.5: the parallel flexible machine tool."""
     rows = []
@@ -422,6 +475,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "flexible_output_cost": flexible_output_cost, "flexible_cart_output": flexible_cart_output,
     "flexible_cart_output_cost": flexible_cart_output_cost,
     "flexible_cart_readings": flexible_cart_readings,
+    "flexible_shape": flexible_shape, "flexible_shape_cost": flexible_shape_cost,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
     "design_tracking": design_tracking, "design_studies": design_studies,
     "machine": machine,

@@ -99,7 +99,8 @@ PROBLEMS: dict[str, Callable[..., DesignProblem]] = {}
 # problem in a study file needs no import by the caller.
 _PROBLEM_MODULES = ("multibody_control.design.problems", "multibody_control.design.analytic",
                     "multibody_control.design.flexible_output",
-                    "multibody_control.design.flexible_cart_output")
+                    "multibody_control.design.flexible_cart_output",
+                    "multibody_control.design.flexible_shape")
 
 
 def register_problem(name: str):

@@ -46,6 +46,7 @@ whose printed shear diagonal ``nu/2`` should read ``(1 - 2 nu)/2`` (times the pr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -59,6 +60,8 @@ __all__ = [
     "assemble_beam",
     "element_matrices",
     "element_shapes",
+    "gauss_shapes",
+    "stepped_element_matrices",
     "static_deflection",
     "DOFS_PER_NODE",
 ]
@@ -147,7 +150,11 @@ class BeamSection:
 
 @dataclass(frozen=True)
 class BeamConfig:
-    """A straight uniform beam along x from 0 to ``length``, split into equal elements.
+    """A straight beam along x from 0 to ``length``, split into equal elements.
+
+    The beam is uniform (``section`` everywhere) unless ``sections`` gives one section per
+    element: a stepped beam, the usual finite element model of a tapered or shaped one
+    (each element keeps the interpolation of a uniform element with its own section).
 
     Parameters
     ----------
@@ -168,6 +175,10 @@ class BeamConfig:
         Mass-proportional damping coefficient alpha [1/s], >= 0 (D = alpha M + beta K).
     rayleigh_beta : float
         Stiffness-proportional damping coefficient beta [s], >= 0.
+    sections : tuple of BeamSection or None
+        One section per element, from x = 0 (``n_elements`` of them); ``None`` (default): the
+        uniform beam of ``section``. With ``sections``, ``section`` only names a reference
+        section (e.g. the root's) and enters no matrix.
     """
 
     length: float
@@ -179,20 +190,41 @@ class BeamConfig:
     right: Support = "free"
     rayleigh_alpha: float = 0.0
     rayleigh_beta: float = 0.0
+    sections: tuple[BeamSection, ...] | None = None
 
     def __post_init__(self):
         _validate_config(self, BeamSection, _SUPPORT_DOFS)
+        if self.sections is not None:
+            secs = tuple(self.sections)
+            if len(secs) != self.n_elements:
+                raise InputError(f"sections: expected one BeamSection per element "
+                                 f"({self.n_elements}), got {len(secs)}")
+            bad = [i for i, sec in enumerate(secs) if not isinstance(sec, BeamSection)]
+            if bad:
+                raise InputError(f"sections[{bad[0]}] must be a BeamSection, got "
+                                 f"{type(secs[bad[0]]).__name__}")
+            object.__setattr__(self, "sections", secs)
 
     @property
     def element_length(self) -> float:
         """Element length h = l / n [m]."""
         return self.length / self.n_elements
 
-    def shear_parameter(self) -> float:
-        """Phi = 12 EI / (kappa G A h^2) of one element [-]; 0 for Euler-Bernoulli."""
+    @property
+    def uniform(self) -> bool:
+        """True when every element has ``section`` (no per-element ``sections``)."""
+        return self.sections is None
+
+    def element_section(self, e: int) -> BeamSection:
+        """Section of element ``e`` (0 at x = 0)."""
+        return self.section if self.sections is None else self.sections[e]
+
+    def shear_parameter(self, e: int | None = None) -> float:
+        """Phi = 12 EI / (kappa G A h^2) of element ``e`` (default: of ``section``) [-]; 0 for
+        Euler-Bernoulli."""
         if self.theory == "euler-bernoulli":
             return 0.0
-        s = self.section
+        s = self.section if e is None else self.element_section(e)
         return 12.0 * s.E * s.I / (s.shear_factor * s.G * s.A * self.element_length**2)
 
 
@@ -253,16 +285,30 @@ def element_shapes(h: float, phi: float, xi) -> dict[str, np.ndarray]:
     return out
 
 
-def element_matrices(config: BeamConfig) -> tuple[np.ndarray, np.ndarray]:
+@lru_cache(maxsize=512)
+def gauss_shapes(h: float, phi: float) -> dict[str, np.ndarray]:
+    """:func:`element_shapes` at the 5 Gauss points of the element quadrature (read-only).
+
+    Cached: a uniform beam has one ``(h, phi)``, and a stepped beam is integrated three times
+    per rebuild (matrices, mass integrals, centrifugal stiffening) with the same shapes.
+    """
+    out = element_shapes(h, phi, _GAUSS_XI)
+    for v in out.values():
+        v.setflags(write=False)
+    return out
+
+
+def element_matrices(config: BeamConfig, e: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Consistent mass and stiffness matrices (6, 6) of one element of ``config``.
 
     Dof order ``[u1, w1, theta1, u2, w2, theta2]``; units kg, kg m, kg m^2 (mass) and N/m,
-    N, N m (stiffness) for the translation/rotation blocks.
+    N, N m (stiffness) for the translation/rotation blocks. ``e``: the element (its section
+    from ``config.sections``); default: an element of ``config.section``.
     """
-    s = config.section
+    s = config.section if e is None else config.element_section(e)
     h = config.element_length
-    phi = config.shear_parameter()
-    sh = element_shapes(h, phi, _GAUSS_XI)
+    phi = config.shear_parameter(e)
+    sh = gauss_shapes(h, phi)
     w = _GAUSS_W * h
     rho_i = s.rho * s.I if config.rotary_inertia else 0.0
     m = s.rho * s.A * (np.einsum("g,gi,gj->ij", w, sh["u"], sh["u"])
@@ -274,6 +320,69 @@ def element_matrices(config: BeamConfig) -> tuple[np.ndarray, np.ndarray]:
         gam = sh["dw"] - sh["theta"]
         k += s.shear_factor * s.G * s.A * np.einsum("g,gi,gj->ij", w, gam, gam)
     return 0.5 * (m + m.T), 0.5 * (k + k.T)
+
+
+def _stepped_gauss_shapes(config: BeamConfig) -> dict[str, np.ndarray]:
+    """:func:`element_shapes` at the Gauss points of every element of ``config`` at once.
+
+    Returns a dict of arrays (n, 5, 6), element ``e`` with its own shear parameter: the same
+    numbers as ``gauss_shapes(h, config.shear_parameter(e))``, computed in one batch (a stepped
+    beam with many elements is rebuilt in every evaluation of a shape design).
+    """
+    n, h = config.n_elements, config.element_length
+    phi = np.array([config.shear_parameter(e) for e in range(n)])
+    s = 0.5 * phi * h**2
+    rows = np.zeros((n, 4, 4))
+    rows[:, 0, 0] = 1.0
+    rows[:, 1, 1], rows[:, 1, 3] = 1.0, s
+    rows[:, 2] = [1.0, h, h**2, h**3]
+    rows[:, 3, 1], rows[:, 3, 2], rows[:, 3, 3] = 1.0, 2 * h, 3 * h**2 + s
+    a = np.linalg.solve(rows, np.broadcast_to(np.eye(4), (n, 4, 4)))
+    cw = a * np.array([1.0, h, h**2, h**3])[None, :, None]
+    ct = np.stack([a[:, 1] + s[:, None] * a[:, 3], 2 * h * a[:, 2], 3 * h**2 * a[:, 3]],
+                  axis=1)
+    xi = _GAUSS_XI
+    one, zero = np.ones_like(xi), np.zeros_like(xi)
+    p3 = np.stack([one, xi, xi**2, xi**3], axis=1)
+    dp3 = np.stack([zero, one, 2 * xi, 3 * xi**2], axis=1) / h
+    out = {k: np.zeros((n, xi.size, 6)) for k in ("u", "w", "theta", "du", "dw", "dtheta")}
+    bend = [1, 2, 4, 5]
+    out["u"][:, :, 0], out["u"][:, :, 3] = 1.0 - xi, xi
+    out["du"][:, :, 0], out["du"][:, :, 3] = -1.0 / h, 1.0 / h
+    out["w"][:, :, bend] = np.einsum("gk,nkj->ngj", p3, cw)
+    out["dw"][:, :, bend] = np.einsum("gk,nkj->ngj", dp3, cw)
+    out["theta"][:, :, bend] = np.einsum("gk,nkj->ngj", p3[:, :3], ct)
+    out["dtheta"][:, :, bend] = np.einsum("gk,nkj->ngj", dp3[:, :3], ct)
+    return out
+
+
+def stepped_element_matrices(config: BeamConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Mass and stiffness matrices (n, 6, 6) of every element of ``config``, in one batch.
+
+    The same integrals as :func:`element_matrices` element by element (each element its
+    section of ``config.sections``, or ``config.section``).
+    """
+    n, h = config.n_elements, config.element_length
+    secs = [config.element_section(e) for e in range(n)]
+    rho_a = np.array([s.rho * s.A for s in secs])
+    rho_i = np.array([s.rho * s.I for s in secs]) if config.rotary_inertia else np.zeros(n)
+    ea = np.array([s.E * s.A for s in secs])
+    ei = np.array([s.E * s.I for s in secs])
+    kga = np.array([s.shear_factor * s.G * s.A for s in secs])
+    sh = _stepped_gauss_shapes(config)
+    w = _GAUSS_W * h
+
+    def gram(a, b):
+        return np.einsum("g,ngi,ngj->nij", w, a, b)
+
+    m = rho_a[:, None, None] * (gram(sh["u"], sh["u"]) + gram(sh["w"], sh["w"]))
+    m += rho_i[:, None, None] * gram(sh["theta"], sh["theta"])
+    k = ea[:, None, None] * gram(sh["du"], sh["du"])
+    k += ei[:, None, None] * gram(sh["dtheta"], sh["dtheta"])
+    if config.theory != "euler-bernoulli":
+        gam = sh["dw"] - sh["theta"]
+        k += kga[:, None, None] * gram(gam, gam)
+    return 0.5 * (m + m.transpose(0, 2, 1)), 0.5 * (k + k.transpose(0, 2, 1))
 
 
 def _validate_config(cfg, section_type, supports) -> None:
@@ -363,19 +472,26 @@ class BeamModel:
 
 
 def _assemble(model_class, config, me: np.ndarray, ke: np.ndarray, supports: dict):
-    """Assemble equal elements ``me``, ``ke`` along ``config`` into a ``model_class`` instance.
+    """Assemble elements ``me``, ``ke`` along ``config`` into a ``model_class`` instance.
 
+    ``me``, ``ke``: one element's matrices (all equal) or a stack (n, w, w), one per element.
     ``supports`` maps the support names of ``config.left``/``config.right`` to the local dofs
     they hold; Rayleigh damping ``D = alpha M + beta K`` from the config.
     """
     n, dpn = config.n_elements, len(model_class.COMPONENTS)
-    ndof, width = dpn * (n + 1), me.shape[0]
-    M = np.zeros((ndof, ndof))
-    K = np.zeros((ndof, ndof))
-    for e in range(n):
-        sl = slice(dpn * e, dpn * e + width)
-        M[sl, sl] += me
-        K[sl, sl] += ke
+    ndof, width = dpn * (n + 1), me.shape[-1]
+    if me.ndim == 2:
+        M = np.zeros((ndof, ndof))
+        K = np.zeros((ndof, ndof))
+        for e in range(n):
+            sl = slice(dpn * e, dpn * e + width)
+            M[sl, sl] += me
+            K[sl, sl] += ke
+    else:  # one matrix per element: scatter all at once (flat index of each entry)
+        dofs = dpn * np.arange(n)[:, None] + np.arange(width)[None, :]  # (n, width)
+        flat = (dofs[:, :, None] * ndof + dofs[:, None, :]).ravel()
+        M = np.bincount(flat, me.ravel(), ndof * ndof).reshape(ndof, ndof)
+        K = np.bincount(flat, ke.ravel(), ndof * ndof).reshape(ndof, ndof)
     D = config.rayleigh_alpha * M + config.rayleigh_beta * K
     fixed = list(supports[config.left]) + [dpn * n + d for d in supports[config.right]]
     fixed = np.array(sorted(fixed), dtype=int)
@@ -397,7 +513,9 @@ def assemble_beam(config: BeamConfig) -> BeamModel:
     """
     if not isinstance(config, BeamConfig):
         raise InputError(f"config must be a BeamConfig, got {type(config).__name__}")
-    return _assemble(BeamModel, config, *element_matrices(config), _SUPPORT_DOFS)
+    if config.uniform:
+        return _assemble(BeamModel, config, *element_matrices(config), _SUPPORT_DOFS)
+    return _assemble(BeamModel, config, *stepped_element_matrices(config), _SUPPORT_DOFS)
 
 
 def static_deflection(model: BeamModel, f) -> np.ndarray:

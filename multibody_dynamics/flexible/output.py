@@ -67,9 +67,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DimensionError, InputError, ModelError
-from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, element_shapes
+from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, gauss_shapes
 from .modal import ModalBasis
-from .sid import ModalData, modal_data_from_beam
+from .sid import ModalData, modal_data_from_beam, stepped_element_fields
 from .system import FlexibleChain
 
 __all__ = ["RigidPart", "arm_modal_data", "combined_output_gamma", "chain_combined_output"]
@@ -187,14 +187,22 @@ def arm_modal_data(basis: ModalBasis, proximal: RigidPart | None = None,
     # add the axial force from the shift lp and from the distal part (Omega^2 per unit)
     kom = elastic.Komega.copy()
     h = cfg.element_length
-    sh = element_shapes(h, cfg.shear_parameter(), _GAUSS_XI)
-    rho_a = cfg.section.rho * cfg.section.A
-    for e in range(cfg.n_elements):
-        pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
-        x = beam.nodes[e] + _GAUSS_XI * h
-        dw = sh["dw"] @ pe
-        extra = rho_a * lp * (le - x) + md * rc[0]
-        kom += dw.T @ ((_GAUSS_W * h * extra)[:, None] * dw)
+    if cfg.uniform:
+        sh = gauss_shapes(h, cfg.shear_parameter())
+        rho_a = cfg.section.rho * cfg.section.A
+        for e in range(cfg.n_elements):
+            pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
+            x = beam.nodes[e] + _GAUSS_XI * h
+            dw = sh["dw"] @ pe
+            extra = rho_a * lp * (le - x) + md * rc[0]
+            kom += dw.T @ ((_GAUSS_W * h * extra)[:, None] * dw)
+    else:  # a stepped beam: lp times the mass beyond x, element by element, batched
+        f = stepped_element_fields(basis)
+        ra, x = f["rho_a"], f["x"]
+        after = np.concatenate([np.cumsum((ra * h)[::-1])[::-1][1:], [0.0]])
+        beyond = ra[:, None] * (beam.nodes[1:, None] - x) + after[:, None]
+        extra = lp * beyond + md * rc[0]
+        kom += np.einsum("ng,ngp,ngq->pq", extra * f["wg"][None, :], f["dw"], f["dw"])
 
     nodes = np.vstack([[0.0, 0.0], elastic.node_positions + np.array([lp, 0.0]),
                        [lp + le + dist.length, 0.0]])

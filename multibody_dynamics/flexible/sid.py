@@ -55,11 +55,11 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import InputError, ModelError
-from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, element_shapes
+from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, _stepped_gauss_shapes, gauss_shapes
 from .modal import ModalBasis
 
 __all__ = ["FORMAT_VERSION", "KEYS", "ModalData", "modal_data_from_beam", "save_modal_data",
-           "load_modal_data"]
+           "load_modal_data", "stepped_element_fields"]
 
 FORMAT_VERSION = 1
 #: Keys of a version-1 modal data file, in documentation order.
@@ -232,6 +232,59 @@ class ModalData:
         return out
 
 
+def stepped_element_fields(basis: ModalBasis) -> dict[str, np.ndarray]:
+    """The mode fields of a beam at the Gauss points of every element, batched.
+
+    Returns ``"u", "w", "theta", "dw"`` (n, 5, nq) per unit ``q_e`` (m, m, rad, -), ``"x"``
+    (n, 5) [m] the Gauss points, ``"wg"`` (5,) [m] the weights, ``"rho_a"``, ``"rho_i"``
+    (n,) [kg/m], [kg m] per element (``rho_i`` zero without rotary inertia).
+    """
+    beam = basis.beam
+    cfg = beam.config
+    n, h = cfg.n_elements, cfg.element_length
+    sh = _stepped_gauss_shapes(cfg)
+    dofs = DOFS_PER_NODE * np.arange(n)[:, None] + np.arange(2 * DOFS_PER_NODE)[None, :]
+    pe = basis.Phi[dofs]  # (n, 6, nq)
+    out = {k: np.einsum("ngi,niq->ngq", sh[k], pe) for k in ("u", "w", "theta", "dw")}
+    secs = [cfg.element_section(e) for e in range(n)]
+    out["rho_a"] = np.array([s.rho * s.A for s in secs])
+    out["rho_i"] = (np.array([s.rho * s.I for s in secs]) if cfg.rotary_inertia
+                    else np.zeros(n))
+    out["x"] = beam.nodes[:-1, None] + _GAUSS_XI[None, :] * h
+    out["wg"] = _GAUSS_W * h
+    return out
+
+
+def _stepped_integrals(basis: ModalBasis):
+    """The mass integrals of :func:`modal_data_from_beam` for a stepped beam, batched over the
+    elements (each with its own section): mass, mx, I0, Ct, I1, Cr0, Cr1 (unsymmetrised), Me,
+    Komega (unsymmetrised)."""
+    f = stepped_element_fields(basis)
+    u, w, th, dw = f["u"], f["w"], f["theta"], f["dw"]
+    ra, ri, x, wg = f["rho_a"], f["rho_i"], f["x"], f["wg"]
+    nodes = basis.beam.nodes
+    wa = ra[:, None] * wg[None, :]  # (n, 5): rho A dx at each Gauss point
+    wi = ri[:, None] * wg[None, :]
+
+    def gram(weight, a, b):
+        return np.einsum("ng,ngp,ngq->pq", weight, a, b)
+
+    mass = float(wa.sum())
+    mx = float((wa * x).sum())
+    i0 = float((wa * x**2 + wi).sum())
+    ct = np.column_stack([np.einsum("ng,ngq->q", wa, u), np.einsum("ng,ngq->q", wa, w)])
+    i1 = 2.0 * np.einsum("ng,ngq->q", wa * x, u)
+    cr0 = np.einsum("ng,ngq->q", wa * x, w) + np.einsum("ng,ngq->q", wi, th)
+    cr1 = gram(wa, w, u) - gram(wa, u, w)
+    me = gram(wa, u, u) + gram(wa, w, w) + gram(wi, th, th)
+    # centrifugal axial force per unit Omega^2 at x: int_x^l rho A s ds, element-wise
+    own = 0.5 * ra * (nodes[1:] ** 2 - nodes[:-1] ** 2)
+    beyond = np.concatenate([np.cumsum(own[::-1])[::-1][1:], [0.0]])
+    pull = ra[:, None] * 0.5 * (nodes[1:, None] ** 2 - x**2) + beyond[:, None]
+    kom = gram(pull * wg[None, :], dw, dw)
+    return mass, mx, i0, ct, i1, cr0, cr1, me, kom
+
+
 def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     """Mass integrals of a beam body by consistent (Gauss) integration over its elements.
 
@@ -239,7 +292,8 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     moves by ``(u - eta theta, w)`` with the element interpolations of
     :mod:`~multibody_dynamics.flexible.beam`, so the integrals use the same shape functions as
     the consistent mass matrix (and ``Me`` equals ``Phi^T M Phi`` to rounding). Section terms
-    ``int eta^2 dm`` = ``rho I`` per length enter only if the beam has rotary inertia.
+    ``int eta^2 dm`` = ``rho I`` per length enter only if the beam has rotary inertia. A
+    stepped beam (``config.sections``) is integrated with each element's own section.
 
     Parameters
     ----------
@@ -252,32 +306,35 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     """
     beam = basis.beam
     cfg = beam.config
-    s = cfg.section
-    h, phi_s, length = cfg.element_length, cfg.shear_parameter(), cfg.length
-    rho_a = s.rho * s.A
-    rho_i = s.rho * s.I if cfg.rotary_inertia else 0.0
     nq = basis.n_modes
-    sh = element_shapes(h, phi_s, _GAUSS_XI)
-    mass, mx, i0 = 0.0, 0.0, 0.0
-    ct = np.zeros((nq, 2))
-    i1, cr0 = np.zeros(nq), np.zeros(nq)
-    cr1, me, kom = np.zeros((nq, nq)), np.zeros((nq, nq)), np.zeros((nq, nq))
-    for e in range(cfg.n_elements):
-        pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
-        x = beam.nodes[e] + _GAUSS_XI * h
-        wg = _GAUSS_W * h
-        u, w, th, dw = (sh[k] @ pe for k in ("u", "w", "theta", "dw"))
-        mass += rho_a * wg.sum()
-        mx += rho_a * wg @ x
-        i0 += wg @ (rho_a * x**2 + rho_i)
-        ct[:, 0] += rho_a * wg @ u
-        ct[:, 1] += rho_a * wg @ w
-        i1 += 2.0 * rho_a * (wg * x) @ u
-        cr0 += (wg * rho_a * x) @ w + rho_i * wg @ th
-        cr1 += rho_a * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
-        me += rho_a * (u.T @ (wg[:, None] * u) + w.T @ (wg[:, None] * w))
-        me += rho_i * th.T @ (wg[:, None] * th)
-        kom += dw.T @ ((wg * rho_a * 0.5 * (length**2 - x**2))[:, None] * dw)
+    if not cfg.uniform:
+        mass, mx, i0, ct, i1, cr0, cr1, me, kom = _stepped_integrals(basis)
+    else:
+        s = cfg.section
+        h, phi_s, length = cfg.element_length, cfg.shear_parameter(), cfg.length
+        rho_a = s.rho * s.A
+        rho_i = s.rho * s.I if cfg.rotary_inertia else 0.0
+        sh = gauss_shapes(h, phi_s)
+        mass, mx, i0 = 0.0, 0.0, 0.0
+        ct = np.zeros((nq, 2))
+        i1, cr0 = np.zeros(nq), np.zeros(nq)
+        cr1, me, kom = np.zeros((nq, nq)), np.zeros((nq, nq)), np.zeros((nq, nq))
+        for e in range(cfg.n_elements):
+            pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
+            x = beam.nodes[e] + _GAUSS_XI * h
+            wg = _GAUSS_W * h
+            u, w, th, dw = (sh[k] @ pe for k in ("u", "w", "theta", "dw"))
+            mass += rho_a * wg.sum()
+            mx += rho_a * wg @ x
+            i0 += wg @ (rho_a * x**2 + rho_i)
+            ct[:, 0] += rho_a * wg @ u
+            ct[:, 1] += rho_a * wg @ w
+            i1 += 2.0 * rho_a * (wg * x) @ u
+            cr0 += (wg * rho_a * x) @ w + rho_i * wg @ th
+            cr1 += rho_a * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
+            me += rho_a * (u.T @ (wg[:, None] * u) + w.T @ (wg[:, None] * w))
+            me += rho_i * th.T @ (wg[:, None] * th)
+            kom += dw.T @ ((wg * rho_a * 0.5 * (length**2 - x**2))[:, None] * dw)
     nodes = np.column_stack([beam.nodes, np.zeros_like(beam.nodes)])
     node_shapes = basis.Phi.reshape(-1, DOFS_PER_NODE, nq)
     return ModalData(
