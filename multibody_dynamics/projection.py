@@ -50,6 +50,10 @@ MASS_SOLVERS = ("auto", "dense", "sparse")
 #: ``mass_solver="auto"`` uses pinocchio's tree algorithms from this many velocity coordinates
 #: on (see :func:`inverse_mass_product` for the measurements behind it).
 SPARSE_MASS_MIN_NV = 20
+#: ``mass_solver="auto"``: the direct dynamics' fast path uses articulated-body solves instead
+#: of a dense Cholesky of M from this many velocity coordinates on (see ``bench/run.py --only
+#: constrained``, the closed-chain scaling entries).
+TREE_DYNAMICS_MIN_NV = 20
 
 
 @dataclass(frozen=True)
@@ -649,6 +653,119 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
     return a, f_c, lam, rank, res
 
 
+def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul):  # pragma: no cover - numba
+    """Closure rows ``A`` (m, nv) and ``gamma`` (m,), their SVD and the rank decision of eq. 70;
+    for the ``r`` retained directions (decreasing sigma): the rows ``Vt[:r]`` = ``V_r^T``, the
+    projected bias ``c[:r] = V_r^T C v = -S_r^-1 U_r^T gamma`` (eq. 16) and ``Ul[:, :r] =
+    U_r S_r^-1`` (``lam = Ul mu``).  Returns r."""
+    nv = J.shape[1]
+    m = gamma.shape[0]
+    _closure_rows(v, J, dJ, H, cl, cf, A, gamma, np.empty(72))
+    B, Q, s, order, r = _svd_rank(A, par[1], par[0])
+    for ii in range(r):
+        j = order[ii]
+        sj = s[j]
+        for k in range(nv):
+            Vt[ii, k] = B[k, j] / sj
+        sm = 0.0
+        for l2 in range(m):
+            sm += Q[l2, j] * gamma[l2]
+            Ul[l2, ii] = Q[l2, j] / sj
+        c[ii] = -sm / sj
+    return r
+
+
+def _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out):  # pragma: no cover - numba
+    """The constrained solution from ``Xt[0] = M^-1 f`` and ``Xt[1:r+1] = (M^-1 V_r)^T`` (``Rt``
+    rows 1.. hold ``V_r^T``): ``(V_r^T M^-1 V_r) mu = c - V_r^T M^-1 f``, ``a = M^-1 (f + V_r
+    mu)``, ``f_c = V_r mu``, ``lam = U_r S_r^-1 mu``, written to ``out = [a, f_c, lam]``.
+    Returns ``||A a + gamma||_inf`` (inf when a is not finite or the r x r system singular)."""
+    nv = Xt.shape[1]
+    m = gamma.shape[0]
+    K = np.empty((r, r))
+    rhs = np.empty(r)
+    mu = np.zeros(r)
+    for i1 in range(r):
+        sm = c[i1]
+        for k in range(nv):
+            sm -= Rt[1 + i1, k] * Xt[0, k]
+        rhs[i1] = sm
+        for i2 in range(r):
+            sm = 0.0
+            for k in range(nv):
+                sm += Rt[1 + i1, k] * Xt[1 + i2, k]
+            K[i1, i2] = sm
+    ok = r == 0 or _gauss_solve(K, rhs, mu)  # K is positive definite when M is
+    for k in range(nv):
+        sa = Xt[0, k]
+        sf = 0.0
+        for ii in range(r):
+            sa += Xt[1 + ii, k] * mu[ii]
+            sf += Rt[1 + ii, k] * mu[ii]
+        out[k] = sa if ok else np.nan
+        out[nv + k] = sf
+    for l2 in range(m):
+        sm = 0.0
+        for ii in range(r):
+            sm += Ul[l2, ii] * mu[ii]
+        out[2 * nv + l2] = sm
+    res = 0.0
+    for l2 in range(m):
+        sm = gamma[l2]
+        for k in range(nv):
+            sm += A[l2, k] * out[k]
+        if abs(sm) > res or sm != sm:
+            res = abs(sm) if sm == sm else np.inf
+    return res
+
+
+def _basis_kernel(v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
+    """:func:`_constraint_basis` with its arrays allocated: ``(Rt, c, Ul, A, gamma, r)``, ``Rt``
+    (m + 1, nv) with ``V_r^T`` in rows 1..r (row 0 is left for ``f``)."""
+    nv = J.shape[1]
+    m = cl[0, 5]
+    A = np.empty((m, nv))
+    gamma = np.empty(m)
+    Rt = np.empty((m + 1, nv))
+    c = np.empty(m)
+    Ul = np.empty((m, m))
+    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul)
+    return Rt, c, Ul, A, gamma, r
+
+
+def _combine_kernel(Xt, Rt, c, Ul, A, gamma, r):  # pragma: no cover - numba
+    """:func:`_gauss_combine` into a new ``out`` (2 nv + m,): ``(out, residual)``."""
+    out = np.empty(2 * Xt.shape[1] + gamma.shape[0])
+    return out, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out)
+
+
+def _dense_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
+    """The whole direct dynamics with a dense Cholesky of M (small models): ``(out, rank,
+    residual)``, ``out = [a, f_c, lam]`` (2 nv + m,); NaN accelerations if M is not positive
+    definite."""
+    nv = M.shape[0]
+    m = cl[0, 5]
+    A = np.empty((m, nv))
+    gamma = np.empty(m)
+    Rt = np.empty((m + 1, nv))
+    Xt = np.empty((m + 1, nv))
+    c = np.empty(m)
+    Ul = np.empty((m, m))
+    L = np.empty((nv, nv))
+    out = np.empty(2 * nv + m)
+    for k in range(nv):
+        Rt[0, k] = tau[k] - nle[k]
+    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul)
+    if _chol(M, L, nv):
+        for i in range(r + 1):
+            _chol_solve(L, Rt, i, Xt, i, nv)
+    else:
+        for i in range(r + 1):
+            for k in range(nv):
+                Xt[i, k] = np.nan
+    return out, r, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out)
+
+
 def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
     """Solve K x = rhs by Gaussian elimination with partial pivoting, overwriting K and rhs;
     False (x untouched) when a pivot column is exactly zero."""
@@ -682,6 +799,39 @@ def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
             sm -= K[i, j] * x[j]
         x[i] = sm / K[i, i]
     return True
+
+
+def _chol(M, L, n):  # pragma: no cover - numba
+    """Cholesky ``M = L L^T`` of the leading n x n block into L (lower); False if that block
+    is not positive definite."""
+    for j in range(n):
+        sm = M[j, j]
+        for k in range(j):
+            sm -= L[j, k] * L[j, k]
+        if not sm > 0.0:
+            return False
+        d = np.sqrt(sm)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            s2 = M[i, j]
+            for k in range(j):
+                s2 -= L[i, k] * L[j, k]
+            L[i, j] = s2 / d
+    return True
+
+
+def _chol_solve(L, b, ib, x, ix, n):  # pragma: no cover - numba
+    """Row ``ix`` of x (2-D) = (L L^T)^-1 row ``ib`` of b (2-D), leading n x n block of L."""
+    for i in range(n):
+        sm = b[ib, i]
+        for k in range(i):
+            sm -= L[i, k] * x[ix, k]
+        x[ix, i] = sm / L[i, i]
+    for i in range(n - 1, -1, -1):
+        sm = x[ix, i]
+        for k in range(i + 1, n):
+            sm -= L[k, i] * x[ix, k]
+        x[ix, i] = sm / L[i, i]
 
 
 def _svd_rank(A, rank_rtol, rank_atol):  # pragma: no cover - numba
@@ -877,14 +1027,15 @@ def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, pa
     return tau, f_c, lam, 0, r, r2
 
 
-_KERNEL = []  # [compiled kernel] once numba has compiled it; [None] without numba
+_KERNEL = []  # [(dense, basis, combine, as-written) kernels] once jitted; [None] without numba
 _ID_KERNEL = []  # [compiled _inverse_dynamics_kernel] likewise
 
 
 def _numba_jit():
     """numba.njit with the options of the kernels, or None; compiles the helpers first (the
     kernels resolve them as globals when they are compiled)."""
-    global _closure_rows, _jacobi_columns, _gauss_solve, _svd_rank
+    global _closure_rows, _jacobi_columns, _gauss_solve, _svd_rank, _chol, _chol_solve
+    global _constraint_basis, _gauss_combine
     try:
         import numba
     except ImportError:  # the plain numpy path is used
@@ -895,14 +1046,20 @@ def _numba_jit():
         _jacobi_columns = jit(_jacobi_columns)
         _svd_rank = jit(_svd_rank)  # after _jacobi_columns, which it calls
         _gauss_solve = jit(_gauss_solve)
+        _chol = jit(_chol)
+        _chol_solve = jit(_chol_solve)
+        _constraint_basis = jit(_constraint_basis)  # after _closure_rows and _svd_rank
+        _gauss_combine = jit(_gauss_combine)
     return jit
 
 
 def _compiled_kernel():
-    """The numba-compiled :func:`_projection_kernel`, or None when numba is not installed."""
+    """The numba-compiled direct-dynamics kernels ``(_dense_kernel, _basis_kernel,
+    _combine_kernel, _projection_kernel)``, or None when numba is not installed."""
     if not _KERNEL:
         jit = _numba_jit()
-        _KERNEL.append(None if jit is None else jit(_projection_kernel))
+        _KERNEL.append(None if jit is None else (jit(_dense_kernel), jit(_basis_kernel),
+                                                 jit(_combine_kernel), jit(_projection_kernel)))
     return _KERNEL[0]
 
 
@@ -947,12 +1104,28 @@ class _FastPlan:
         self.M, self.nle, self.J, self.dJ = data.M, data.nle, data.J, data.dJ
         self.settings = None
         self.par = np.zeros(4)
+        self.nv = nv
+        self.tree = False  # direct dynamics by pinocchio's ABA (set by parameters)
+        self.solver = "auto"
+        self._unit = None
 
     def parameters(self, s: ProjectionSettings) -> np.ndarray:
         if s is not self.settings:
             self.par[:] = (s.rank_atol, s.rank_rtol, VARIANTS.index(s.variant), s.alpha)
+            self.solver = s.mass_solver
+            self.tree = s.mass_solver == "sparse" or (
+                s.mass_solver == "auto" and self.nv >= TREE_DYNAMICS_MIN_NV)
             self.settings = s
         return self.par
+
+    def unit_solver(self, pm: pin.Model):
+        """``(model, data, zero velocity)`` with the gravity of ``pm`` removed: ``pin.aba`` on
+        them gives ``M^-1 x``."""
+        if self._unit is None:
+            pm0 = pin.Model(pm)
+            pm0.gravity = pin.Motion.Zero()
+            self._unit = (pm0, pm0.createData(), np.zeros(pm.nv))
+        return self._unit
 
     @staticmethod
     def _support(pm, frame):
@@ -993,6 +1166,7 @@ class ProjectedDynamics:
         self._actuated_default = ~np.asarray(model.passive, bool)
         self._plan = None  # _FastPlan, built on the first call that can use the fast path
         self._kernel = None
+        self._tree = None  # fast_step.TreeDynamics where the model is a tree of 1-dof joints
 
     # -- argument checks ------------------------------------------------------------------
     def _q(self, q):
@@ -1019,7 +1193,24 @@ class ProjectedDynamics:
         """Accelerations a (nv,) under actuation ``tau`` (Aghili 2005 eq. 22); the fast path."""
         q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
         if self._fast_ready():
-            return self._fast(q, v, tau)[0]
+            return self._fast(q, v, tau)[0][:self._nv]
+        A, gamma = self.constraints.jacobian_and_bias(q, v)
+        M, f = self._applied(q, v, tau)
+        return projected_acceleration(M, f, A, gamma, self.settings)[0]
+
+    def acceleration_as_written(self, q, v, tau) -> np.ndarray:
+        """Accelerations a (nv,) by solving the linear system of ``settings.variant`` as
+        written (eq. 24, 27 or 29: ``M_c a = ...``, dense LU, O(nv^3)), compiled where
+        :meth:`acceleration` is; the simulator's reference path.
+
+        Same solution as :meth:`acceleration` (the Gauss form) to round-off away from
+        singular configurations; near one, the solve with ``M_c`` loses about
+        ``eps / sigma_min^2`` in the accelerations (docs/performance.md).
+        """
+        q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
+        if self._fast_ready():
+            self._plan.parameters(self.settings)
+            return self._kernel[3](*self._all_terms(q, v, tau), self._plan.par)[0]
         A, gamma = self.constraints.jacobian_and_bias(q, v)
         M, f = self._applied(q, v, tau)
         return projected_acceleration(M, f, A, gamma, self.settings)[0]
@@ -1034,10 +1225,27 @@ class ProjectedDynamics:
             if self._kernel is None:
                 return False
             self._plan = _FastPlan(c, self._pm, self._data)
+            from .fast_step import TreeDynamics  # deferred: fast_step imports this module
+
+            self._tree = TreeDynamics.build(self)
         return True
 
     def _fast(self, q, v, tau):
-        """(a, f_c, lam, rank, residual) from one pinocchio pass and the compiled kernel."""
+        """``(out, rank, residual)``, ``out = [a, f_c, lam]`` (2 nv + m,), by the compiled
+        kernels: after one pinocchio pass with a dense Cholesky of M (small models), or with
+        articulated-body solves (:meth:`_fast_tree`)."""
+        plan, tr = self._plan, self._tree
+        par = plan.parameters(self.settings)
+        if tr is not None and plan.solver != "dense":  # the call of TreeDynamics, inlined
+            if self._springs:
+                tau = tau + self._rigid.spring_forces(q, v)
+            return tr.kernel(q, v, tau, *tr.args, par, tr.H, tr.buf)
+        if plan.tree:
+            return self._fast_tree(q, v, tau, par)
+        return self._kernel[0](*self._all_terms(q, v, tau), par)
+
+    def _all_terms(self, q, v, tau):
+        """The dense kernels' arguments but ``par``: one ``computeAllTerms``, the frames."""
         pm, data, plan = self._pm, self._data, self._plan
         pin.computeAllTerms(pm, data, q, v)  # M, h, J, dJ and the joint placements
         H = plan.H
@@ -1045,8 +1253,31 @@ class ProjectedDynamics:
             H[i] = pin.updateFramePlacement(pm, data, fid).homogeneous
         if self._springs:
             tau = tau + self._rigid.spring_forces(q, v)
-        return self._kernel(plan.M, plan.nle, tau, v, plan.J, plan.dJ, H, plan.cl, plan.cf,
-                            plan.parameters(self.settings))
+        return plan.M, plan.nle, tau, v, plan.J, plan.dJ, H, plan.cl, plan.cf
+
+    def _fast_tree(self, q, v, tau, par):
+        """:meth:`_fast` in O(n m + m^3) for a tree of n bodies and m closure rows: the Gauss
+        form of eq. 22 (``a = M^-1 (f + V_r mu)``, see :func:`_gauss_combine`) needs M only
+        through ``M^-1 f`` and the r columns of ``M^-1 V_r``; each is one articulated-body
+        pass (``pin.aba``, O(n); Featherstone 2008 Ch. 7, the factorization of M^-1 of
+        Yesiloglu (2007) (3.38)), ``M^-1 f`` with the model's velocity and gravity, the columns
+        on a copy of the model without gravity at zero velocity.  No n x n matrix is formed."""
+        pm, data, plan = self._pm, self._data, self._plan
+        pin.computeJointJacobiansTimeVariation(pm, data, q, v)  # J, dJ and the placements
+        H = plan.H
+        for i, fid in plan.moving:
+            H[i] = pin.updateFramePlacement(pm, data, fid).homogeneous
+        if self._springs:
+            tau = tau + self._rigid.spring_forces(q, v)
+        Rt, c, Ul, A, gamma, r = self._kernel[1](v, plan.J, plan.dJ, H, plan.cl, plan.cf, par)
+        Xt = np.empty_like(Rt)
+        Xt[0] = pin.aba(pm, data, q, v, tau)  # M^-1 (tau + tau_s - h)
+        if r:
+            pm0, data0, zero = plan.unit_solver(pm)
+            for i in range(1, r + 1):
+                Xt[i] = pin.aba(pm0, data0, q, zero, Rt[i])  # M^-1 V_r[:, i-1]
+        out, residual = self._kernel[2](Xt, Rt, c, Ul, A, gamma, r)
+        return out, r, residual
 
     def forward_dynamics(self, q, v, tau) -> ForwardDynamicsResult:
         """Accelerations, constraint force (eq. 32) and minimum-norm multipliers.
@@ -1057,8 +1288,9 @@ class ProjectedDynamics:
         """
         q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
         if self._fast_ready():
-            a, f_c, lam, rank, residual = self._fast(q, v, tau)
-            m = self._plan.m
+            out, rank, residual = self._fast(q, v, tau)
+            nv, m = self._nv, self._plan.m
+            a, f_c, lam = out[:nv], out[nv:2 * nv], out[2 * nv:]
             if residual < np.inf:  # a finite (else the kernel's residual is inf): a frozen
                 # dataclass's __init__ (object.__setattr__ per field) costs as much as the
                 # kernel, so the instance is filled directly, with the messages below
