@@ -326,46 +326,63 @@ def _abi_solve(ji, J, U, D, Rt, Xt, k, P):  # pragma: no cover - numba
                 P[i, a, c] = (P[p, a, c] if p >= 0 else 0.0) + J[a, i] * qdd
 
 
-def _tree_fd_size(n, m):
-    """Length of the work buffer of :func:`_tree_fd` for n joints and m closure rows."""
-    return 102 * n + 6 * n * (m + 1) + m * n + 2 * (m + 1) * n + m * m + 2 * m
+def _tree_fd_size(n, m, nf):
+    """Length of the float buffer of :func:`_tree_fd` for n joints, m closure rows, nf frames."""
+    return (16 * nf + 102 * n + 6 * n * (m + 1) + m * n + 2 * (m + 1) * n + m * m + 2 * m
+            + 72 + n * m + m * m + m)
 
 
-def _tree_fd(q, v, tau, ji, jf, g, fi, ff, cl, cf, par, H, buf):  # pragma: no cover - numba
+def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
     """Constrained direct dynamics of :class:`~multibody_dynamics.projection.ProjectedDynamics`
     in O(n m + m^3): :func:`_terms` without M (kinematics, J, dJ, frames, h by RNEA), the closure
     rows and their SVD, then the Gauss form of Aghili (2005) eq. 22 (projection.py's
     ``_gauss_combine``) with ``M^-1 f`` and ``M^-1 V_r`` from one articulated-body factorization
-    and r + 1 solves.  ``buf`` (:func:`_tree_fd_size`) work space, ``H`` the frame placements (frames on the
-    universe set once).  Returns ``(out, rank, residual)``, ``out = [a, f_c, lam]``."""
+    and r + 1 solves.  The constant arrays of :func:`_terms` and of the closure rows come packed
+    (a call from Python checks each argument: 7 instead of 13): ``ic`` = [nf, nc, ji, fi, cl]
+    (integers, flattened), ``fc`` = [jf, g, ff, cf]; ``buf`` (:func:`_tree_fd_size`) holds the
+    frame placements H first (frames on the universe set once), then the work arrays.
+    Returns ``(out, rank, residual)``, ``out = [a, f_c, lam]``."""
     n = q.shape[0]
+    nf, nc = ic[0], ic[1]
+    ji = ic[2:2 + 2 * n].reshape((n, 2))
+    fi = ic[2 + 2 * n:2 + 2 * n + nf]
+    cl = ic[2 + 2 * n + nf:2 + 2 * n + nf + 6 * nc].reshape((nc, 6))
+    jf = fc[:28 * n].reshape((n, 28))
+    g = fc[28 * n:28 * n + 3]
+    o = 28 * n + 3
+    ff = fc[o:o + 12 * nf].reshape((nf, 12))
+    o += 12 * nf
+    cf = fc[o:o + nc * (90 + n)].reshape((nc, 90 + n))
     m = cl[0, 5]
-    nle = buf[:n]
-    J = buf[n:7 * n].reshape((6, n))
-    dJ = buf[7 * n:13 * n].reshape((6, n))
-    X = buf[13 * n:25 * n].reshape((n, 12))
-    W = buf[25 * n:59 * n].reshape((n, 34))
-    IA = buf[59 * n:95 * n].reshape((n, 6, 6))
-    U = buf[95 * n:101 * n].reshape((n, 6))
-    D = buf[101 * n:102 * n]
+    H = buf[:16 * nf].reshape((nf, 4, 4))
+    w = buf[16 * nf:]
+    nle = w[:n]
+    J = w[n:7 * n].reshape((6, n))
+    dJ = w[7 * n:13 * n].reshape((6, n))
+    X = w[13 * n:25 * n].reshape((n, 12))
+    W = w[25 * n:59 * n].reshape((n, 34))
+    IA = w[59 * n:95 * n].reshape((n, 6, 6))
+    U = w[95 * n:101 * n].reshape((n, 6))
+    D = w[101 * n:102 * n]
     o = 102 * n
-    P = buf[o:o + 6 * n * (m + 1)].reshape((n, 6, m + 1))
+    P = w[o:o + 6 * n * (m + 1)].reshape((n, 6, m + 1))
     o += 6 * n * (m + 1)
-    A = buf[o:o + m * n].reshape((m, n))
+    A = w[o:o + m * n].reshape((m, n))
     o += m * n
-    Rt = buf[o:o + (m + 1) * n].reshape((m + 1, n))
+    Rt = w[o:o + (m + 1) * n].reshape((m + 1, n))
     o += (m + 1) * n
-    Xt = buf[o:o + (m + 1) * n].reshape((m + 1, n))
+    Xt = w[o:o + (m + 1) * n].reshape((m + 1, n))
     o += (m + 1) * n
-    Ul = buf[o:o + m * m].reshape((m, m))
+    Ul = w[o:o + m * m].reshape((m, m))
     o += m * m
-    gamma = buf[o:o + m]
-    c = buf[o + m:o + 2 * m]
-    _terms(q, v, ji, jf, g, fi, ff, buf[:0].reshape((0, 0)), nle, J, dJ, H, X, 0, W)
+    gamma = w[o:o + m]
+    c = w[o + m:o + 2 * m]
+    wb = w[o + 2 * m:]
+    _terms(q, v, ji, jf, g, fi, ff, w[:0].reshape((0, 0)), nle, J, dJ, H, X, 0, W)
     out = np.empty(2 * n + m)
     for i in range(n):
         Rt[0, i] = tau[i] - nle[i]
-    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul)
+    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
     if _abi_factor(ji, J, W, IA, U, D):
         _abi_solve(ji, J, U, D, Rt, Xt, r + 1, P)
     else:
@@ -1081,12 +1098,14 @@ class TreeDynamics:
         pm = projected.model.pin_model
         self.kernel = kernel
         packed = _Packed(projected.model, projected, tree)
-        #: the constant arguments of the kernel after ``(q, v, tau)`` and before ``par``
-        self.args = packed.mdl[:7]  # ji, jf, g, fi, ff, cl, cf
-        self.H = np.zeros((len(packed.mdl[3]), 4, 4))
+        ji, jf, g, fi, ff, cl, cf = packed.mdl[:7]
+        nf = len(fi)
+        #: the constant arguments of the kernel, packed: integers and floats
+        self.ic = np.concatenate([[nf, len(cl)], ji.ravel(), fi, cl.ravel()]).astype(np.int64)
+        self.fc = np.concatenate([jf.ravel(), g, ff.ravel(), cf.ravel()])
+        self.buf = np.zeros(_tree_fd_size(pm.nv, packed.m, nf))
         o = pm.nv * pm.nv + 13 * pm.nv  # H's place in the simulator's buffer (see _Packed)
-        self.H.ravel()[:] = packed.mdl[9][o:o + self.H.size]
-        self.buf = np.zeros(_tree_fd_size(pm.nv, packed.m))
+        self.buf[:16 * nf] = packed.mdl[9][o:o + 16 * nf]  # frames on the universe
 
     @classmethod
     def build(cls, projected) -> TreeDynamics | None:
@@ -1103,4 +1122,4 @@ class TreeDynamics:
     def __call__(self, q, v, tau, par):
         """``(out, rank, residual)`` at (q, v) under ``tau`` (springs included by the caller),
         ``out = [a, f_c, lam]``; ``par`` the kernel parameters of the settings."""
-        return self.kernel(q, v, tau, *self.args, par, self.H, self.buf)
+        return self.kernel(q, v, tau, self.ic, self.fc, par, self.buf)

@@ -653,26 +653,75 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
     return a, f_c, lam, rank, res
 
 
-def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul):  # pragma: no cover - numba
+def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul, wb):  # pragma: no cover - numba # noqa: C901,E501
     """Closure rows ``A`` (m, nv) and ``gamma`` (m,), their SVD and the rank decision of eq. 70;
     for the ``r`` retained directions (decreasing sigma): the rows ``Vt[:r]`` = ``V_r^T``, the
     projected bias ``c[:r] = V_r^T C v = -S_r^-1 U_r^T gamma`` (eq. 16) and ``Ul[:, :r] =
-    U_r S_r^-1`` (``lam = Ul mu``).  Returns r."""
+    U_r S_r^-1`` (``lam = Ul mu``).  ``wb`` scratch of :func:`_basis_scratch` floats.  Returns r.
+
+    The SVD is a one-sided Jacobi SVD of ``A^T`` (:func:`_jacobi_columns`) on the rows of A
+    that are not exactly zero (3 of a revolute closure's 5 rows in a planar mechanism: their
+    singular values are zero and never retained), as ``fast_step._svd``."""
     nv = J.shape[1]
     m = gamma.shape[0]
-    _closure_rows(v, J, dJ, H, cl, cf, A, gamma, np.empty(72))
-    B, Q, s, order, r = _svd_rank(A, par[1], par[0])
+    _closure_rows(v, J, dJ, H, cl, cf, A, gamma, wb[:72])
+    idx = np.empty(2 * m, np.int64)  # non-zero rows, then the retained columns by sigma
+    mz = 0
+    for i in range(m):
+        for k in range(nv):
+            if A[i, k] != 0.0:
+                idx[mz] = i
+                mz += 1
+                break
+    B = wb[72:72 + nv * mz].reshape((nv, mz))
+    o = 72 + nv * mz
+    Q = wb[o:o + mz * mz].reshape((mz, mz))
+    sv = wb[o + mz * mz:o + mz * mz + mz]
+    for j in range(mz):
+        for k in range(nv):
+            B[k, j] = A[idx[j], k]
+        for i in range(mz):
+            Q[i, j] = 1.0 if i == j else 0.0
+    _jacobi_columns(B, Q)
+    smax = 0.0
+    for j in range(mz):
+        sq = 0.0
+        for k in range(nv):
+            sq += B[k, j] * B[k, j]
+        sv[j] = np.sqrt(sq)
+        if sv[j] > smax:
+            smax = sv[j]
+    tol = par[1] * smax
+    if tol < par[0]:
+        tol = par[0]
+    r = 0
+    for j in range(mz):  # retained columns, then sorted by decreasing sigma (insertion)
+        if sv[j] > tol:
+            ii = r
+            while ii > 0 and sv[idx[m + ii - 1]] < sv[j]:
+                idx[m + ii] = idx[m + ii - 1]
+                ii -= 1
+            idx[m + ii] = j
+            r += 1
+    for l2 in range(m):
+        for ii in range(r):
+            Ul[l2, ii] = 0.0
     for ii in range(r):
-        j = order[ii]
-        sj = s[j]
+        j = idx[m + ii]
+        sj = sv[j]
         for k in range(nv):
             Vt[ii, k] = B[k, j] / sj
         sm = 0.0
-        for l2 in range(m):
-            sm += Q[l2, j] * gamma[l2]
-            Ul[l2, ii] = Q[l2, j] / sj
+        for i in range(mz):
+            sm += Q[i, j] * gamma[idx[i]]
+            Ul[idx[i], ii] = Q[i, j] / sj
         c[ii] = -sm / sj
     return r
+
+
+def _basis_scratch(nv, m):
+    """Length of the scratch ``wb`` of :func:`_constraint_basis`."""
+    return 72 + nv * m + m * m + m
 
 
 def _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out):  # pragma: no cover - numba
@@ -729,7 +778,8 @@ def _basis_kernel(v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
     Rt = np.empty((m + 1, nv))
     c = np.empty(m)
     Ul = np.empty((m, m))
-    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul)
+    wb = np.empty(72 + nv * m + m * m + m)  # _basis_scratch
+    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
     return Rt, c, Ul, A, gamma, r
 
 
@@ -755,7 +805,8 @@ def _dense_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - 
     out = np.empty(2 * nv + m)
     for k in range(nv):
         Rt[0, k] = tau[k] - nle[k]
-    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul)
+    wb = np.empty(72 + nv * m + m * m + m)  # _basis_scratch
+    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
     if _chol(M, L, nv):
         for i in range(r + 1):
             _chol_solve(L, Rt, i, Xt, i, nv)
@@ -1167,6 +1218,7 @@ class ProjectedDynamics:
         self._plan = None  # _FastPlan, built on the first call that can use the fast path
         self._kernel = None
         self._tree = None  # fast_step.TreeDynamics where the model is a tree of 1-dof joints
+        self._ready_for = None  # the Constraints the plan was built for
 
     # -- argument checks ------------------------------------------------------------------
     def _q(self, q):
@@ -1218,9 +1270,11 @@ class ProjectedDynamics:
     def _fast_ready(self) -> bool:
         """Whether the compiled path applies: numba present, closures only (no Pfaffian rows)."""
         c = self.constraints
+        if c is self._ready_for and not c._pfaffian:  # closures are fixed at construction
+            return True
         if c._pfaffian or c.n_holonomic == 0 or type(c) is not Constraints:
             return False
-        if self._plan is None or self._plan.m != c.n_holonomic:
+        if self._plan is None or self._plan.m != c.n_holonomic or c is not self._ready_for:
             self._kernel = _compiled_kernel()
             if self._kernel is None:
                 return False
@@ -1228,6 +1282,7 @@ class ProjectedDynamics:
             from .fast_step import TreeDynamics  # deferred: fast_step imports this module
 
             self._tree = TreeDynamics.build(self)
+            self._ready_for = c
         return True
 
     def _fast(self, q, v, tau):
@@ -1239,7 +1294,7 @@ class ProjectedDynamics:
         if tr is not None and plan.solver != "dense":  # the call of TreeDynamics, inlined
             if self._springs:
                 tau = tau + self._rigid.spring_forces(q, v)
-            return tr.kernel(q, v, tau, *tr.args, par, tr.H, tr.buf)
+            return tr.kernel(q, v, tau, tr.ic, tr.fc, par, tr.buf)
         if plan.tree:
             return self._fast_tree(q, v, tau, par)
         return self._kernel[0](*self._all_terms(q, v, tau), par)
