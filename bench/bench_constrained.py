@@ -22,6 +22,7 @@ humanoid and a 60-link chain); the two paths are checked to agree first.
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,10 @@ CHAIN_N = (5, 10, 20, 50, 100, 200)  # issue 17: planar chain of n links closed 
 CHAIN_TARGET = 1.0  # issue 17: <= 1.0x pinocchio at n = 200 ...
 SLOPE_TARGET = 1.3  # ... and a log-log slope of the time over n <= 1.3
 CHAIN_AGREE = 1e-8  # relative difference to pin.constraintDynamics (its proximal accuracy)
+#: forward-dynamics timings count the CPU time of this process: both sides are single-threaded,
+#: and on the shared machine the wall time of a few-microsecond call mostly measures the wait
+#: for a core (ratios of 1.0-1.7 between runs of the same code)
+TIMER = time.process_time
 CASES = {  # robot: (closure frames, a configuration near the manifold)
     "four_bar": (("coupler_tip", "rocker_tip"), [0.5, 0.3, 1.5]),
     "slider_crank": (("slider_pin", "slider_rail"), [0.7, -1.3]),
@@ -93,10 +98,12 @@ def _entries(robot, frames, guess, rng, folder: Path) -> list[dict]:
     base.acceleration(q, v, tau)
     baseline = "pin.constraintDynamics (3-D point closure)"
     fd = ratio_entry(f"{robot} forward_dynamics", lambda: pd.forward_dynamics(q, v, tau),
-                     lambda: base.acceleration(q, v, tau), baseline, TARGET)
+                     lambda: base.acceleration(q, v, tau), baseline, TARGET, timer=TIMER)
     fd["max_rel_diff_vs_numpy_path"] = err
     acc = ratio_entry(f"{robot} acceleration", lambda: pd.acceleration(q, v, tau),
-                      lambda: base.acceleration(q, v, tau), baseline, TARGET)
+                      lambda: base.acceleration(q, v, tau), baseline, TARGET, timer=TIMER)
+    for e in (fd, acc):
+        e["timer"] = TIMER.__name__
     return [fd, acc]
 
 
@@ -186,29 +193,32 @@ def _chain_entries(rng, folder: Path) -> list[dict]:
         err_red = float(np.max(np.abs(res.a - red.a))) / scale
         if not (res.success and red.success and res.rank == red.rank == 2) or \
                 max(err, err_red) > CHAIN_AGREE:
-            raise AssertionError(f"chain {n}: forward dynamics differ from pinocchio by {err:.3g}, "
-                                 f"redundant set by {err_red:.3g} (ranks {res.rank}, {red.rank})")
+            raise AssertionError(f"chain {n}: forward dynamics differ from pinocchio by "
+                                 f"{err:.3g}, redundant set by {err_red:.3g} "
+                                 f"(ranks {res.rank}, {red.rank})")
         number = max(50, 20000 // n)
         e = ratio_entry(f"{n}-link closed chain forward_dynamics",
                         lambda p=pd, q=q, v=v, t=tau: p.forward_dynamics(q, v, t),
                         lambda b=base, q=q, v=v, t=tau: b.acceleration(q, v, t),
                         "pin.constraintDynamics (3-D point closure)",
-                        CHAIN_TARGET if n == CHAIN_N[-1] else None, number=number, repeat=5)
-        e.update(n=n, rows=pd.constraints.n_rows, rank=res.rank, max_rel_diff_vs_pinocchio=err,
-                 max_rel_diff_redundant_set=err_red)
+                        CHAIN_TARGET if n == CHAIN_N[-1] else None, number=number, repeat=5,
+                        timer=TIMER)
+        e.update(timer=TIMER.__name__, n=n, rows=pd.constraints.n_rows, rank=res.rank,
+                 max_rel_diff_vs_pinocchio=err, max_rel_diff_redundant_set=err_red)
         out.append(e)
         ours.append(e["time_us"])
         theirs.append(e["baseline_time_us"])
     logn = np.log(np.array(CHAIN_N, float))
     slope = float(np.polyfit(logn, np.log(ours), 1)[0])
     big = np.array(CHAIN_N) >= 50
+    slope_big = float(np.polyfit(logn[big], np.log(np.array(ours)[big]), 1)[0])
     out.append({"name": "closed chain: log-log slope of the time over n",
-                "n": list(CHAIN_N), "slope": slope,
-                "slope_n_ge_50": float(np.polyfit(logn[big], np.log(np.array(ours)[big]), 1)[0]),
+                "n": list(CHAIN_N), "slope": slope, "slope_n_ge_50": slope_big,
                 "baseline_slope": float(np.polyfit(logn, np.log(theirs), 1)[0]),
                 "baseline_slope_n_ge_50": float(np.polyfit(logn[big],
                                                            np.log(np.array(theirs)[big]), 1)[0]),
-                "target_slope": SLOPE_TARGET, "meets_target": bool(slope <= SLOPE_TARGET)})
+                "target_slope": SLOPE_TARGET,  # over all n and over n >= 50
+                "meets_target": bool(max(slope, slope_big) <= SLOPE_TARGET)})
     return out
 
 

@@ -32,7 +32,8 @@ CLOSURES = {
 
 
 def _make_robots():
-    spec = importlib.util.spec_from_file_location("make_robots", _ROOT / "tools" / "make_robots.py")
+    path = _ROOT / "tools" / "make_robots.py"
+    spec = importlib.util.spec_from_file_location("make_robots", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

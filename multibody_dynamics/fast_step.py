@@ -329,7 +329,7 @@ def _abi_solve(ji, J, U, D, Rt, Xt, k, P):  # pragma: no cover - numba
 def _tree_fd_size(n, m, nf):
     """Length of the float buffer of :func:`_tree_fd` for n joints, m closure rows, nf frames."""
     return (16 * nf + 102 * n + 6 * n * (m + 1) + m * n + 2 * (m + 1) * n + m * m + 2 * m
-            + 72 + n * m + m * m + m)
+            + m * m + 2 * m + 72 + n * m + m * m + m)
 
 
 def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
@@ -377,7 +377,9 @@ def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
     o += m * m
     gamma = w[o:o + m]
     c = w[o + m:o + 2 * m]
-    wb = w[o + 2 * m:]
+    o += 2 * m
+    wc = w[o:o + m * m + 2 * m]  # _gauss_combine's scratch
+    wb = w[o + m * m + 2 * m:]
     _terms(q, v, ji, jf, g, fi, ff, w[:0].reshape((0, 0)), nle, J, dJ, H, X, 0, W)
     out = np.empty(2 * n + m)
     for i in range(n):
@@ -389,7 +391,7 @@ def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
         for i in range(r + 1):
             for k in range(n):
                 Xt[i, k] = np.nan
-    return out, r, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out)
+    return out, r, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, wc)
 
 
 def _closure_residual(H, cl, cf, lphi, phi):  # pragma: no cover - numba

@@ -23,6 +23,13 @@ impulse), or Aghili's Euclidean ``P v``; mass-matrix solves through
 :func:`inverse_mass_product` (dense LAPACK Cholesky for small models, pinocchio's tree
 algorithms from :data:`SPARSE_MASS_MIN_NV` coordinates on).
 
+Direct dynamics (:meth:`ProjectedDynamics.forward_dynamics` and ``acceleration``) in Gauss's
+form of eq. 22 (docs/performance.md): ``a = M^-1 (f + V_r mu)`` with ``V_r`` the retained right
+singular vectors of ``A`` and ``(V_r^T M^-1 V_r) mu = V_r^T C v - V_r^T M^-1 f``, the unique
+solution of eqs. 24, 27 and 29 alike (Theorem 2); ``M^-1`` by articulated-body solves
+(O(n m + m^3), :class:`~multibody_dynamics.fast_step.TreeDynamics`) or a Cholesky of M.  The
+variant's matrix as written: :meth:`ProjectedDynamics.acceleration_as_written`.
+
 Rank decisions (eq. 70): ``A`` is decomposed by one SVD per call; singular values
 below ``max(rank_atol, rank_rtol * sigma_max)`` are treated as zero, i.e. the
 corresponding constraint directions are removed.  At the slider-crank singularity
@@ -85,11 +92,15 @@ class ProjectionSettings:
         Inverse dynamics report failure when the commanded motion violates
         ``A a + gamma = 0`` by more than this [m/s^2 | rad/s^2] (infinity norm).
     mass_solver : str
-        How products ``M^-1 X`` are computed (the mass-metric velocity projection):
-        ``"dense"`` (``crba`` + LAPACK Cholesky), ``"sparse"`` (pinocchio's tree algorithms:
-        the tree-sparse Cholesky for one column, the articulated-body ``computeMinverse`` for
+        How products ``M^-1 X`` are computed.  Mass-metric velocity projection: ``"dense"``
+        (``crba`` + LAPACK Cholesky), ``"sparse"`` (pinocchio's tree algorithms: the
+        tree-sparse Cholesky for one column, the articulated-body ``computeMinverse`` for
         several) or ``"auto"`` (dense below :data:`SPARSE_MASS_MIN_NV` velocity coordinates,
-        sparse from there on; see :func:`inverse_mass_product`).
+        sparse from there on; see :func:`inverse_mass_product`).  Direct dynamics
+        (:meth:`ProjectedDynamics.forward_dynamics`): ``"dense"`` a Cholesky of M in the
+        compiled kernel; otherwise articulated-body solves, compiled for trees of
+        one-degree-of-freedom joints, by pinocchio's ``aba`` for other trees with ``"sparse"``
+        or from :data:`TREE_DYNAMICS_MIN_NV` coordinates on with ``"auto"``.
     """
 
     rank_atol: float = 1e-9
@@ -653,7 +664,8 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
     return a, f_c, lam, rank, res
 
 
-def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul, wb):  # pragma: no cover - numba # noqa: C901,E501
+def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul,  # noqa: C901
+                      wb):  # pragma: no cover - numba
     """Closure rows ``A`` (m, nv) and ``gamma`` (m,), their SVD and the rank decision of eq. 70;
     for the ``r`` retained directions (decreasing sigma): the rows ``Vt[:r]`` = ``V_r^T``, the
     projected bias ``c[:r] = V_r^T C v = -S_r^-1 U_r^T gamma`` (eq. 16) and ``Ul[:, :r] =
@@ -724,16 +736,19 @@ def _basis_scratch(nv, m):
     return 72 + nv * m + m * m + m
 
 
-def _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out):  # pragma: no cover - numba
+def _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, ws):  # pragma: no cover - numba
     """The constrained solution from ``Xt[0] = M^-1 f`` and ``Xt[1:r+1] = (M^-1 V_r)^T`` (``Rt``
     rows 1.. hold ``V_r^T``): ``(V_r^T M^-1 V_r) mu = c - V_r^T M^-1 f``, ``a = M^-1 (f + V_r
     mu)``, ``f_c = V_r mu``, ``lam = U_r S_r^-1 mu``, written to ``out = [a, f_c, lam]``.
-    Returns ``||A a + gamma||_inf`` (inf when a is not finite or the r x r system singular)."""
+    Returns ``||A a + gamma||_inf`` (inf when a is not finite or the r x r system singular);
+    ``ws`` scratch of at least ``r^2 + 2 r`` floats."""
     nv = Xt.shape[1]
     m = gamma.shape[0]
-    K = np.empty((r, r))
-    rhs = np.empty(r)
-    mu = np.zeros(r)
+    K = ws[:r * r].reshape((r, r))
+    rhs = ws[r * r:r * r + r]
+    mu = ws[r * r + r:r * r + 2 * r]
+    for i in range(r):
+        mu[i] = 0.0
     for i1 in range(r):
         sm = c[i1]
         for k in range(nv):
@@ -786,7 +801,7 @@ def _basis_kernel(v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
 def _combine_kernel(Xt, Rt, c, Ul, A, gamma, r):  # pragma: no cover - numba
     """:func:`_gauss_combine` into a new ``out`` (2 nv + m,): ``(out, residual)``."""
     out = np.empty(2 * Xt.shape[1] + gamma.shape[0])
-    return out, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out)
+    return out, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, np.empty(r * r + 2 * r))
 
 
 def _dense_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
@@ -814,7 +829,7 @@ def _dense_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - 
         for i in range(r + 1):
             for k in range(nv):
                 Xt[i, k] = np.nan
-    return out, r, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out)
+    return out, r, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, np.empty(r * r + 2 * r))
 
 
 def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
@@ -1219,6 +1234,7 @@ class ProjectedDynamics:
         self._kernel = None
         self._tree = None  # fast_step.TreeDynamics where the model is a tree of 1-dof joints
         self._ready_for = None  # the Constraints the plan was built for
+        self._messages: dict[int, object] = {}  # forward_dynamics messages by rank; -1: m
 
     # -- argument checks ------------------------------------------------------------------
     def _q(self, q):
@@ -1230,6 +1246,15 @@ class ProjectedDynamics:
         if v.__class__ is _ND and v.dtype is _F8 and v.shape == (self._nv,):
             return v
         return as_vector(v, self._nv, name)
+
+    def _state(self, q, v, tau):
+        """``(q, v, tau)`` checked (one call: the direct dynamics' few-microsecond path)."""
+        sv = (self._nv,)
+        if q.__class__ is _ND and v.__class__ is _ND and tau.__class__ is _ND and \
+                q.dtype is _F8 and v.dtype is _F8 and tau.dtype is _F8 and \
+                q.shape == (self._nq,) and v.shape == sv and tau.shape == sv:
+            return q, v, tau
+        return self._q(q), self._v(v, "v"), self._v(tau, "tau")
 
     def _applied(self, q, v, tau):
         """``f = tau + tau_s - h`` and M at (q, v)."""
@@ -1243,7 +1268,7 @@ class ProjectedDynamics:
     # -- direct dynamics ------------------------------------------------------------------------
     def acceleration(self, q, v, tau) -> np.ndarray:
         """Accelerations a (nv,) under actuation ``tau`` (Aghili 2005 eq. 22); the fast path."""
-        q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
+        q, v, tau = self._state(q, v, tau)
         if self._fast_ready():
             return self._fast(q, v, tau)[0][:self._nv]
         A, gamma = self.constraints.jacobian_and_bias(q, v)
@@ -1290,7 +1315,7 @@ class ProjectedDynamics:
         kernels: after one pinocchio pass with a dense Cholesky of M (small models), or with
         articulated-body solves (:meth:`_fast_tree`)."""
         plan, tr = self._plan, self._tree
-        par = plan.parameters(self.settings)
+        par = plan.par if self.settings is plan.settings else plan.parameters(self.settings)
         if tr is not None and plan.solver != "dense":  # the call of TreeDynamics, inlined
             if self._springs:
                 tau = tau + self._rigid.spring_forces(q, v)
@@ -1341,19 +1366,24 @@ class ProjectedDynamics:
         ----------
         q : (nq,); v : (nv,) [rad/s | m/s]; tau : (nv,) actuation [N m | N]
         """
-        q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
+        q, v, tau = self._state(q, v, tau)
         if self._fast_ready():
             out, rank, residual = self._fast(q, v, tau)
             nv, m = self._nv, self._plan.m
             a, f_c, lam = out[:nv], out[nv:2 * nv], out[2 * nv:]
             if residual < np.inf:  # a finite (else the kernel's residual is inf): a frozen
                 # dataclass's __init__ (object.__setattr__ per field) costs as much as the
-                # kernel, so the instance is filled directly, with the messages below
+                # kernel, so the instance is filled directly, with the messages below (kept
+                # per rank: a redundant closure set formats one on every call otherwise)
+                msg = self._messages.get(rank)
+                if msg is None or self._messages.get(-1) != m:
+                    self._messages = {-1: m, rank: "ok" if rank == m else (
+                        f"rank of A is {rank} < {m} rows: {m - rank} "
+                        "redundant or removed constraint direction(s)")}
+                    msg = self._messages[rank]
                 res = object.__new__(ForwardDynamicsResult)
-                res.__dict__.update(a=a, f_c=f_c, lam=lam, rank=rank, residual=residual,
-                                    success=True, message="ok" if rank == m else (
-                                        f"rank of A is {rank} < {m} rows: {m - rank} "
-                                        "redundant or removed constraint direction(s)"))
+                res.__dict__.update({"a": a, "f_c": f_c, "lam": lam, "rank": rank,
+                                     "residual": residual, "success": True, "message": msg})
                 return res
         else:
             A, gamma = self.constraints.jacobian_and_bias(q, v)

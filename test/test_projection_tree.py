@@ -48,7 +48,8 @@ def test_articulated_body_solves_equal_pinocchio_minverse(models, rng, robot):
     v = np.zeros(n)
     J, X, W = np.zeros((6, n)), np.zeros((n, 12)), np.zeros((n, 34))
     fast_step._terms(q, v, ji, jf, np.zeros(3), np.zeros(0, np.int64), np.zeros((0, 12)),
-                     np.zeros((0, 0)), np.zeros(n), J, np.zeros((6, n)), np.zeros((0, 4, 4)), X, 0, W)
+                     np.zeros((0, 0)), np.zeros(n), J, np.zeros((6, n)), np.zeros((0, 4, 4)), X,
+                     0, W)
     IA, U, D = np.zeros((n, 6, 6)), np.zeros((n, 6)), np.zeros(n)
     assert fast_step._abi_factor(ji, J, W, IA, U, D)
     Rt = rng.normal(size=(3, n))
