@@ -453,31 +453,13 @@ def _svd(wk, par):  # pragma: no cover - numba
     # rows that are exactly zero (directions a closure type fixes in 3-D but a planar mechanism
     # never moves, e.g. 3 of a revolute closure's 5 rows) have zero singular values: the Jacobi
     # sweeps run on the others only
-    mz = 0
-    for i in range(m):
-        for k in range(n):
-            if A[i, k] != 0.0:
-                rows[mz] = i
-                mz += 1
-                break
-    Bw = bbuf[:n * mz].reshape((n, mz))
-    Qc = qbuf[:mz * mz].reshape((mz, mz))
-    for c in range(mz):
-        for k in range(n):
-            Bw[k, c] = A[rows[c], k]
-        for j in range(mz):
-            Qc[c, j] = 1.0 if c == j else 0.0
-    _jacobi_columns(Bw, Qc)
+    Bw, Qc, mz = _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv)
     for i in range(m):
         for j in range(m):
             Qw[i, j] = 0.0
     for j in range(m):
         order[j] = j
         if j < mz:
-            sq = 0.0
-            for k in range(n):
-                sq += Bw[k, j] * Bw[k, j]
-            sv[j] = np.sqrt(sq)
             for c in range(mz):
                 Qw[rows[c], j] = Qc[c, j]
         else:
@@ -887,6 +869,7 @@ def _compiled():
     entry for runs, single steps and samples: each entry compiles the inlined step again)."""
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
+    global _jacobi_nonzero_rows
     global _workspace, _run_entry
     if not _COMPILED:
         jit = _proj._numba_jit()
@@ -896,6 +879,7 @@ def _compiled():
         _closure_rows, _jacobi_columns, _gauss_solve = (_proj._closure_rows, _proj._jacobi_columns,
                                                         _proj._gauss_solve)
         _chol, _chol_solve = _proj._chol, _proj._chol_solve
+        _jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
         _terms = jit(_terms)
         _closure_residual = jit(_closure_residual)
         _small_solve = jit(_small_solve)
@@ -941,6 +925,7 @@ _jacobi_columns = _proj._jacobi_columns
 _gauss_solve = _proj._gauss_solve
 _chol = _proj._chol
 _chol_solve = _proj._chol_solve
+_jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
 
 
 # -- model packing ----------------------------------------------------------------------------

@@ -678,29 +678,11 @@ def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul,  # noqa: C9
     m = gamma.shape[0]
     _closure_rows(v, J, dJ, H, cl, cf, A, gamma, wb[:72])
     idx = np.empty(2 * m, np.int64)  # non-zero rows, then the retained columns by sigma
-    mz = 0
-    for i in range(m):
-        for k in range(nv):
-            if A[i, k] != 0.0:
-                idx[mz] = i
-                mz += 1
-                break
-    B = wb[72:72 + nv * mz].reshape((nv, mz))
-    o = 72 + nv * mz
-    Q = wb[o:o + mz * mz].reshape((mz, mz))
-    sv = wb[o + mz * mz:o + mz * mz + mz]
-    for j in range(mz):
-        for k in range(nv):
-            B[k, j] = A[idx[j], k]
-        for i in range(mz):
-            Q[i, j] = 1.0 if i == j else 0.0
-    _jacobi_columns(B, Q)
+    sv = wb[72 + nv * m + m * m:72 + nv * m + m * m + m]
+    B, Q, mz = _jacobi_nonzero_rows(A, wb[72:72 + nv * m], wb[72 + nv * m:72 + nv * m + m * m],
+                                    idx, sv)
     smax = 0.0
     for j in range(mz):
-        sq = 0.0
-        for k in range(nv):
-            sq += B[k, j] * B[k, j]
-        sv[j] = np.sqrt(sq)
         if sv[j] > smax:
             smax = sv[j]
     tol = par[1] * smax
@@ -729,6 +711,35 @@ def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul,  # noqa: C9
             Ul[idx[i], ii] = Q[i, j] / sj
         c[ii] = -sm / sj
     return r
+
+
+def _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv):  # pragma: no cover - numba
+    """One-sided Jacobi SVD of ``A^T`` (:func:`_jacobi_columns`) on the ``mz`` rows of A (m, n)
+    that are not exactly zero (their indices into ``rows[:mz]``): ``B = A_z^T Q`` (n, mz) with
+    orthogonal columns of norms ``sv[:mz]`` (the non-zero singular values), ``Q`` (mz, mz),
+    both views of the scratch ``bbuf`` (n m,) and ``qbuf`` (m^2,).  Returns ``(B, Q, mz)``."""
+    m, n = A.shape
+    mz = 0
+    for i in range(m):
+        for k in range(n):
+            if A[i, k] != 0.0:
+                rows[mz] = i
+                mz += 1
+                break
+    B = bbuf[:n * mz].reshape((n, mz))
+    Q = qbuf[:mz * mz].reshape((mz, mz))
+    for c in range(mz):
+        for k in range(n):
+            B[k, c] = A[rows[c], k]
+        for j in range(mz):
+            Q[c, j] = 1.0 if c == j else 0.0
+    _jacobi_columns(B, Q)
+    for j in range(mz):
+        sq = 0.0
+        for k in range(n):
+            sq += B[k, j] * B[k, j]
+        sv[j] = np.sqrt(sq)
+    return B, Q, mz
 
 
 def _basis_scratch(nv, m):
@@ -1101,7 +1112,7 @@ def _numba_jit():
     """numba.njit with the options of the kernels, or None; compiles the helpers first (the
     kernels resolve them as globals when they are compiled)."""
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd_rank, _chol, _chol_solve
-    global _constraint_basis, _gauss_combine
+    global _constraint_basis, _gauss_combine, _jacobi_nonzero_rows
     try:
         import numba
     except ImportError:  # the plain numpy path is used
@@ -1111,6 +1122,7 @@ def _numba_jit():
         _closure_rows = jit(_closure_rows)
         _jacobi_columns = jit(_jacobi_columns)
         _svd_rank = jit(_svd_rank)  # after _jacobi_columns, which it calls
+        _jacobi_nonzero_rows = jit(_jacobi_nonzero_rows)
         _gauss_solve = jit(_gauss_solve)
         _chol = jit(_chol)
         _chol_solve = jit(_chol_solve)
