@@ -654,14 +654,7 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
         for k in range(nv):
             sm += Ap[k, l2] * f_c[k]
         lam[l2] = sm
-    res = 0.0
-    for l2 in range(m):
-        sm = gamma[l2]
-        for k in range(nv):
-            sm += A[l2, k] * a[k]
-        if abs(sm) > res or sm != sm:
-            res = abs(sm) if sm == sm else np.inf
-    return a, f_c, lam, rank, res
+    return a, f_c, lam, rank, _residual_inf(A, gamma, a)
 
 
 def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul,  # noqa: C901
@@ -784,14 +777,7 @@ def _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, ws):  # pragma: no cover - n
         for ii in range(r):
             sm += Ul[l2, ii] * mu[ii]
         out[2 * nv + l2] = sm
-    res = 0.0
-    for l2 in range(m):
-        sm = gamma[l2]
-        for k in range(nv):
-            sm += A[l2, k] * out[k]
-        if abs(sm) > res or sm != sm:
-            res = abs(sm) if sm == sm else np.inf
-    return res
+    return _residual_inf(A, gamma, out)
 
 
 def _basis_kernel(v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
@@ -841,6 +827,18 @@ def _dense_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - 
             for k in range(nv):
                 Xt[i, k] = np.nan
     return out, r, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, np.empty(r * r + 2 * r))
+
+
+def _residual_inf(A, gamma, a):  # pragma: no cover - numba
+    """``||A a + gamma||_inf`` over the m rows of A (m, nv) with ``a[:nv]``; inf if not finite."""
+    res = 0.0
+    for l2 in range(gamma.shape[0]):
+        sm = gamma[l2]
+        for k in range(A.shape[1]):
+            sm += A[l2, k] * a[k]
+        if abs(sm) > res or sm != sm:
+            res = abs(sm) if sm == sm else np.inf
+    return res
 
 
 def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
@@ -1112,7 +1110,7 @@ def _numba_jit():
     """numba.njit with the options of the kernels, or None; compiles the helpers first (the
     kernels resolve them as globals when they are compiled)."""
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd_rank, _chol, _chol_solve
-    global _constraint_basis, _gauss_combine, _jacobi_nonzero_rows
+    global _constraint_basis, _gauss_combine, _jacobi_nonzero_rows, _residual_inf
     try:
         import numba
     except ImportError:  # the plain numpy path is used
@@ -1123,6 +1121,7 @@ def _numba_jit():
         _jacobi_columns = jit(_jacobi_columns)
         _svd_rank = jit(_svd_rank)  # after _jacobi_columns, which it calls
         _jacobi_nonzero_rows = jit(_jacobi_nonzero_rows)
+        _residual_inf = jit(_residual_inf)
         _gauss_solve = jit(_gauss_solve)
         _chol = jit(_chol)
         _chol_solve = jit(_chol_solve)
