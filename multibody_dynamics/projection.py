@@ -662,7 +662,7 @@ def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul,  # noqa: C9
     """Closure rows ``A`` (m, nv) and ``gamma`` (m,), their SVD and the rank decision of eq. 70;
     for the ``r`` retained directions (decreasing sigma): the rows ``Vt[:r]`` = ``V_r^T``, the
     projected bias ``c[:r] = V_r^T C v = -S_r^-1 U_r^T gamma`` (eq. 16) and ``Ul[:, :r] =
-    U_r S_r^-1`` (``lam = Ul mu``).  ``wb`` scratch of :func:`_basis_scratch` floats.  Returns r.
+    U_r S_r^-1`` (``lam = Ul mu``).  ``wb`` scratch of ``72 + nv m + m^2 + m`` floats.  Returns r.
 
     The SVD is a one-sided Jacobi SVD of ``A^T`` (:func:`_jacobi_columns`) on the rows of A
     that are not exactly zero (3 of a revolute closure's 5 rows in a planar mechanism: their
@@ -735,11 +735,6 @@ def _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv):  # pragma: no cover - numba
     return B, Q, mz
 
 
-def _basis_scratch(nv, m):
-    """Length of the scratch ``wb`` of :func:`_constraint_basis`."""
-    return 72 + nv * m + m * m + m
-
-
 def _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, ws):  # pragma: no cover - numba
     """The constrained solution from ``Xt[0] = M^-1 f`` and ``Xt[1:r+1] = (M^-1 V_r)^T`` (``Rt``
     rows 1.. hold ``V_r^T``): ``(V_r^T M^-1 V_r) mu = c - V_r^T M^-1 f``, ``a = M^-1 (f + V_r
@@ -790,7 +785,7 @@ def _basis_kernel(v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
     Rt = np.empty((m + 1, nv))
     c = np.empty(m)
     Ul = np.empty((m, m))
-    wb = np.empty(72 + nv * m + m * m + m)  # _basis_scratch
+    wb = np.empty(72 + nv * m + m * m + m)  # _constraint_basis's scratch
     r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
     return Rt, c, Ul, A, gamma, r
 
@@ -817,7 +812,7 @@ def _dense_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - 
     out = np.empty(2 * nv + m)
     for k in range(nv):
         Rt[0, k] = tau[k] - nle[k]
-    wb = np.empty(72 + nv * m + m * m + m)  # _basis_scratch
+    wb = np.empty(72 + nv * m + m * m + m)  # _constraint_basis's scratch
     r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
     if _chol(M, L, nv):
         for i in range(r + 1):
