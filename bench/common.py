@@ -6,17 +6,20 @@ import gc
 import timeit
 
 
-def per_call(fn, number: int = 2000, repeat: int = 7) -> float:
-    """Best-of-``repeat`` seconds per call of ``fn`` (the minimum is the least noisy estimate)."""
+def per_call(fn, number: int = 2000, repeat: int = 7, timer=timeit.default_timer) -> float:
+    """Best-of-``repeat`` seconds per call of ``fn`` (the minimum is the least noisy estimate);
+    ``timer`` e.g. ``time.process_time`` for the CPU time of this process (single-threaded code
+    on a loaded machine: the time the process waits for a core is not counted)."""
     gc.disable()
     try:
-        return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+        return min(timeit.repeat(fn, number=number, repeat=repeat, timer=timer)) / number
     finally:
         gc.enable()
 
 
 def ratio_entry(name: str, candidate, baseline, baseline_name: str, target: float | None = None,
-                number: int = 2000, repeat: int = 7, rounds: int = 3) -> dict:
+                number: int = 2000, repeat: int = 7, rounds: int = 3,
+                timer=timeit.default_timer) -> dict:
     """Time ``candidate`` and ``baseline`` interleaved ``rounds`` times; report the best of each.
 
     Interleaving spreads the machine's noise over both, so the ratio is stable even when the
@@ -24,8 +27,8 @@ def ratio_entry(name: str, candidate, baseline, baseline_name: str, target: floa
     """
     cand, base = float("inf"), float("inf")
     for _ in range(rounds):
-        base = min(base, per_call(baseline, number, repeat))
-        cand = min(cand, per_call(candidate, number, repeat))
+        base = min(base, per_call(baseline, number, repeat, timer))
+        cand = min(cand, per_call(candidate, number, repeat, timer))
     entry = {
         "name": name,
         "baseline": baseline_name,

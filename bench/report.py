@@ -384,6 +384,31 @@ def speed(results: dict, suites: list[str]) -> str:
                   "energy error [J]", "load average"], rows)
 
 
+def constrained_fd(results: dict, suites: list[str]) -> str:
+    """One constrained forward-dynamics call against pin.constraintDynamics: the shipped loops
+    and the n-link chain closed at its tip, then the log-log slopes (bench_constrained)."""
+    entries = _suites(results, suites or ["constrained"])
+
+    def target(e: dict) -> str:
+        if "target_ratio" not in e:
+            return "—"
+        return f"≤ {_num(e['target_ratio'])}×" + ("" if e["meets_target"] else " (**missed**)")
+
+    rows = [[e["name"].replace(" forward_dynamics", ""), str(e.get("n", "—")),
+             _num(e["time_us"]), _num(e["baseline_time_us"]), _num(e["ratio"]), target(e)]
+            for e in entries if "ratio" in e and e["name"].endswith("forward_dynamics")]
+    for e in entries:
+        if "slope" in e:
+            ok = "" if e["meets_target"] else " (**missed**)"
+            rows.append([e["name"], f"{e['n'][0]}-{e['n'][-1]}",
+                         f"slope {_num(e['slope'])} (n ≥ 50: {_num(e['slope_n_ge_50'])})",
+                         f"slope {_num(e['baseline_slope'])} "
+                         f"(n ≥ 50: {_num(e['baseline_slope_n_ge_50'])})", "—",
+                         f"slope ≤ {_num(e['target_slope'])}{ok}"])
+    return _rows(["model", "n", "this [µs]", "pin.constraintDynamics [µs]", "ratio", "target"],
+                 rows)
+
+
 def design(results: dict, suites: list[str]) -> str:
     """Design-study throughput: backends against their baselines (bench_design)."""
     rows = [[e["name"], e["baseline"], _num(e["ratio"]), _num(e["evaluations_per_s"]),
@@ -477,6 +502,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "flexible_cart_readings": flexible_cart_readings,
     "flexible_shape": flexible_shape, "flexible_shape_cost": flexible_shape_cost,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
+    "constrained_fd": constrained_fd,
     "design_tracking": design_tracking, "design_studies": design_studies,
     "machine": machine,
 }
@@ -522,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = args.tables or ["machine", "ratios:rigid,constrained,controllers,flexible,"
                             "elastic_joints", "simulate", "inversion", "scenarios", "ros_loop",
                             "release", "flexible_designs", "flexible_parallel", "speed", "design",
-                            "peers", "ros_memory", "design_tracking", "design_studies"]
+                            "peers", "ros_memory", "design_tracking", "design_studies",
+                            "constrained_fd"]
     for spec in specs:
         name, _, suites = spec.partition(":")
         try:

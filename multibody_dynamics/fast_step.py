@@ -247,6 +247,153 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
     return pot
 
 
+def _abi_factor(ji, J, W, IA, U, D):  # pragma: no cover - numba
+    """Articulated-body inertias of the tree, tips to root (Featherstone 2008 Sect. 7.3;
+    Yesiloglu 2007 (3.1)-(3.2), (3.14), the factor ``D`` of (3.34)/(3.38)), in world
+    coordinates at the world origin (so no transforms between bodies): ``IA_i = I_i + sum over
+    children c of (IA_c - U_c U_c^T / D_c)``, ``U_i = IA_i S_i``, ``D_i = S_i^T U_i``.  ``W`` as
+    left by :func:`_terms` with ``need_m = 0`` (body inertias at the origin in columns 12-24);
+    ``IA`` (n, 6, 6), ``U`` (n, 6), ``D`` (n,) outputs.  False if a ``D_i`` is not positive
+    (M not positive definite)."""
+    n = ji.shape[0]
+    for i in range(n):
+        m = W[i, 12]
+        h0, h1, h2 = W[i, 13], W[i, 14], W[i, 15]
+        for a in range(6):
+            for b in range(6):
+                IA[i, a, b] = 0.0
+        IA[i, 0, 0] = m  # [m 1, -[h]x; [h]x, I_o] (force = [linear; angular])
+        IA[i, 1, 1] = m
+        IA[i, 2, 2] = m
+        IA[i, 0, 4], IA[i, 0, 5], IA[i, 1, 3] = h2, -h1, -h2
+        IA[i, 1, 5], IA[i, 2, 3], IA[i, 2, 4] = h0, h1, -h0
+        IA[i, 3, 1], IA[i, 3, 2], IA[i, 4, 0] = -h2, h1, h2
+        IA[i, 4, 2], IA[i, 5, 0], IA[i, 5, 1] = -h0, -h1, h0
+        for a in range(3):
+            for b in range(3):
+                IA[i, 3 + a, 3 + b] = W[i, 16 + 3 * a + b]
+    for i in range(n - 1, -1, -1):  # children have larger indices than their parents
+        d = 0.0
+        for a in range(6):
+            sm = 0.0
+            for b in range(6):
+                sm += IA[i, a, b] * J[b, i]
+            U[i, a] = sm
+            d += J[a, i] * sm
+        if not d > 0.0:
+            return False
+        D[i] = d
+        p = ji[i, 0]
+        if p >= 0:
+            for a in range(6):
+                ua = U[i, a] / d
+                for b in range(6):
+                    IA[p, a, b] += IA[i, a, b] - ua * U[i, b]
+    return True
+
+
+def _abi_solve(ji, J, U, D, Rt, Xt, k, P):  # pragma: no cover - numba
+    """Rows ``Xt[:k] = (M^-1 Rt[:k]^T)^T`` from the factors of :func:`_abi_factor`: the two
+    sweeps of the articulated-body algorithm at zero velocity without gravity, i.e. of
+    ``M^-1 = (I - K Psi H) D^-1 (I - K Psi H)^T`` (Yesiloglu 2007 (3.38)), for k right-hand
+    sides at once, O(n k).  ``P`` (n, 6, k) scratch: bias forces, then accelerations."""
+    n = ji.shape[0]
+    for i in range(n):
+        for a in range(6):
+            for c in range(k):
+                P[i, a, c] = 0.0
+    for i in range(n - 1, -1, -1):  # u_i = x_i - S_i^T p_i; p_parent += p_i + U_i u_i / D_i
+        p = ji[i, 0]
+        for c in range(k):
+            u = Rt[c, i]
+            for a in range(6):
+                u -= J[a, i] * P[i, a, c]
+            Xt[c, i] = u
+            if p >= 0:
+                ud = u / D[i]
+                for a in range(6):
+                    P[p, a, c] += P[i, a, c] + U[i, a] * ud
+    for i in range(n):  # qdd_i = (u_i - U_i^T a_parent) / D_i; a_i = a_parent + S_i qdd_i
+        p = ji[i, 0]
+        for c in range(k):
+            sm = Xt[c, i]
+            if p >= 0:
+                for a in range(6):
+                    sm -= U[i, a] * P[p, a, c]
+            qdd = sm / D[i]
+            Xt[c, i] = qdd
+            for a in range(6):
+                P[i, a, c] = (P[p, a, c] if p >= 0 else 0.0) + J[a, i] * qdd
+
+
+def _tree_fd_size(n, m, nf):
+    """Length of the float buffer of :func:`_tree_fd` for n joints, m closure rows, nf frames."""
+    return (16 * nf + 102 * n + 6 * n * (m + 1) + m * n + 2 * (m + 1) * n + m * m + 2 * m
+            + m * m + 2 * m + 72 + n * m + m * m + m)
+
+
+def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
+    """Constrained direct dynamics of :class:`~multibody_dynamics.projection.ProjectedDynamics`
+    in O(n m + m^3): :func:`_terms` without M (kinematics, J, dJ, frames, h by RNEA), the closure
+    rows and their SVD, then the Gauss form of Aghili (2005) eq. 22 (projection.py's
+    ``_gauss_combine``) with ``M^-1 f`` and ``M^-1 V_r`` from one articulated-body factorization
+    and r + 1 solves.  The constant arrays of :func:`_terms` and of the closure rows come packed
+    (a call from Python checks each argument: 7 instead of 13): ``ic`` = [nf, nc, ji, fi, cl]
+    (integers, flattened), ``fc`` = [jf, g, ff, cf]; ``buf`` (:func:`_tree_fd_size`) holds the
+    frame placements H first (frames on the universe set once), then the work arrays.
+    Returns ``(out, rank, residual)``, ``out = [a, f_c, lam]``."""
+    n = q.shape[0]
+    nf, nc = ic[0], ic[1]
+    ji = ic[2:2 + 2 * n].reshape((n, 2))
+    fi = ic[2 + 2 * n:2 + 2 * n + nf]
+    cl = ic[2 + 2 * n + nf:2 + 2 * n + nf + 6 * nc].reshape((nc, 6))
+    jf = fc[:28 * n].reshape((n, 28))
+    g = fc[28 * n:28 * n + 3]
+    o = 28 * n + 3
+    ff = fc[o:o + 12 * nf].reshape((nf, 12))
+    o += 12 * nf
+    cf = fc[o:o + nc * (90 + n)].reshape((nc, 90 + n))
+    m = cl[0, 5]
+    H = buf[:16 * nf].reshape((nf, 4, 4))
+    w = buf[16 * nf:]
+    nle = w[:n]
+    J = w[n:7 * n].reshape((6, n))
+    dJ = w[7 * n:13 * n].reshape((6, n))
+    X = w[13 * n:25 * n].reshape((n, 12))
+    W = w[25 * n:59 * n].reshape((n, 34))
+    IA = w[59 * n:95 * n].reshape((n, 6, 6))
+    U = w[95 * n:101 * n].reshape((n, 6))
+    D = w[101 * n:102 * n]
+    o = 102 * n
+    P = w[o:o + 6 * n * (m + 1)].reshape((n, 6, m + 1))
+    o += 6 * n * (m + 1)
+    A = w[o:o + m * n].reshape((m, n))
+    o += m * n
+    Rt = w[o:o + (m + 1) * n].reshape((m + 1, n))
+    o += (m + 1) * n
+    Xt = w[o:o + (m + 1) * n].reshape((m + 1, n))
+    o += (m + 1) * n
+    Ul = w[o:o + m * m].reshape((m, m))
+    o += m * m
+    gamma = w[o:o + m]
+    c = w[o + m:o + 2 * m]
+    o += 2 * m
+    wc = w[o:o + m * m + 2 * m]  # _gauss_combine's scratch
+    wb = w[o + m * m + 2 * m:]
+    _terms(q, v, ji, jf, g, fi, ff, w[:0].reshape((0, 0)), nle, J, dJ, H, X, 0, W)
+    out = np.empty(2 * n + m)
+    for i in range(n):
+        Rt[0, i] = tau[i] - nle[i]
+    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
+    if _abi_factor(ji, J, W, IA, U, D):
+        _abi_solve(ji, J, U, D, Rt, Xt, r + 1, P)
+    else:
+        for i in range(r + 1):
+            for k in range(n):
+                Xt[i, k] = np.nan
+    return out, r, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, wc)
+
+
 def _closure_residual(H, cl, cf, lphi, phi):  # pragma: no cover - numba
     """``phi`` (m,) of the closures (constraints.py: ``D R_b^T (p_a - p_b)`` and
     ``L_phi vec(R_b^T R_a)``); returns ``max |phi|`` (inf if not finite)."""
@@ -274,39 +421,6 @@ def _closure_residual(H, cl, cf, lphi, phi):  # pragma: no cover - numba
         if not x <= err:  # NaN too
             err = x if x == x else np.inf
     return err
-
-
-def _chol(M, L, n):  # pragma: no cover - numba
-    """Cholesky ``M = L L^T`` of the leading n x n block into L (lower); False if that block
-    is not positive definite."""
-    for j in range(n):
-        sm = M[j, j]
-        for k in range(j):
-            sm -= L[j, k] * L[j, k]
-        if not sm > 0.0:
-            return False
-        d = np.sqrt(sm)
-        L[j, j] = d
-        for i in range(j + 1, n):
-            s2 = M[i, j]
-            for k in range(j):
-                s2 -= L[i, k] * L[j, k]
-            L[i, j] = s2 / d
-    return True
-
-
-def _chol_solve(L, b, ib, x, ix, n):  # pragma: no cover - numba
-    """Row ``ix`` of x (2-D) = (L L^T)^-1 row ``ib`` of b (2-D), leading n x n block of L."""
-    for i in range(n):
-        sm = b[ib, i]
-        for k in range(i):
-            sm -= L[i, k] * x[ix, k]
-        x[ix, i] = sm / L[i, i]
-    for i in range(n - 1, -1, -1):
-        sm = x[ix, i]
-        for k in range(i + 1, n):
-            sm -= L[k, i] * x[ix, k]
-        x[ix, i] = sm / L[i, i]
 
 
 def _small_solve(K, Lk, rhs, x, r):  # pragma: no cover - numba
@@ -339,31 +453,13 @@ def _svd(wk, par):  # pragma: no cover - numba
     # rows that are exactly zero (directions a closure type fixes in 3-D but a planar mechanism
     # never moves, e.g. 3 of a revolute closure's 5 rows) have zero singular values: the Jacobi
     # sweeps run on the others only
-    mz = 0
-    for i in range(m):
-        for k in range(n):
-            if A[i, k] != 0.0:
-                rows[mz] = i
-                mz += 1
-                break
-    Bw = bbuf[:n * mz].reshape((n, mz))
-    Qc = qbuf[:mz * mz].reshape((mz, mz))
-    for c in range(mz):
-        for k in range(n):
-            Bw[k, c] = A[rows[c], k]
-        for j in range(mz):
-            Qc[c, j] = 1.0 if c == j else 0.0
-    _jacobi_columns(Bw, Qc)
+    Bw, Qc, mz = _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv)
     for i in range(m):
         for j in range(m):
             Qw[i, j] = 0.0
     for j in range(m):
         order[j] = j
         if j < mz:
-            sq = 0.0
-            for k in range(n):
-                sq += Bw[k, j] * Bw[k, j]
-            sv[j] = np.sqrt(sq)
             for c in range(mz):
                 Qw[rows[c], j] = Qc[c, j]
         else:
@@ -765,6 +861,7 @@ def _run_entry(q, v, tau, t0, nsteps, every, k0, n_total, ji, jf, g, fi, ff, cl,
 
 
 _COMPILED = []  # [run] once compiled; [None] without numba
+_COMPILED_FD = []  # [_tree_fd] once jitted; [None] without numba
 
 
 def _compiled():
@@ -772,6 +869,7 @@ def _compiled():
     entry for runs, single steps and samples: each entry compiles the inlined step again)."""
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
+    global _jacobi_nonzero_rows
     global _workspace, _run_entry
     if not _COMPILED:
         jit = _proj._numba_jit()
@@ -780,10 +878,10 @@ def _compiled():
             return None
         _closure_rows, _jacobi_columns, _gauss_solve = (_proj._closure_rows, _proj._jacobi_columns,
                                                         _proj._gauss_solve)
+        _chol, _chol_solve = _proj._chol, _proj._chol_solve
+        _jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
         _terms = jit(_terms)
         _closure_residual = jit(_closure_residual)
-        _chol = jit(_chol)
-        _chol_solve = jit(_chol_solve)
         _small_solve = jit(_small_solve)
         # the functions that take the tuples of work arrays are inlined into _run: a call
         # passes every array of the tuples (about 1.7 us per call measured on four_bar, more
@@ -804,9 +902,30 @@ def _compiled():
     return _COMPILED[0]
 
 
+def _compiled_fd():
+    """The compiled :func:`_tree_fd`, or None when numba is not installed."""
+    global _abi_factor, _abi_solve, _constraint_basis, _gauss_combine, _tree_fd
+    if not _COMPILED_FD:
+        if _compiled() is None:  # jits _terms and the shared helpers
+            _COMPILED_FD.append(None)
+            return None
+        jit = _proj._numba_jit()
+        _constraint_basis, _gauss_combine = _proj._constraint_basis, _proj._gauss_combine
+        _abi_factor = jit(_abi_factor)
+        _abi_solve = jit(_abi_solve)
+        _tree_fd = jit(_tree_fd)
+        _COMPILED_FD.append(_tree_fd)
+    return _COMPILED_FD[0]
+
+
 _closure_rows = _proj._closure_rows
+_constraint_basis = _proj._constraint_basis
+_gauss_combine = _proj._gauss_combine
 _jacobi_columns = _proj._jacobi_columns
 _gauss_solve = _proj._gauss_solve
+_chol = _proj._chol
+_chol_solve = _proj._chol_solve
+_jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
 
 
 # -- model packing ----------------------------------------------------------------------------
@@ -954,3 +1073,40 @@ class FastStepper:
         self._run(q.copy(), v.copy(), tau, 0.0, 0, 1, 0, 0, *self.mdl, self.par, self.sp,
                   self.closed, t, np.zeros((1, n)), np.zeros((1, n)), e, lam, res, vres, 0)
         return float(e[0]), lam[0], float(res[0]), float(vres[0])
+
+
+class TreeDynamics:
+    """The compiled constrained direct dynamics of a
+    :class:`~multibody_dynamics.projection.ProjectedDynamics` on a tree of one-degree-of-freedom
+    joints (:func:`_tree_fd`: O(n m + m^3), one call, no pinocchio call); built by :meth:`build`,
+    which returns None where it does not apply (other joints, Pfaffian rows, no numba)."""
+
+    def __init__(self, projected, tree, kernel):
+        pm = projected.model.pin_model
+        self.kernel = kernel
+        packed = _Packed(projected.model, projected, tree)
+        ji, jf, g, fi, ff, cl, cf = packed.mdl[:7]
+        nf = len(fi)
+        #: the constant arguments of the kernel, packed: integers and floats
+        self.ic = np.concatenate([[nf, len(cl)], ji.ravel(), fi, cl.ravel()]).astype(np.int64)
+        self.fc = np.concatenate([jf.ravel(), g, ff.ravel(), cf.ravel()])
+        self.buf = np.zeros(_tree_fd_size(pm.nv, packed.m, nf))
+        o = pm.nv * pm.nv + 13 * pm.nv  # H's place in the simulator's buffer (see _Packed)
+        self.buf[:16 * nf] = packed.mdl[9][o:o + 16 * nf]  # frames on the universe
+
+    @classmethod
+    def build(cls, projected) -> TreeDynamics | None:
+        """The compiled path for ``projected``, or None where it does not apply."""
+        c = projected.constraints
+        if c._pfaffian or c.n_holonomic == 0 or type(c) is not _proj.Constraints:
+            return None
+        tree = pack_tree(projected.model.pin_model)
+        if tree is None:
+            return None
+        kernel = _compiled_fd()
+        return None if kernel is None else cls(projected, tree, kernel)
+
+    def __call__(self, q, v, tau, par):
+        """``(out, rank, residual)`` at (q, v) under ``tau`` (springs included by the caller),
+        ``out = [a, f_c, lam]``; ``par`` the kernel parameters of the settings."""
+        return self.kernel(q, v, tau, self.ic, self.fc, par, self.buf)

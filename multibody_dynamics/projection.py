@@ -23,6 +23,13 @@ impulse), or Aghili's Euclidean ``P v``; mass-matrix solves through
 :func:`inverse_mass_product` (dense LAPACK Cholesky for small models, pinocchio's tree
 algorithms from :data:`SPARSE_MASS_MIN_NV` coordinates on).
 
+Direct dynamics (:meth:`ProjectedDynamics.forward_dynamics` and ``acceleration``) in Gauss's
+form of eq. 22 (docs/performance.md): ``a = M^-1 (f + V_r mu)`` with ``V_r`` the retained right
+singular vectors of ``A`` and ``(V_r^T M^-1 V_r) mu = V_r^T C v - V_r^T M^-1 f``, the unique
+solution of eqs. 24, 27 and 29 alike (Theorem 2); ``M^-1`` by articulated-body solves
+(O(n m + m^3), :class:`~multibody_dynamics.fast_step.TreeDynamics`) or a Cholesky of M.  The
+variant's matrix as written: :meth:`ProjectedDynamics.acceleration_as_written`.
+
 Rank decisions (eq. 70): ``A`` is decomposed by one SVD per call; singular values
 below ``max(rank_atol, rank_rtol * sigma_max)`` are treated as zero, i.e. the
 corresponding constraint directions are removed.  At the slider-crank singularity
@@ -50,6 +57,10 @@ MASS_SOLVERS = ("auto", "dense", "sparse")
 #: ``mass_solver="auto"`` uses pinocchio's tree algorithms from this many velocity coordinates
 #: on (see :func:`inverse_mass_product` for the measurements behind it).
 SPARSE_MASS_MIN_NV = 20
+#: ``mass_solver="auto"``: the direct dynamics' fast path uses articulated-body solves instead
+#: of a dense Cholesky of M from this many velocity coordinates on (see ``bench/run.py --only
+#: constrained``, the closed-chain scaling entries).
+TREE_DYNAMICS_MIN_NV = 20
 
 
 @dataclass(frozen=True)
@@ -81,11 +92,15 @@ class ProjectionSettings:
         Inverse dynamics report failure when the commanded motion violates
         ``A a + gamma = 0`` by more than this [m/s^2 | rad/s^2] (infinity norm).
     mass_solver : str
-        How products ``M^-1 X`` are computed (the mass-metric velocity projection):
-        ``"dense"`` (``crba`` + LAPACK Cholesky), ``"sparse"`` (pinocchio's tree algorithms:
-        the tree-sparse Cholesky for one column, the articulated-body ``computeMinverse`` for
+        How products ``M^-1 X`` are computed.  Mass-metric velocity projection: ``"dense"``
+        (``crba`` + LAPACK Cholesky), ``"sparse"`` (pinocchio's tree algorithms: the
+        tree-sparse Cholesky for one column, the articulated-body ``computeMinverse`` for
         several) or ``"auto"`` (dense below :data:`SPARSE_MASS_MIN_NV` velocity coordinates,
-        sparse from there on; see :func:`inverse_mass_product`).
+        sparse from there on; see :func:`inverse_mass_product`).  Direct dynamics
+        (:meth:`ProjectedDynamics.forward_dynamics`): ``"dense"`` a Cholesky of M in the
+        compiled kernel; otherwise articulated-body solves, compiled for trees of
+        one-degree-of-freedom joints, by pinocchio's ``aba`` for other trees with ``"sparse"``
+        or from :data:`TREE_DYNAMICS_MIN_NV` coordinates on with ``"auto"``.
     """
 
     rank_atol: float = 1e-9
@@ -639,14 +654,186 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
         for k in range(nv):
             sm += Ap[k, l2] * f_c[k]
         lam[l2] = sm
-    res = 0.0
+    return a, f_c, lam, rank, _residual_inf(A, gamma, a)
+
+
+def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul,  # noqa: C901
+                      wb):  # pragma: no cover - numba
+    """Closure rows ``A`` (m, nv) and ``gamma`` (m,), their SVD and the rank decision of eq. 70;
+    for the ``r`` retained directions (decreasing sigma): the rows ``Vt[:r]`` = ``V_r^T``, the
+    projected bias ``c[:r] = V_r^T C v = -S_r^-1 U_r^T gamma`` (eq. 16) and ``Ul[:, :r] =
+    U_r S_r^-1`` (``lam = Ul mu``).  ``wb`` scratch of ``72 + nv m + m^2 + m`` floats.  Returns r.
+
+    The SVD is a one-sided Jacobi SVD of ``A^T`` (:func:`_jacobi_columns`) on the rows of A
+    that are not exactly zero (3 of a revolute closure's 5 rows in a planar mechanism: their
+    singular values are zero and never retained), as ``fast_step._svd``."""
+    nv = J.shape[1]
+    m = gamma.shape[0]
+    _closure_rows(v, J, dJ, H, cl, cf, A, gamma, wb[:72])
+    idx = np.empty(2 * m, np.int64)  # non-zero rows, then the retained columns by sigma
+    sv = wb[72 + nv * m + m * m:72 + nv * m + m * m + m]
+    B, Q, mz = _jacobi_nonzero_rows(A, wb[72:72 + nv * m], wb[72 + nv * m:72 + nv * m + m * m],
+                                    idx, sv)
+    smax = 0.0
+    for j in range(mz):
+        if sv[j] > smax:
+            smax = sv[j]
+    tol = par[1] * smax
+    if tol < par[0]:
+        tol = par[0]
+    r = 0
+    for j in range(mz):  # retained columns, then sorted by decreasing sigma (insertion)
+        if sv[j] > tol:
+            ii = r
+            while ii > 0 and sv[idx[m + ii - 1]] < sv[j]:
+                idx[m + ii] = idx[m + ii - 1]
+                ii -= 1
+            idx[m + ii] = j
+            r += 1
     for l2 in range(m):
-        sm = gamma[l2]
+        for ii in range(r):
+            Ul[l2, ii] = 0.0
+    for ii in range(r):
+        j = idx[m + ii]
+        sj = sv[j]
         for k in range(nv):
+            Vt[ii, k] = B[k, j] / sj
+        sm = 0.0
+        for i in range(mz):
+            sm += Q[i, j] * gamma[idx[i]]
+            Ul[idx[i], ii] = Q[i, j] / sj
+        c[ii] = -sm / sj
+    return r
+
+
+def _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv):  # pragma: no cover - numba
+    """One-sided Jacobi SVD of ``A^T`` (:func:`_jacobi_columns`) on the ``mz`` rows of A (m, n)
+    that are not exactly zero (their indices into ``rows[:mz]``): ``B = A_z^T Q`` (n, mz) with
+    orthogonal columns of norms ``sv[:mz]`` (the non-zero singular values), ``Q`` (mz, mz),
+    both views of the scratch ``bbuf`` (n m,) and ``qbuf`` (m^2,).  Returns ``(B, Q, mz)``."""
+    m, n = A.shape
+    mz = 0
+    for i in range(m):
+        for k in range(n):
+            if A[i, k] != 0.0:
+                rows[mz] = i
+                mz += 1
+                break
+    B = bbuf[:n * mz].reshape((n, mz))
+    Q = qbuf[:mz * mz].reshape((mz, mz))
+    for c in range(mz):
+        for k in range(n):
+            B[k, c] = A[rows[c], k]
+        for j in range(mz):
+            Q[c, j] = 1.0 if c == j else 0.0
+    _jacobi_columns(B, Q)
+    for j in range(mz):
+        sq = 0.0
+        for k in range(n):
+            sq += B[k, j] * B[k, j]
+        sv[j] = np.sqrt(sq)
+    return B, Q, mz
+
+
+def _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, ws):  # pragma: no cover - numba
+    """The constrained solution from ``Xt[0] = M^-1 f`` and ``Xt[1:r+1] = (M^-1 V_r)^T`` (``Rt``
+    rows 1.. hold ``V_r^T``): ``(V_r^T M^-1 V_r) mu = c - V_r^T M^-1 f``, ``a = M^-1 (f + V_r
+    mu)``, ``f_c = V_r mu``, ``lam = U_r S_r^-1 mu``, written to ``out = [a, f_c, lam]``.
+    Returns ``||A a + gamma||_inf`` (inf when a is not finite or the r x r system singular);
+    ``ws`` scratch of at least ``r^2 + 2 r`` floats."""
+    nv = Xt.shape[1]
+    m = gamma.shape[0]
+    K = ws[:r * r].reshape((r, r))
+    rhs = ws[r * r:r * r + r]
+    mu = ws[r * r + r:r * r + 2 * r]
+    for i in range(r):
+        mu[i] = 0.0
+    for i1 in range(r):
+        sm = c[i1]
+        for k in range(nv):
+            sm -= Rt[1 + i1, k] * Xt[0, k]
+        rhs[i1] = sm
+        for i2 in range(r):
+            sm = 0.0
+            for k in range(nv):
+                sm += Rt[1 + i1, k] * Xt[1 + i2, k]
+            K[i1, i2] = sm
+    ok = r == 0 or _gauss_solve(K, rhs, mu)  # K is positive definite when M is
+    for k in range(nv):
+        sa = Xt[0, k]
+        sf = 0.0
+        for ii in range(r):
+            sa += Xt[1 + ii, k] * mu[ii]
+            sf += Rt[1 + ii, k] * mu[ii]
+        out[k] = sa if ok else np.nan
+        out[nv + k] = sf
+    for l2 in range(m):
+        sm = 0.0
+        for ii in range(r):
+            sm += Ul[l2, ii] * mu[ii]
+        out[2 * nv + l2] = sm
+    return _residual_inf(A, gamma, out)
+
+
+def _basis_kernel(v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
+    """:func:`_constraint_basis` with its arrays allocated: ``(Rt, c, Ul, A, gamma, r)``, ``Rt``
+    (m + 1, nv) with ``V_r^T`` in rows 1..r (row 0 is left for ``f``)."""
+    nv = J.shape[1]
+    m = cl[0, 5]
+    A = np.empty((m, nv))
+    gamma = np.empty(m)
+    Rt = np.empty((m + 1, nv))
+    c = np.empty(m)
+    Ul = np.empty((m, m))
+    wb = np.empty(72 + nv * m + m * m + m)  # _constraint_basis's scratch
+    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
+    return Rt, c, Ul, A, gamma, r
+
+
+def _combine_kernel(Xt, Rt, c, Ul, A, gamma, r):  # pragma: no cover - numba
+    """:func:`_gauss_combine` into a new ``out`` (2 nv + m,): ``(out, residual)``."""
+    out = np.empty(2 * Xt.shape[1] + gamma.shape[0])
+    return out, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, np.empty(r * r + 2 * r))
+
+
+def _dense_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba
+    """The whole direct dynamics with a dense Cholesky of M (small models): ``(out, rank,
+    residual)``, ``out = [a, f_c, lam]`` (2 nv + m,); NaN accelerations if M is not positive
+    definite."""
+    nv = M.shape[0]
+    m = cl[0, 5]
+    A = np.empty((m, nv))
+    gamma = np.empty(m)
+    Rt = np.empty((m + 1, nv))
+    Xt = np.empty((m + 1, nv))
+    c = np.empty(m)
+    Ul = np.empty((m, m))
+    L = np.empty((nv, nv))
+    out = np.empty(2 * nv + m)
+    for k in range(nv):
+        Rt[0, k] = tau[k] - nle[k]
+    wb = np.empty(72 + nv * m + m * m + m)  # _constraint_basis's scratch
+    r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
+    if _chol(M, L, nv):
+        for i in range(r + 1):
+            _chol_solve(L, Rt, i, Xt, i, nv)
+    else:
+        for i in range(r + 1):
+            for k in range(nv):
+                Xt[i, k] = np.nan
+    return out, r, _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, np.empty(r * r + 2 * r))
+
+
+def _residual_inf(A, gamma, a):  # pragma: no cover - numba
+    """``||A a + gamma||_inf`` over the m rows of A (m, nv) with ``a[:nv]``; inf if not finite."""
+    res = 0.0
+    for l2 in range(gamma.shape[0]):
+        sm = gamma[l2]
+        for k in range(A.shape[1]):
             sm += A[l2, k] * a[k]
         if abs(sm) > res or sm != sm:
             res = abs(sm) if sm == sm else np.inf
-    return a, f_c, lam, rank, res
+    return res
 
 
 def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
@@ -682,6 +869,39 @@ def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
             sm -= K[i, j] * x[j]
         x[i] = sm / K[i, i]
     return True
+
+
+def _chol(M, L, n):  # pragma: no cover - numba
+    """Cholesky ``M = L L^T`` of the leading n x n block into L (lower); False if that block
+    is not positive definite."""
+    for j in range(n):
+        sm = M[j, j]
+        for k in range(j):
+            sm -= L[j, k] * L[j, k]
+        if not sm > 0.0:
+            return False
+        d = np.sqrt(sm)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            s2 = M[i, j]
+            for k in range(j):
+                s2 -= L[i, k] * L[j, k]
+            L[i, j] = s2 / d
+    return True
+
+
+def _chol_solve(L, b, ib, x, ix, n):  # pragma: no cover - numba
+    """Row ``ix`` of x (2-D) = (L L^T)^-1 row ``ib`` of b (2-D), leading n x n block of L."""
+    for i in range(n):
+        sm = b[ib, i]
+        for k in range(i):
+            sm -= L[i, k] * x[ix, k]
+        x[ix, i] = sm / L[i, i]
+    for i in range(n - 1, -1, -1):
+        sm = x[ix, i]
+        for k in range(i + 1, n):
+            sm -= L[k, i] * x[ix, k]
+        x[ix, i] = sm / L[i, i]
 
 
 def _svd_rank(A, rank_rtol, rank_atol):  # pragma: no cover - numba
@@ -877,14 +1097,15 @@ def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, pa
     return tau, f_c, lam, 0, r, r2
 
 
-_KERNEL = []  # [compiled kernel] once numba has compiled it; [None] without numba
+_KERNEL = []  # [(dense, basis, combine, as-written) kernels] once jitted; [None] without numba
 _ID_KERNEL = []  # [compiled _inverse_dynamics_kernel] likewise
 
 
 def _numba_jit():
     """numba.njit with the options of the kernels, or None; compiles the helpers first (the
     kernels resolve them as globals when they are compiled)."""
-    global _closure_rows, _jacobi_columns, _gauss_solve, _svd_rank
+    global _closure_rows, _jacobi_columns, _gauss_solve, _svd_rank, _chol, _chol_solve
+    global _constraint_basis, _gauss_combine, _jacobi_nonzero_rows, _residual_inf
     try:
         import numba
     except ImportError:  # the plain numpy path is used
@@ -894,15 +1115,23 @@ def _numba_jit():
         _closure_rows = jit(_closure_rows)
         _jacobi_columns = jit(_jacobi_columns)
         _svd_rank = jit(_svd_rank)  # after _jacobi_columns, which it calls
+        _jacobi_nonzero_rows = jit(_jacobi_nonzero_rows)
+        _residual_inf = jit(_residual_inf)
         _gauss_solve = jit(_gauss_solve)
+        _chol = jit(_chol)
+        _chol_solve = jit(_chol_solve)
+        _constraint_basis = jit(_constraint_basis)  # after _closure_rows and _svd_rank
+        _gauss_combine = jit(_gauss_combine)
     return jit
 
 
 def _compiled_kernel():
-    """The numba-compiled :func:`_projection_kernel`, or None when numba is not installed."""
+    """The numba-compiled direct-dynamics kernels ``(_dense_kernel, _basis_kernel,
+    _combine_kernel, _projection_kernel)``, or None when numba is not installed."""
     if not _KERNEL:
         jit = _numba_jit()
-        _KERNEL.append(None if jit is None else jit(_projection_kernel))
+        _KERNEL.append(None if jit is None else (jit(_dense_kernel), jit(_basis_kernel),
+                                                 jit(_combine_kernel), jit(_projection_kernel)))
     return _KERNEL[0]
 
 
@@ -947,12 +1176,28 @@ class _FastPlan:
         self.M, self.nle, self.J, self.dJ = data.M, data.nle, data.J, data.dJ
         self.settings = None
         self.par = np.zeros(4)
+        self.nv = nv
+        self.tree = False  # direct dynamics by pinocchio's ABA (set by parameters)
+        self.solver = "auto"
+        self._unit = None
 
     def parameters(self, s: ProjectionSettings) -> np.ndarray:
         if s is not self.settings:
             self.par[:] = (s.rank_atol, s.rank_rtol, VARIANTS.index(s.variant), s.alpha)
+            self.solver = s.mass_solver
+            self.tree = s.mass_solver == "sparse" or (
+                s.mass_solver == "auto" and self.nv >= TREE_DYNAMICS_MIN_NV)
             self.settings = s
         return self.par
+
+    def unit_solver(self, pm: pin.Model):
+        """``(model, data, zero velocity)`` with the gravity of ``pm`` removed: ``pin.aba`` on
+        them gives ``M^-1 x``."""
+        if self._unit is None:
+            pm0 = pin.Model(pm)
+            pm0.gravity = pin.Motion.Zero()
+            self._unit = (pm0, pm0.createData(), np.zeros(pm.nv))
+        return self._unit
 
     @staticmethod
     def _support(pm, frame):
@@ -993,6 +1238,9 @@ class ProjectedDynamics:
         self._actuated_default = ~np.asarray(model.passive, bool)
         self._plan = None  # _FastPlan, built on the first call that can use the fast path
         self._kernel = None
+        self._tree = None  # fast_step.TreeDynamics where the model is a tree of 1-dof joints
+        self._ready_for = None  # the Constraints the plan was built for
+        self._messages: dict[int, object] = {}  # forward_dynamics messages by rank; -1: m
 
     # -- argument checks ------------------------------------------------------------------
     def _q(self, q):
@@ -1004,6 +1252,15 @@ class ProjectedDynamics:
         if v.__class__ is _ND and v.dtype is _F8 and v.shape == (self._nv,):
             return v
         return as_vector(v, self._nv, name)
+
+    def _state(self, q, v, tau):
+        """``(q, v, tau)`` checked (one call: the direct dynamics' few-microsecond path)."""
+        sv = (self._nv,)
+        if q.__class__ is _ND and v.__class__ is _ND and tau.__class__ is _ND and \
+                q.dtype is _F8 and v.dtype is _F8 and tau.dtype is _F8 and \
+                q.shape == (self._nq,) and v.shape == sv and tau.shape == sv:
+            return q, v, tau
+        return self._q(q), self._v(v, "v"), self._v(tau, "tau")
 
     def _applied(self, q, v, tau):
         """``f = tau + tau_s - h`` and M at (q, v)."""
@@ -1017,9 +1274,26 @@ class ProjectedDynamics:
     # -- direct dynamics ------------------------------------------------------------------------
     def acceleration(self, q, v, tau) -> np.ndarray:
         """Accelerations a (nv,) under actuation ``tau`` (Aghili 2005 eq. 22); the fast path."""
+        q, v, tau = self._state(q, v, tau)
+        if self._fast_ready():
+            return self._fast(q, v, tau)[0][:self._nv]
+        A, gamma = self.constraints.jacobian_and_bias(q, v)
+        M, f = self._applied(q, v, tau)
+        return projected_acceleration(M, f, A, gamma, self.settings)[0]
+
+    def acceleration_as_written(self, q, v, tau) -> np.ndarray:
+        """Accelerations a (nv,) by solving the linear system of ``settings.variant`` as
+        written (eq. 24, 27 or 29: ``M_c a = ...``, dense LU, O(nv^3)), compiled where
+        :meth:`acceleration` is; the simulator's reference path.
+
+        Same solution as :meth:`acceleration` (the Gauss form) to round-off away from
+        singular configurations; near one, the solve with ``M_c`` loses about
+        ``eps / sigma_min^2`` in the accelerations (docs/performance.md).
+        """
         q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
         if self._fast_ready():
-            return self._fast(q, v, tau)[0]
+            self._plan.parameters(self.settings)
+            return self._kernel[3](*self._all_terms(q, v, tau), self._plan.par)[0]
         A, gamma = self.constraints.jacobian_and_bias(q, v)
         M, f = self._applied(q, v, tau)
         return projected_acceleration(M, f, A, gamma, self.settings)[0]
@@ -1027,17 +1301,37 @@ class ProjectedDynamics:
     def _fast_ready(self) -> bool:
         """Whether the compiled path applies: numba present, closures only (no Pfaffian rows)."""
         c = self.constraints
+        if c is self._ready_for and not c._pfaffian:  # closures are fixed at construction
+            return True
         if c._pfaffian or c.n_holonomic == 0 or type(c) is not Constraints:
             return False
-        if self._plan is None or self._plan.m != c.n_holonomic:
+        if self._plan is None or self._plan.m != c.n_holonomic or c is not self._ready_for:
             self._kernel = _compiled_kernel()
             if self._kernel is None:
                 return False
             self._plan = _FastPlan(c, self._pm, self._data)
+            from .fast_step import TreeDynamics  # deferred: fast_step imports this module
+
+            self._tree = TreeDynamics.build(self)
+            self._ready_for = c
         return True
 
     def _fast(self, q, v, tau):
-        """(a, f_c, lam, rank, residual) from one pinocchio pass and the compiled kernel."""
+        """``(out, rank, residual)``, ``out = [a, f_c, lam]`` (2 nv + m,), by the compiled
+        kernels: after one pinocchio pass with a dense Cholesky of M (small models), or with
+        articulated-body solves (:meth:`_fast_tree`)."""
+        plan, tr = self._plan, self._tree
+        par = plan.par if self.settings is plan.settings else plan.parameters(self.settings)
+        if tr is not None and plan.solver != "dense":  # the call of TreeDynamics, inlined
+            if self._springs:
+                tau = tau + self._rigid.spring_forces(q, v)
+            return tr.kernel(q, v, tau, tr.ic, tr.fc, par, tr.buf)
+        if plan.tree:
+            return self._fast_tree(q, v, tau, par)
+        return self._kernel[0](*self._all_terms(q, v, tau), par)
+
+    def _all_terms(self, q, v, tau):
+        """The dense kernels' arguments but ``par``: one ``computeAllTerms``, the frames."""
         pm, data, plan = self._pm, self._data, self._plan
         pin.computeAllTerms(pm, data, q, v)  # M, h, J, dJ and the joint placements
         H = plan.H
@@ -1045,8 +1339,31 @@ class ProjectedDynamics:
             H[i] = pin.updateFramePlacement(pm, data, fid).homogeneous
         if self._springs:
             tau = tau + self._rigid.spring_forces(q, v)
-        return self._kernel(plan.M, plan.nle, tau, v, plan.J, plan.dJ, H, plan.cl, plan.cf,
-                            plan.parameters(self.settings))
+        return plan.M, plan.nle, tau, v, plan.J, plan.dJ, H, plan.cl, plan.cf
+
+    def _fast_tree(self, q, v, tau, par):
+        """:meth:`_fast` in O(n m + m^3) for a tree of n bodies and m closure rows: the Gauss
+        form of eq. 22 (``a = M^-1 (f + V_r mu)``, see :func:`_gauss_combine`) needs M only
+        through ``M^-1 f`` and the r columns of ``M^-1 V_r``; each is one articulated-body
+        pass (``pin.aba``, O(n); Featherstone 2008 Ch. 7, the factorization of M^-1 of
+        Yesiloglu (2007) (3.38)), ``M^-1 f`` with the model's velocity and gravity, the columns
+        on a copy of the model without gravity at zero velocity.  No n x n matrix is formed."""
+        pm, data, plan = self._pm, self._data, self._plan
+        pin.computeJointJacobiansTimeVariation(pm, data, q, v)  # J, dJ and the placements
+        H = plan.H
+        for i, fid in plan.moving:
+            H[i] = pin.updateFramePlacement(pm, data, fid).homogeneous
+        if self._springs:
+            tau = tau + self._rigid.spring_forces(q, v)
+        Rt, c, Ul, A, gamma, r = self._kernel[1](v, plan.J, plan.dJ, H, plan.cl, plan.cf, par)
+        Xt = np.empty_like(Rt)
+        Xt[0] = pin.aba(pm, data, q, v, tau)  # M^-1 (tau + tau_s - h)
+        if r:
+            pm0, data0, zero = plan.unit_solver(pm)
+            for i in range(1, r + 1):
+                Xt[i] = pin.aba(pm0, data0, q, zero, Rt[i])  # M^-1 V_r[:, i-1]
+        out, residual = self._kernel[2](Xt, Rt, c, Ul, A, gamma, r)
+        return out, r, residual
 
     def forward_dynamics(self, q, v, tau) -> np.ndarray:
         """Accelerations a (nv,) under actuation ``tau`` (nv,) (eq. 22): the
@@ -1061,18 +1378,24 @@ class ProjectedDynamics:
         ----------
         q : (nq,); v : (nv,) [rad/s | m/s]; tau : (nv,) actuation [N m | N]
         """
-        q, v, tau = self._q(q), self._v(v, "v"), self._v(tau, "tau")
+        q, v, tau = self._state(q, v, tau)
         if self._fast_ready():
-            a, f_c, lam, rank, residual = self._fast(q, v, tau)
-            m = self._plan.m
+            out, rank, residual = self._fast(q, v, tau)
+            nv, m = self._nv, self._plan.m
+            a, f_c, lam = out[:nv], out[nv:2 * nv], out[2 * nv:]
             if residual < np.inf:  # a finite (else the kernel's residual is inf): a frozen
                 # dataclass's __init__ (object.__setattr__ per field) costs as much as the
-                # kernel, so the instance is filled directly, with the messages below
+                # kernel, so the instance is filled directly, with the messages below (kept
+                # per rank: a redundant closure set formats one on every call otherwise)
+                msg = self._messages.get(rank)
+                if msg is None or self._messages.get(-1) != m:
+                    self._messages = {-1: m, rank: "ok" if rank == m else (
+                        f"rank of A is {rank} < {m} rows: {m - rank} "
+                        "redundant or removed constraint direction(s)")}
+                    msg = self._messages[rank]
                 res = object.__new__(ForwardDynamicsResult)
-                res.__dict__.update(a=a, f_c=f_c, lam=lam, rank=rank, residual=residual,
-                                    success=True, message="ok" if rank == m else (
-                                        f"rank of A is {rank} < {m} rows: {m - rank} "
-                                        "redundant or removed constraint direction(s)"))
+                res.__dict__.update({"a": a, "f_c": f_c, "lam": lam, "rank": rank,
+                                     "residual": residual, "success": True, "message": msg})
                 return res
         else:
             A, gamma = self.constraints.jacobian_and_bias(q, v)

@@ -504,7 +504,7 @@ class Simulator:
             model.frame_id(w.frame)  # FrameNotFound now, not in the loop
         self._wdata = self._pm.createData() if self.wrenches else None
         self._tau_ext = None
-        base = self.projected.acceleration if self.projected is not None else \
+        base = self.projected.acceleration_as_written if self.projected is not None else \
             self.dynamics.forward_dynamics
         # the open chain without wrenches calls RigidDynamics directly: no extra Python layer
         # in the 1 kHz loop of the ROS simulator node

@@ -26,8 +26,9 @@ Readings chosen here:
 the identities and for teaching: O(n²) memory); :func:`inverse_mass_apply` computes
 ``𝓜⁻¹ f`` with the O(n) sweeps that (3.38) implies (tip-to-base, then base-to-tip), without
 forming any matrix. In Python the sweeps cost per body what pinocchio's compiled ABA costs
-for the whole tree, so the suite's dynamics keep pinocchio's ``aba``/``computeMinverse``;
-these functions document and check the factorization.
+for the whole tree: these functions document and check the factorization, and the compiled
+constrained direct dynamics use the same factors (``fast_step._abi_factor`` and
+``_abi_solve``: ``D`` and the two sweeps of (3.38) for several right-hand sides at once).
 """
 
 from __future__ import annotations
