@@ -21,7 +21,7 @@ sys.path.insert(0, str(HERE.parent))
 
 SUITES = ["rigid", "constrained", "simulate", "speed", "controllers", "inversion", "ros_loop", "scenarios", "flexible",
           "elastic_joints", "flexible_parallel", "design", "flexible_design", "peers",
-          "ros_memory", "design_tracking", "design_studies"]  # bench/bench_<name>.py, each with run() -> entries
+          "ros_memory", "design_tracking", "design_studies", "batch"]  # bench/bench_<name>.py, each with run() -> entries
 
 
 def main(argv=None) -> int:

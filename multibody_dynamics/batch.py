@@ -30,7 +30,7 @@ from .errors import DimensionError, InputError
 from .model import MultibodyModel
 from .simulate import SimulationResult, Simulator, SimulatorConfig, _run_on
 
-__all__ = ["BatchResult", "simulate_batch"]
+__all__ = ["BatchResult", "batch_arguments", "simulate_batch"]
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,37 @@ def _count(runs, q0, v0, tau) -> int:
     return next(iter(sizes.values()))
 
 
+def batch_arguments(model: MultibodyModel, duration: float, q0=None, v0=None, tau=None, *,
+                    runs: int | None = None, output_dt: float | None = None
+                    ) -> tuple[list, list, list]:
+    """The arguments of :func:`simulate_batch` checked and split per run.
+
+    Returns
+    -------
+    q0s, v0s, taus : lists of K entries
+        ``(nq,)``/``(nv,)`` arrays or None (the model's default); ``taus`` holds None for
+        every run when ``tau`` is a callable (the law itself is shared).
+
+    Raises
+    ------
+    InputError, DimensionError
+        As :func:`simulate_batch`.
+    """
+    if not (np.isfinite(duration) and duration > 0):
+        raise InputError(f"duration: expected a positive time in s, got {duration}")
+    if output_dt is not None and not (np.isfinite(output_dt) and output_dt > 0):
+        raise InputError(f"output_dt: expected a positive interval in s, got {output_dt}")
+    k = _count(runs, q0, v0, tau)
+    qs = _per_run(q0, k, model.nq, "q0", "initial configurations")
+    vs = _per_run(v0, k, model.nv, "v0", "initial velocities")
+    if callable(tau):
+        taus: list = [None] * k
+    else:
+        taus = _per_run(np.zeros(model.nv) if tau is None else tau, k, model.nv, "tau",
+                        "constant inputs")
+    return qs, vs, taus
+
+
 def simulate_batch(model: MultibodyModel, duration: float, q0=None, v0=None, tau=None, *,
                    runs: int | None = None, config: SimulatorConfig | None = None,
                    constraints: Constraints | None = None, output_dt: float | None = None,
@@ -175,20 +206,10 @@ def simulate_batch(model: MultibodyModel, duration: float, q0=None, v0=None, tau
         values, or a number of runs that differs between arguments.
     """
     cfg = config or SimulatorConfig()
-    if not (np.isfinite(duration) and duration > 0):
-        raise InputError(f"duration: expected a positive time in s, got {duration}")
-    if output_dt is not None and not (np.isfinite(output_dt) and output_dt > 0):
-        raise InputError(f"output_dt: expected a positive interval in s, got {output_dt}")
     if prepare is not None and not callable(prepare):
         raise InputError(f"prepare: expected a callable prepare(model, k), got {prepare!r}")
-    k = _count(runs, q0, v0, tau)
-    qs = _per_run(q0, k, model.nq, "q0", "initial configurations")
-    vs = _per_run(v0, k, model.nv, "v0", "initial velocities")
-    if callable(tau):
-        taus: list = [None] * k
-    else:
-        taus = _per_run(np.zeros(model.nv) if tau is None else tau, k, model.nv, "tau",
-                        "constant inputs")
+    qs, vs, taus = batch_arguments(model, duration, q0, v0, tau, runs=runs, output_dt=output_dt)
+    k = len(qs)
     start = time.perf_counter()
     sim = Simulator(model, cfg, constraints)
     results = []

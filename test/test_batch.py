@@ -18,7 +18,7 @@ CFG = SimulatorConfig(dt=1e-3)
 
 
 def _assert_same(batch, singles):
-    assert len(batch) == len(singles)
+    assert len(batch.results) == len(singles)
     for got, want in zip(batch.results, singles):
         assert got.success == want.success and got.message == want.message
         for name in ("t", "q", "v", "energy", "lam", "residual", "tau"):
@@ -112,3 +112,26 @@ def test_bad_arguments_are_named_before_any_run():
     with pytest.raises(InputError, match="runs"):
         simulate_batch(model, 0.1, runs=0)
     assert calls == []  # nothing ran
+
+
+def test_monte_carlo_over_a_process_pool_equals_single_runs():
+    """The design executors' local pool (2 processes, 3 chunks): the runs come back in order,
+    each bitwise the single simulate() call."""
+    from multibody_control.design.executors import open_executor
+    from multibody_control.design.montecarlo import monte_carlo
+
+    model = load_model("passive_arm2")
+    rng = np.random.default_rng(6)
+    v0 = rng.normal(size=(5, model.nv))
+    with open_executor("pool", 2) as backend:
+        mc = monte_carlo("passive_arm2", 0.05, v0=v0, config=CFG, backend=backend, chunks=3)
+    local = monte_carlo("passive_arm2", 0.05, v0=v0, config=CFG)  # in this process
+    singles = [simulate(model, 0.05, v0=v, config=CFG) for v in v0]
+    _assert_same(mc, singles)
+    _assert_same(local, singles)
+    tp = mc.throughput()
+    assert tp["runs"] == 5 and tp["workers"] == 2 and tp["runs_per_s_per_worker"] > 0
+    with pytest.raises(InputError, match="callable"):
+        monte_carlo("passive_arm2", 0.05, runs=2, tau=lambda t, q, v: 0 * v)
+    with pytest.raises(DimensionError, match="v0"):
+        monte_carlo("passive_arm2", 0.05, v0=np.zeros((2, 3)))
