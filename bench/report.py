@@ -307,7 +307,7 @@ def design_case1(results: dict, suites: list[str]) -> str:
         rows.append(["criterion (7.26), compiled RK4 vs DOP853, 60 designs in one process",
                      "—", "—", f"{_num(crit['baseline_time_us'] / 1e3)} → "
                      f"{_num(crit['time_us'] / 1e3)} ms CPU per evaluation "
-                     f"({_num(1 / crit['ratio'], 3)}x faster)", "—",
+                     f"({_num(1 / crit['ratio'], 3)}x faster)", "—", "—",
                      f"values within {_num(crit['max_relative_difference'], 2)} relative "
                      f"({crit['feasible']} feasible)", "—", _num(crit["load_avg_1min"], 2)])
     for key, label in (("pool1", "local pool, 1 process"), ("pool2", "local pool, 2 processes"),
@@ -320,12 +320,14 @@ def design_case1(results: dict, suites: list[str]) -> str:
         rows.append([f"case-1 study ({e['evaluations']} evaluations), {label}",
                      _num(e["wall_s"]), _num(e["evaluations_per_s"]),
                      _num(e["cpu_s_in_evaluations"]),
+                     _num(e["cpu_s_in_evaluations"] / e["workers"]),
                      _num(e.get("parallel_efficiency"), 2),
                      f"best {_num(e['best_criterion'])}, {e['feasible']} feasible, same on "
                      f"every backend: {'yes' if e['same_evaluations_on_every_backend'] else 'no'}",
                      goal, _num(e["load_avg_1min"], 2)])
     return _rows(["run", "wall [s]", "evaluations / s", "CPU in evaluations [s]",
-                  "parallel efficiency", "result", "goal", "load average"], rows)
+                  "CPU / workers [s]", "parallel efficiency", "result", "goal", "load average"],
+                 rows)
 
 
 def design_workers(results: dict, suites: list[str]) -> str:
