@@ -11,11 +11,23 @@
   against the local pool, both with 2 workers: wall time per task is then all overhead
   (pickling the problem and the design, scheduling, the round trip).
 * ``passive_arm2_case1``, the book's case 1 (Seifried (2014) Sect. 7.4.3: 100 particles, 22
-  iterations, "approximately 240 s"; goal here <= 24 s on 2 workers): the whole study on a
-  2-process pool, then a fixed batch of its designs from the last iterations (where most are
-  feasible and cost a zero-dynamics integration) on 1 and 2 pool processes and on the Dask
-  LocalCluster. ``BENCH_DESIGN_CASE1=batch`` skips the study and takes the batch around the
-  printed optimum instead (+-5 % of each bound width), ``BENCH_DESIGN_CASE1=0`` skips case 1.
+  iterations, "approximately 240 s"; goal here <= 24 s on 2 workers): first the criterion
+  (7.26) of ``CASE1_BATCH`` designs around the printed optimum (+-5 % of each bound width) with
+  the compiled RK4 against the DOP853 reference (CPU time in this process, and the largest
+  relative difference of the values); then the whole study on warm backends (processes
+  started, the model built and the kernels loaded in each) with 1 and 2 pool processes and a
+  2-worker Dask LocalCluster: wall time, evaluations per second, parallel efficiency
+  t(1) / (2 t(2)), and whether every backend gave the same 2200 evaluations.
+  ``BENCH_DESIGN_CASE1=batch`` replaces the studies by the batch of designs on each backend,
+  ``BENCH_DESIGN_CASE1=0`` skips case 1.
+* Workers to finish in one minute (after a full case-1 run): case 4 (Table 7.6, 300 particles
+  x 10 iterations; its study is run here on 2 processes for the mean CPU cost of an
+  evaluation as the swarm visits them) and the 14-variable concurrent study of issue 16 (140
+  particles x 45 iterations; the cost of a flexible output-design evaluation timed here, a
+  lower bound): N = ceil(E (c / efficiency) / 60 s) for a local pool and
+  ceil(E (c / efficiency + o) / 60 s) for Dask, with c the CPU seconds per evaluation, the
+  efficiency of the case-1 study at 2 workers and o the Dask per-task overhead over the pool
+  (per worker: twice the wall-time difference per task at 2 workers).
 
 All backends are started and warmed up (their processes spawned, the problem's model built in
 each) before any is timed; then they take turns ``ROUNDS`` times and each keeps its best, so
@@ -25,8 +37,10 @@ that the machine's noise is spread over all of them. The machine is shared: the
 
 from __future__ import annotations
 
+import math
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -36,7 +50,9 @@ from multibody_control.design.problem import PROBLEMS, get_problem
 SPHERE_COST = 0.02      # s of CPU per evaluation
 SPHERE_DESIGNS = 80
 OVERHEAD_DESIGNS = 400
-CASE1_BATCH = 60        # designs of the last iterations of the case-1 study
+CASE1_BATCH = 60        # designs around the printed case-1 optimum
+FLEX_DESIGNS = 4        # flexible output designs timed for the 14-variable estimate
+DESIGNS = Path(__file__).resolve().parent.parent / "config" / "designs"
 ROUNDS = 3
 BOOK_CASE1_S = 240.0    # Seifried (2014) Sect. 7.4.3, case 1: "approximately 240 s"
 TARGET_CASE1_S = 24.0
@@ -116,43 +132,138 @@ def run() -> list:
     mode = os.environ.get("BENCH_DESIGN_CASE1", "full")
     if mode != "0" and "passive_arm2_case1" in PROBLEMS:
         entries += _case1(full=mode == "full")
+        by_name = {e["name"]: e for e in entries}
+        if "design_case1_study_pool2" in by_name:
+            eff = by_name["design_case1_study_pool2"]["parallel_efficiency"]
+            overhead = (by_name["design_task_overhead_dask2"]["time_us"]
+                        - by_name["design_task_overhead_dask2"]["baseline_time_us"]) * 2e-6
+            entries += _workers_needed(min(eff, 1.0), max(overhead, 0.0))
     return entries
 
 
+def _study(name: str):
+    from multibody_control.design.study import load_study
+
+    return load_study(DESIGNS / f"{name}.yaml")
+
+
+def _criterion_speed(problem_name: str, X, label: str) -> dict:
+    """The criterion of the same designs with the compiled RK4 (default) against the DOP853
+    reference, in this process, interleaved, best of ``ROUNDS``; the largest relative
+    difference of the feasible designs' values beside the ratio."""
+    fast, ref = get_problem(problem_name), get_problem(problem_name, integrator="dop853")
+    best = {"rk4": float("inf"), "dop853": float("inf")}
+    values = {}
+    fast.evaluate(X[0]), ref.evaluate(X[0])  # model built, compiled kernel loaded
+    for _ in range(ROUNDS):
+        for key, problem in (("dop853", ref), ("rk4", fast)):
+            start = time.thread_time()
+            values[key] = [problem.evaluate(x) for x in X]
+            best[key] = min(best[key], time.thread_time() - start)
+    feasible = [i for i, e in enumerate(values["dop853"]) if e.ok]
+    same_flags = all(a.ok == b.ok for a, b in zip(values["rk4"], values["dop853"]))
+    diff = max((abs(values["rk4"][i].value / values["dop853"][i].value - 1) for i in feasible),
+               default=None)
+    return _entry(f"design_{label}_criterion_rk4", best["rk4"], len(X), best["dop853"],
+                  "DOP853 criterion, same designs (CPU)", feasible=len(feasible),
+                  same_feasibility=same_flags, max_relative_difference=diff)
+
+
 def _case1(full: bool) -> list:
-    from pathlib import Path
+    """Case 1: the criterion's speed-up, then the whole study on warm backends (full) or a
+    batch of designs around the printed optimum."""
+    from multibody_control.design.study import run_study
 
-    from multibody_control.design.study import load_study, run_study
-
-    study = load_study(Path(__file__).resolve().parent.parent / "config" / "designs"
-                       / "passive_arm2_case1.yaml")
+    study = _study("passive_arm2_case1")
     problem = study.make_problem()
-    entries = []
-    if full:
-        result = run_study(study, kind="pool", workers=2, progress=False)
-        wall = result.run_wall_time
+    rng = np.random.default_rng(3)  # designs around the printed optimum (Table 7.3)
+    ref = np.array([study.reference["parameters"][n] for n in study.names])
+    width = study.upper - study.lower
+    X = np.clip(ref + 0.05 * width * rng.uniform(-1, 1, (CASE1_BATCH, len(ref))),
+                study.lower, study.upper)
+    entries = [_criterion_speed("passive_arm2_case1", X, "case1")]
+    if not full:
+        batch, _ = _throughputs(problem, X, "case1_batch", rounds=2)
+        return entries + batch
+    configs = (("pool", 1), ("pool", 2), ("dask", 2))
+    backends = {c: open_executor(*c) for c in configs}
+    walls, results = {}, {}
+    try:
+        for backend in backends.values():  # processes started, model built, kernels loaded
+            evaluate_batch(backend, problem, X[: max(4, backend.workers * 2)])
+        for c, backend in backends.items():
+            result = run_study(study, executor=backend, progress=False, plots=False)
+            walls[c], results[c] = result.run_wall_time, result
+    finally:
+        for backend in backends.values():
+            backend.close()
+    same = len({tuple(r.evaluation.value for r in res.records) for res in results.values()}) == 1
+    t1, t2 = walls[("pool", 1)], walls[("pool", 2)]
+    for (kind, w), name, base, base_name in (
+            (("pool", 1), "design_case1_study_pool1", t1, "itself"),
+            (("pool", 2), "design_case1_study_pool2", t1, "pool of 1, same study"),
+            (("dask", 2), "design_case1_study_dask2", t2, "pool of 2, same study")):
+        result = results[(kind, w)]
         n = len(result.records)
         cpu = sum(r.seconds for r in result.records)
-        entries.append({
-            "name": "design_case1_study_pool2", "evaluations": n,
-            "feasible": sum(r.evaluation.ok for r in result.records),
-            "wall_s": round(wall, 2), "evaluations_per_s": round(n / wall, 1),
-            "cpu_s_in_evaluations": round(cpu, 2), "ideal_wall_s_2_idle_cores": round(cpu / 2, 2),
-            "book_s": BOOK_CASE1_S, "target_s": TARGET_CASE1_S,
-            "meets_target": wall <= TARGET_CASE1_S,
-            "best_criterion": result.best.evaluation.value if result.best else None,
-            "best_ok": bool(result.best and result.best.evaluation.ok),
-            "load_avg_1min": _load(),
-        })
-        X = np.array([r.x for r in result.records[-CASE1_BATCH:]])
-    else:  # designs around the printed optimum (Table 7.3), as in a swarm's last iterations
-        rng = np.random.default_rng(3)
-        ref = np.array([study.reference["parameters"][n] for n in study.names])
-        width = study.upper - study.lower
-        X = np.clip(ref + 0.05 * width * rng.uniform(-1, 1, (CASE1_BATCH, len(ref))),
-                    study.lower, study.upper)
-    feasible = sum(problem.evaluate(x).ok for x in X[:20])
-    batch, _ = _throughputs(problem, X, "case1_batch", rounds=2)
-    for e in batch:
-        e["feasible_in_first_20"] = feasible
-    return entries + batch
+        extra = {"workers": w, "evaluations": n, "wall_s": round(walls[(kind, w)], 2),
+                 "cpu_s_in_evaluations": round(cpu, 2),
+                 "feasible": sum(r.evaluation.ok for r in result.records),
+                 "best_criterion": result.best.evaluation.value if result.best else None,
+                 "same_evaluations_on_every_backend": same,
+                 "book_s": BOOK_CASE1_S, "target_s": TARGET_CASE1_S}
+        if w == 2:
+            extra["parallel_efficiency"] = t1 / (2 * walls[(kind, w)])
+            extra["meets_target"] = walls[(kind, w)] <= TARGET_CASE1_S
+        entries.append(_entry(name, walls[(kind, w)], n, base, base_name, **extra))
+    return entries
+
+
+#: Studies to finish in one minute: (label, problem whose evaluations are timed, evaluations,
+#: what the estimate assumes)
+SCALE_STUDIES = (
+    ("case4", "passive_arm4_case4", 300 * 10,
+     "Seifried (2014) Table 7.6: 300 particles x 10 iterations; cost per evaluation from the "
+     "case-4 study run here"),
+    ("concurrent14", "flexible_manipulator_book_output", 140 * 45,
+     "issue 16's 14-variable concurrent design: 140 particles x 45 iterations; cost per "
+     "evaluation of the flexible output design (classical inversion) timed here, a lower bound "
+     "(the shape variables add an FE rebuild per evaluation)"),
+)
+MINUTE_S = 60.0
+
+
+def _workers_needed(efficiency: float, overhead_s: float) -> list:
+    """Workers for each of :data:`SCALE_STUDIES` to finish in one minute, from the measured
+    cost per evaluation, the case-1 parallel efficiency at 2 workers and the Dask per-task
+    overhead: N = ceil(E (c / efficiency + o) / 60 s)."""
+    from multibody_control.design.study import run_study
+
+    entries = []
+    for label, name, evaluations, basis in SCALE_STUDIES:
+        if name not in PROBLEMS:
+            continue
+        if label == "case4":  # the whole study, as the optimizer visits it
+            with open_executor("pool", 2) as backend:
+                result = run_study(_study(name), executor=backend, progress=False, plots=False)
+            cost = sum(r.seconds for r in result.records) / len(result.records)
+            sample = len(result.records)
+        else:  # a few designs of the swarm's first iteration
+            problem = get_problem(name)
+            rng = np.random.default_rng(5)
+            X = problem.lower + rng.random((FLEX_DESIGNS, len(problem.names))) * (
+                problem.upper - problem.lower)
+            start = time.thread_time()
+            for x in X:
+                problem.evaluate(x)
+            cost = (time.thread_time() - start) / len(X)
+            sample = len(X)
+        local = math.ceil(evaluations * cost / efficiency / MINUTE_S)
+        dask = math.ceil(evaluations * (cost / efficiency + overhead_s) / MINUTE_S)
+        entries.append({"name": f"design_workers_1min_{label}", "problem": name,
+                        "evaluations": evaluations, "cpu_s_per_evaluation": cost,
+                        "sample": sample, "parallel_efficiency": efficiency,
+                        "dask_overhead_s_per_task": overhead_s,
+                        "workers_local": local, "workers_dask": dask, "basis": basis,
+                        "load_avg_1min": _load()})
+    return entries

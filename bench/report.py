@@ -415,9 +415,70 @@ def design(results: dict, suites: list[str]) -> str:
              _num(e["parallel_efficiency"], 2) if "parallel_efficiency" in e else "—",
              f"{_num(e['baseline_time_us'] / 1e3)} / {_num(e['time_us'] / 1e3)}",
              _num(e.get("load_avg_1min"), 2)]
-            for e in _suites(results, suites or ["design"])]
+            for e in _suites(results, suites or ["design"]) if "ratio" in e]
     return _rows(["figure", "baseline", "time ratio", "evaluations / s", "parallel efficiency",
                   "ms per evaluation (baseline / this)", "load average"], rows)
+
+
+def design_case1(results: dict, suites: list[str]) -> str:
+    """The whole case-1 study on each backend, and the criterion's RK4 against DOP853
+    (bench_design)."""
+    entries = _by_name(_suites(results, suites or ["design"]))
+    crit = entries.get("design_case1_criterion_rk4")
+    rows = []
+    if crit is not None:
+        rows.append(["criterion (7.26), compiled RK4 vs DOP853, 60 designs in one process",
+                     "—", "—", f"{_num(crit['baseline_time_us'] / 1e3)} → "
+                     f"{_num(crit['time_us'] / 1e3)} ms CPU per evaluation "
+                     f"({_num(1 / crit['ratio'], 3)}x faster)", "—", "—",
+                     f"values within {_num(crit['max_relative_difference'], 2)} relative "
+                     f"({crit['feasible']} feasible)", "—", _num(crit["load_avg_1min"], 2)])
+    for key, label in (("pool1", "local pool, 1 process"), ("pool2", "local pool, 2 processes"),
+                       ("dask2", "Dask LocalCluster, 2 workers")):
+        e = entries.get(f"design_case1_study_{key}")
+        if e is None:
+            continue
+        goal = "—" if "meets_target" not in e else (
+            f"≤ {_num(e['target_s'])} s: " + ("met" if e["meets_target"] else "**missed**"))
+        rows.append([f"case-1 study ({e['evaluations']} evaluations), {label}",
+                     _num(e["wall_s"]), _num(e["evaluations_per_s"]),
+                     _num(e["cpu_s_in_evaluations"]),
+                     _num(e["cpu_s_in_evaluations"] / e["workers"]),
+                     _num(e.get("parallel_efficiency"), 2),
+                     f"best {_num(e['best_criterion'])}, {e['feasible']} feasible, same on "
+                     f"every backend: {'yes' if e['same_evaluations_on_every_backend'] else 'no'}",
+                     goal, _num(e["load_avg_1min"], 2)])
+    return _rows(["run", "wall [s]", "evaluations / s", "CPU in evaluations [s]",
+                  "CPU / workers [s]", "parallel efficiency", "result", "goal", "load average"],
+                 rows)
+
+
+def design_workers(results: dict, suites: list[str]) -> str:
+    """Workers to finish a study in one minute, from measured figures (bench_design)."""
+    rows = [[e["problem"], str(e["evaluations"]),
+             f"{_num(e['cpu_s_per_evaluation'] * 1e3)} ms ({e['sample']} evaluations)",
+             _num(e["parallel_efficiency"], 2), _num(e["dask_overhead_s_per_task"] * 1e3, 2),
+             str(e["workers_local"]), str(e["workers_dask"]), e["basis"]]
+            for e in _suites(results, suites or ["design"]) if "workers_local" in e]
+    return _rows(["study", "evaluations", "CPU per evaluation", "efficiency (case 1, 2 workers)",
+                  "Dask overhead per task [ms]", "workers (local pool)", "workers (Dask)",
+                  "basis"], rows)
+
+
+def batch(results: dict, suites: list[str]) -> str:
+    """simulate_batch against single simulate() calls; Simulator.step against the compiled
+    step alone (bench_batch)."""
+    rows = [[e["name"], e["baseline"], _num(e["ratio"]),
+             f"{_num(e['baseline_time_us'])} / {_num(e['time_us'])}",
+             _num(e.get("runs_per_s_per_core")),
+             _num(e.get("simulated_s_per_wall_s_per_core")),
+             "—" if "bitwise_equal_to_single_runs" not in e else
+             ("yes" if e["bitwise_equal_to_single_runs"] else "**no**"),
+             _num(e["load_avg_1min"], 2)]
+            for e in _suites(results, suites or ["batch"])]
+    return _rows(["figure", "baseline", "time ratio", "µs per run or call (baseline / this)",
+                  "runs / s per core", "simulated s / wall s per core",
+                  "bitwise equal to single runs", "load average"], rows)
 
 
 def peers(results: dict, suites: list[str]) -> str:
@@ -504,6 +565,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
     "constrained_fd": constrained_fd,
     "design_tracking": design_tracking, "design_studies": design_studies,
+    "design_case1": design_case1, "design_workers": design_workers, "batch": batch,
     "machine": machine,
 }
 

@@ -918,6 +918,17 @@ def _compiled_fd():
     return _COMPILED_FD[0]
 
 
+def compiled_terms():
+    """The compiled :func:`_terms` (kinematics, full symmetric mass matrix ``M`` and bias
+    forces ``nle`` of a tree packed by :func:`pack_tree`), or None without numba.
+
+    For other compiled kernels that need the dynamics of a tree (e.g. the zero dynamics of a
+    design study); their arguments are those of :func:`_terms`, with ``fi`` of length 0 when
+    no closure frame is wanted.
+    """
+    return None if _compiled() is None else _terms
+
+
 _closure_rows = _proj._closure_rows
 _constraint_basis = _proj._constraint_basis
 _gauss_combine = _proj._gauss_combine

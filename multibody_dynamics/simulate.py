@@ -742,8 +742,17 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
     q_init = None if q0 is None else require_finite(as_vector(q0, model.nq, "q0"), "q0")
     v_init = None if v0 is None else require_finite(as_vector(v0, model.nv, "v0"), "v0")
     start = time.perf_counter()
-    initial_error = None
     sim = Simulator(model, cfg, constraints, wrenches)  # reset() to rest: always projectable?
+    return _run_on(sim, duration, q_init, v_init, tau, const, output_dt, progress, start)
+
+
+def _run_on(sim: Simulator, duration: float, q_init, v_init, tau, const, output_dt, progress,
+            start: float) -> SimulationResult:
+    """The run of :func:`simulate` on ``sim`` (arguments checked by the caller): reset to
+    ``(q_init, v_init)`` (None: the model's default), integrate, record.  Shared with
+    :func:`multibody_dynamics.batch.simulate_batch`, which reuses one simulator."""
+    model, cfg = sim.model, sim.config
+    initial_error = None
     try:
         sim.reset(q_init, v_init)
     except SolverError as exc:

@@ -65,14 +65,14 @@ def test_tree_path_equals_kkt_on_shipped_loops(models, rng, robot):
     pd = ProjectedDynamics(models[robot])
     for _ in range(3):
         q, v, tau = state(pd, ASSEMBLY_GUESS[robot], rng)
-        res = pd.forward_dynamics(q, v, tau)
+        res = pd.forward_dynamics_result(q, v, tau)
         assert pd._tree is not None and res.success
         a, lam = kkt_min_norm(pd, q, v, tau)
         # two solution methods of the same equations, well conditioned: 1e-10 relative
         np.testing.assert_allclose(res.a, a, rtol=0, atol=1e-10 * max(1.0, np.abs(a).max()))
         np.testing.assert_allclose(res.lam, lam, rtol=0, atol=1e-10 * max(1.0, np.abs(lam).max()))
         dense = ProjectedDynamics(models[robot], settings=ProjectionSettings(mass_solver="dense"))
-        rd = dense.forward_dynamics(q, v, tau)
+        rd = dense.forward_dynamics_result(q, v, tau)
         # Cholesky of M against articulated-body solves: round-off, 1e-12 relative
         for x, y in ((res.a, rd.a), (res.f_c, rd.f_c), (res.lam, rd.lam)):
             np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * max(1.0, np.abs(y).max()))
@@ -84,7 +84,7 @@ def test_redundant_closure_of_an_n_link_chain(tmp_path, rng, n):
     model = closed_chain.closed_chain_model(n, tmp_path, "redundant")
     pd = ProjectedDynamics(model)
     q, v, tau = state(pd, closed_chain.zigzag(n), rng)
-    res = pd.forward_dynamics(q, v, tau)
+    res = pd.forward_dynamics_result(q, v, tau)
     assert pd._tree is not None
     assert res.success and res.rank == 2 and len(res.lam) == 7 and "redundant" in res.message
     scale = max(1.0, np.abs(res.a).max())
@@ -120,7 +120,7 @@ def test_tree_path_at_and_near_the_slider_crank_singularity(models):
     pd = ProjectedDynamics(model)
     v, tau = np.array([1.0, 0.5]), np.array([0.2, 0.0])
     q = np.array([np.pi / 2, np.pi])
-    res = pd.forward_dynamics(q, v, tau)
+    res = pd.forward_dynamics_result(q, v, tau)
     assert pd._tree is not None
     # the single row of A vanishes: rank 0, P = I, the open-chain dynamics (pinocchio's ABA)
     assert res.rank == 0 and res.success and "removed" in res.message
@@ -130,7 +130,7 @@ def test_tree_path_at_and_near_the_slider_crank_singularity(models):
     # 1e-4 rad away (sigma about 1e-4): the constraint holds and KKT agrees
     q = pd.project_position(np.array([np.pi / 2 - 1e-4, np.pi + 2e-4])).q
     v = pd.project_velocity(q, v)
-    res = pd.forward_dynamics(q, v, tau)
+    res = pd.forward_dynamics_result(q, v, tau)
     a, _ = kkt_min_norm(pd, q, v, tau)
     assert res.rank == 1 and res.residual < 1e-10
     # the KKT solve loses about eps / sigma^2 ~ 1e-8 here
@@ -143,9 +143,9 @@ def test_general_trees_use_pinocchio_aba(models, rng):
     pd = ProjectedDynamics(models["five_bar"], settings=ProjectionSettings(mass_solver="sparse"))
     dense = ProjectedDynamics(models["five_bar"], settings=ProjectionSettings(mass_solver="dense"))
     q, v, tau = state(pd, ASSEMBLY_GUESS["five_bar"], rng)
-    pd.forward_dynamics(q, v, tau)
+    pd.forward_dynamics_result(q, v, tau)
     pd._tree = None  # as for a model with other joints than 1-dof revolute/prismatic
-    res, rd = pd.forward_dynamics(q, v, tau), dense.forward_dynamics(q, v, tau)
+    res, rd = pd.forward_dynamics_result(q, v, tau), dense.forward_dynamics_result(q, v, tau)
     for x, y in ((res.a, rd.a), (res.f_c, rd.f_c), (res.lam, rd.lam)):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * max(1.0, np.abs(y).max()))
     assert res.rank == rd.rank
