@@ -184,9 +184,9 @@ def _chain_entries(rng, folder: Path) -> list[dict]:
         q = pd.project_position(zigzag(n)).q
         v = pd.project_velocity(q, rng.normal(size=n))
         tau = rng.normal(size=n)
-        res = pd.forward_dynamics(q, v, tau)
+        res = pd.forward_dynamics_result(q, v, tau)
         base = PinocchioConstraintDynamics(closed_chain_model(n, folder, "spherical"))
-        red = ProjectedDynamics(closed_chain_model(n, folder, "redundant")).forward_dynamics(
+        red = ProjectedDynamics(closed_chain_model(n, folder, "redundant")).forward_dynamics_result(
             q, v, tau)
         scale = max(1.0, float(np.max(np.abs(res.a))))
         err = float(np.max(np.abs(res.a - base.acceleration(q, v, tau)))) / scale
@@ -198,7 +198,7 @@ def _chain_entries(rng, folder: Path) -> list[dict]:
                                  f"(ranks {res.rank}, {red.rank})")
         number = max(50, 20000 // n)
         e = ratio_entry(f"{n}-link closed chain forward_dynamics",
-                        lambda p=pd, q=q, v=v, t=tau: p.forward_dynamics(q, v, t),
+                        lambda p=pd, q=q, v=v, t=tau: p.forward_dynamics_result(q, v, t),
                         lambda b=base, q=q, v=v, t=tau: b.acceleration(q, v, t),
                         "pin.constraintDynamics (3-D point closure)",
                         CHAIN_TARGET if n == CHAIN_N[-1] else None, number=number, repeat=5,
