@@ -34,7 +34,6 @@ import numpy as np
 
 from multibody_dynamics.errors import InputError, MultibodyError
 
-from ..inversion.internal import integrate_forward
 from ..tasks import Task, TimeLaw, straight_line
 from .criteria import PENALTY
 from .problem import Evaluation, check_design_vector, register_problem
@@ -174,10 +173,8 @@ class FlexibleOutputProblem:
         m, s = self.model(), self.servo(x)
         ne = s.nu_int
         eta0 = s.equilibrium(m.y[0])
-        rhs = s.internal_rhs_function(m.ytraj, self.compiled)
-        eta, ok, msg = integrate_forward(rhs, eta0, m.t, self.rtol, 1e-3 * self.rtol,
-                                         10 * self.dt, self.limit,
-                                         np.arange(ne))
+        eta, ok, msg = s.integrate_internal(m.ytraj, eta0, m.t, self.rtol, 1e-3 * self.rtol,
+                                            10 * self.dt, self.limit, self.compiled)
         n = len(eta)
         q = np.hstack([m.y[:n] - eta[:, :ne] @ s.gamma.T, eta[:, :ne]])
         r = m.chain.point_positions(q, m.body)

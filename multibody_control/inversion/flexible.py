@@ -156,6 +156,53 @@ class FlexibleServo(ElasticServo):
 
         return rhs
 
+    def integrate_internal(self, ytraj, eta0, t_out, rtol: float, atol: float,
+                           max_step: float, limit: float, compiled: bool = True):
+        """Classical inversion: the internal dynamics from ``eta0`` (2 nq_e,) on ``t_out`` (N,)
+        [s], as :func:`~.internal.integrate_forward` with :meth:`internal_rhs_function` (DOP853,
+        ``rtol``, ``atol``, ``max_step`` [s], stopped when an elastic coordinate reaches
+        ``limit``): returns ``(eta (N', 2 nq_e), completed, message)``.
+
+        With a :class:`~.desired.TabulatedOutput` and the compiled backend the whole
+        integration is one compiled call (:func:`~multibody_dynamics.flexible.fast_servo.
+        _integrate`: SciPy's DOP853 tableau, initial step, step control, dense output and
+        terminal event, so the same steps as SciPy up to rounding); otherwise (or with
+        ``compiled=False``) SciPy's ``solve_ivp``.
+
+        Raises
+        ------
+        SolverError
+            ``M_ee - M_er Γ`` singular on the way (the output loses relative degree 2).
+        """
+        from multibody_dynamics.flexible import fast_servo as fs
+
+        ne = self.nu_int
+        kernel = fs.integrate_kernel() if compiled and self.chain.backend == "numba" else None
+        if kernel is None or not isinstance(ytraj, TabulatedOutput):
+            return integrate_forward(self.internal_rhs_function(ytraj, compiled), eta0, t_out,
+                                     rtol, atol, max_step, limit, np.arange(ne))
+        ch = self.chain
+        t_out = np.ascontiguousarray(t_out, float)
+        X, info = np.zeros((len(t_out), 2 * ne)), np.zeros(3)
+        status = kernel(np.array(eta0, float), t_out, np.array([rtol, atol, max_step], float),
+                        float(limit), np.arange(ne), ytraj.t, np.ascontiguousarray(ytraj.coef),
+                        np.ascontiguousarray(self.gamma), ch._P, ch._I, np.zeros_like(ch._W),
+                        np.zeros(fs.scratch_size(self.nr, ne)), *fs.dop853_tableau(), X, info)
+        n, t_end = int(info[0]), float(info[1])
+        self.counters["dynamics"] += int(info[2])
+        if self.on_evaluate is not None:
+            self.on_evaluate(int(info[2]))
+        if status == fs.SINGULAR:
+            raise SolverError("decoupling matrix singular: the output y = q_r + Γ q_e does not "
+                              "have relative degree 2 here; change Γ")
+        if status == fs.EVENT:
+            return X[:n], False, (f"internal dynamics diverge: a passive coordinate reached "
+                                  f"{limit:g} at t = {t_end:.4g} s")
+        if status == fs.TOO_SMALL:
+            return X[:n], False, (f"integration failed at t = {t_out[max(n - 1, 0)]:.4g} s: "
+                                  "Required step size is less than spacing between numbers.")
+        return X[:n], True, "completed"
+
     def inputs(self, q, v, a) -> np.ndarray:
         """Joint torques ``u = (M a + k + f_e - g)_r`` (B_r = I, B_e = 0)."""
         M, k, g, fe = self.chain.dynamics_terms(q, v)

@@ -23,7 +23,7 @@ import numpy as np
 
 from .system import _chain_terms, _compiled_kernels
 
-__all__ = ["scratch_size", "servo_kernel"]
+__all__ = ["dop853_tableau", "integrate_kernel", "scratch_size", "servo_kernel"]
 
 #: status codes of the kernel
 OK, SINGULAR = 0, 1
@@ -123,26 +123,250 @@ def _servo_rhs(t, eta, T, C, G, P, Ip, W, S, out):  # pragma: no cover - compile
     return _gauss(A, b, out[ne:])
 
 
-_KERNEL = []  # [compiled _servo_rhs] or [None] without numba
+#: status codes of :func:`_integrate` besides OK and SINGULAR
+EVENT, TOO_SMALL = 2, 3
+_SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0  # scipy.integrate._ivp.rk
+
+
+def _rms_scaled(x, scale):  # pragma: no cover - compiled by numba
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += (x[i] / scale[i]) ** 2
+    return np.sqrt(s / x.shape[0])
+
+
+def _dense(t, t_old, h, y_old, F, out):  # pragma: no cover - compiled by numba
+    """scipy's ``Dop853DenseOutput`` at ``t``."""
+    x = (t - t_old) / h
+    nF = F.shape[0]
+    for j in range(out.shape[0]):
+        y = 0.0
+        for i in range(nF):
+            y += F[nF - 1 - i, j]
+            y *= x if i % 2 == 0 else 1.0 - x
+        out[j] = y + y_old[j]
+
+
+def _watch_gap(y, watch, limit):  # pragma: no cover - compiled by numba
+    m = 0.0
+    for i in watch:
+        m = max(m, abs(y[i]))
+    return limit - m
+
+
+def _stage(t, y, h, s, K, A, tmp):  # pragma: no cover - compiled by numba
+    """``tmp = y + h sum_j<s A[s, j] K[j]``."""
+    for i in range(y.shape[0]):
+        d = 0.0
+        for j in range(s):
+            d += K[j, i] * A[s, j]
+        tmp[i] = y[i] + d * h
+
+
+def _integrate(eta0, t_eval, tol, limit, watch, T, C, G, P, Ip, W, S,  # noqa: C901
+               A, B, Cs, E3, E5, D, X, info):  # pragma: no cover - compiled by numba
+    """DOP853 of ``η' = f(t, η)`` (:func:`_servo_rhs`) on ``t_eval`` as
+    ``scipy.integrate.solve_ivp(method="DOP853", t_eval=..., events=...)`` does it (same
+    tableau, initial step, step control, dense output, terminal event ``limit - max |η_watch|
+    = 0``). ``tol = [rtol, atol, max_step]``. Fills ``X`` (N, n) and ``info = [rows, t_end,
+    evaluations]``; returns OK, SINGULAR, EVENT or TOO_SMALL."""
+    rtol, atol, max_step = tol[0], tol[1], tol[2]
+    n = eta0.shape[0]
+    ns = B.shape[0]  # 12 stages, K has ns + 1 rows plus 3 for the dense output
+    N = t_eval.shape[0]
+    t, tb = t_eval[0], t_eval[N - 1]
+    K = np.empty((A.shape[0], n))
+    y = eta0.copy()
+    y_old = np.empty(n)
+    y_new = np.empty(n)
+    f = np.empty(n)
+    tmp = np.empty(n)
+    scale = np.empty(n)
+    F = np.empty((3 + D.shape[0], n))
+    nfev = 1
+    if _servo_rhs(t, y, T, C, G, P, Ip, W, S, f):
+        info[0], info[1], info[2] = 0, t, nfev
+        return SINGULAR
+    # ---- initial step (scipy.integrate._ivp.common.select_initial_step, order 7)
+    interval = abs(tb - t)
+    for i in range(n):
+        scale[i] = atol + abs(y[i]) * rtol
+    d0, d1 = _rms_scaled(y, scale), _rms_scaled(f, scale)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    h0 = min(h0, interval)
+    for i in range(n):
+        tmp[i] = y[i] + h0 * f[i]
+    nfev += 1
+    if _servo_rhs(t + h0, tmp, T, C, G, P, Ip, W, S, y_new):
+        info[0], info[1], info[2] = 0, t, nfev
+        return SINGULAR
+    for i in range(n):
+        y_new[i] -= f[i]
+    d2 = _rms_scaled(y_new, scale) / h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / 8.0)
+    h_abs = min(100 * h0, h1, interval, max_step)
+    g = _watch_gap(y, watch, limit)
+    ie = 0  # next row of t_eval
+    status = -1
+    while status < 0:
+        # ---- one accepted step (scipy RungeKutta._step_impl)
+        min_step = 10 * abs(np.nextafter(t, np.inf) - t)
+        if h_abs > max_step:
+            h_abs = max_step
+        elif h_abs < min_step:
+            h_abs = min_step
+        rejected = False
+        while True:
+            if h_abs < min_step:
+                info[0], info[1], info[2] = ie, t, nfev
+                return TOO_SMALL
+            t_new = t + h_abs
+            if t_new - tb > 0:
+                t_new = tb
+            h = t_new - t
+            h_abs = abs(h)
+            for i in range(n):
+                K[0, i] = f[i]
+            for s in range(1, ns):
+                _stage(t, y, h, s, K, A, tmp)
+                nfev += 1
+                if _servo_rhs(t + Cs[s] * h, tmp, T, C, G, P, Ip, W, S, K[s]):
+                    info[0], info[1], info[2] = ie, t, nfev
+                    return SINGULAR
+            for i in range(n):
+                d = 0.0
+                for j in range(ns):
+                    d += K[j, i] * B[j]
+                y_new[i] = y[i] + h * d
+            nfev += 1
+            if _servo_rhs(t + h, y_new, T, C, G, P, Ip, W, S, K[ns]):
+                info[0], info[1], info[2] = ie, t, nfev
+                return SINGULAR
+            e5 = e3 = 0.0
+            for i in range(n):
+                sc = atol + max(abs(y[i]), abs(y_new[i])) * rtol
+                a5 = a3 = 0.0
+                for j in range(ns + 1):
+                    a5 += K[j, i] * E5[j]
+                    a3 += K[j, i] * E3[j]
+                e5 += (a5 / sc) ** 2
+                e3 += (a3 / sc) ** 2
+            err = 0.0 if (e5 == 0 and e3 == 0) else abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
+            if err < 1:
+                fac = _MAX_FACTOR if err == 0 else _SAFETY * err ** (-1.0 / 8.0)
+                if not fac < _MAX_FACTOR:
+                    fac = _MAX_FACTOR
+                if rejected and not fac < 1.0:
+                    fac = 1.0
+                h_abs *= fac
+                break
+            fac = _SAFETY * err ** (-1.0 / 8.0)
+            h_abs *= fac if fac > _MIN_FACTOR else _MIN_FACTOR
+            rejected = True
+        t_old = t
+        for i in range(n):
+            y_old[i] = y[i]
+            y[i] = y_new[i]
+            f[i] = K[ns, i]
+        t = t_new
+        if t - tb >= 0:
+            status = OK
+        # ---- dense output when needed (scipy DOP853._dense_output_impl)
+        t_stop = t
+        g_new = _watch_gap(y, watch, limit)
+        event = (g <= 0 and g_new >= 0) or (g >= 0 and g_new <= 0)
+        if event or (ie < N and t_eval[ie] <= t):
+            for s in range(ns + 1, A.shape[0]):
+                _stage(t_old, y_old, h, s, K, A, tmp)
+                nfev += 1
+                if _servo_rhs(t_old + Cs[s] * h, tmp, T, C, G, P, Ip, W, S, K[s]):
+                    info[0], info[1], info[2] = ie, t, nfev
+                    return SINGULAR
+            for i in range(n):
+                dy = y[i] - y_old[i]
+                F[0, i] = dy
+                F[1, i] = h * K[0, i] - dy
+                F[2, i] = 2 * dy - h * (f[i] + K[0, i])
+                for r in range(D.shape[0]):
+                    d = 0.0
+                    for j in range(A.shape[0]):
+                        d += D[r, j] * K[j, i]
+                    F[3 + r, i] = h * d
+        if event:  # the crossing by bisection on the dense output (scipy: brentq, 4 eps)
+            lo, hi = t_old, t
+            glo = g
+            for _ in range(200):
+                mid = 0.5 * (lo + hi)
+                if hi - lo <= 4 * 2.220446049250313e-16 * (1.0 + abs(mid)) or mid == lo \
+                        or mid == hi:
+                    break
+                _dense(mid, t_old, t - t_old, y_old, F, tmp)
+                gm = _watch_gap(tmp, watch, limit)
+                if (gm <= 0) == (glo <= 0):
+                    lo, glo = mid, gm
+                else:
+                    hi = mid
+            t_stop = hi
+            status = EVENT
+        g = g_new
+        while ie < N and t_eval[ie] <= t_stop:
+            _dense(t_eval[ie], t_old, t - t_old, y_old, F, X[ie])
+            ie += 1
+    info[0], info[1], info[2] = ie, t_stop, nfev
+    return status
+
+
+_KERNEL: list = []  # [(compiled _servo_rhs, compiled _integrate)] or [None] without numba
+_JITTED = ("_chain_terms", "_lookup", "_gauss", "_rms_scaled", "_dense", "_watch_gap", "_stage",
+           "_servo_rhs", "_integrate")
+
+
+def _compile():
+    """Compile the kernels, cached on disk (numba ``cache=True``: a process loads them in a
+    fraction of a second instead of compiling for seconds, which matters for pool workers).
+    The module names are rebound to the compiled functions, so that the kernels call each
+    other compiled. A changed callee in another file does not invalidate the cache of its
+    caller (numba checks the caller's file only): clear ``__pycache__`` after editing
+    ``system._chain_terms``."""
+    import numba
+
+    jit = numba.njit(cache=True, nogil=True)
+    names = globals()
+    for name in _JITTED:
+        names[name] = jit(names[name])
+    return names["_servo_rhs"], names["_integrate"]
 
 
 def servo_kernel():
     """The numba-compiled :func:`_servo_rhs`, or None when numba is not installed."""
-    if not _KERNEL:
-        kernels = _compiled_kernels()
-        if kernels is None:
-            _KERNEL.append(None)
-        else:
-            import numba
+    kernels = _kernels()
+    return None if kernels is None else kernels[0]
 
-            # the servo kernel calls the compiled kernels through the global names
-            glb = dict(_servo_rhs.__globals__)
-            glb["_chain_terms"] = kernels[0]
-            glb["_lookup"] = numba.njit(cache=False, nogil=True)(_lookup)
-            glb["_gauss"] = numba.njit(cache=False, nogil=True)(_gauss)
-            fn = type(_servo_rhs)(_servo_rhs.__code__, glb, "_servo_rhs")
-            _KERNEL.append(numba.njit(cache=False, nogil=True)(fn))
+
+def integrate_kernel():
+    """The numba-compiled :func:`_integrate`, or None when numba is not installed."""
+    kernels = _kernels()
+    return None if kernels is None else kernels[1]
+
+
+def _kernels():
+    if not _KERNEL:
+        _KERNEL.append(None if _compiled_kernels() is None else _compile())
     return _KERNEL[0]
+
+
+def dop853_tableau():
+    """``A (16, 16), B (12,), C (16,), E3 (13,), E5 (13,), D (4, 16)`` of DOP853 with its dense
+    output (Hairer, Norsett, Wanner, *Solving ODEs I*, Sect. II.10), from SciPy's own table so
+    that :func:`_integrate` steps as ``solve_ivp(method="DOP853")``."""
+    from scipy.integrate._ivp import dop853_coefficients as c
+
+    return (np.ascontiguousarray(c.A, float), np.ascontiguousarray(c.B, float),
+            np.ascontiguousarray(c.C, float), np.ascontiguousarray(c.E3, float),
+            np.ascontiguousarray(c.E5, float), np.ascontiguousarray(c.D, float))
 
 
 def scratch_size(nr: int, ne: int) -> int:
