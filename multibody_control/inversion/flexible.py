@@ -164,10 +164,10 @@ class FlexibleServo(ElasticServo):
         ``limit``): returns ``(eta (N', 2 nq_e), completed, message)``.
 
         With a :class:`~.desired.TabulatedOutput` and the compiled backend the whole
-        integration is one compiled call (:func:`~multibody_dynamics.flexible.fast_servo.
-        _integrate`: SciPy's DOP853 tableau, initial step, step control, dense output and
-        terminal event, so the same steps as SciPy up to rounding); otherwise (or with
-        ``compiled=False``) SciPy's ``solve_ivp``.
+        integration is one compiled call (:mod:`multibody_dynamics.flexible.fast_servo`:
+        SciPy's DOP853 tableau, initial step, step control, dense output and terminal event,
+        so the same steps as SciPy up to rounding); otherwise (or with ``compiled=False``)
+        SciPy's ``solve_ivp``.
 
         Raises
         ------

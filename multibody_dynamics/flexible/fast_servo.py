@@ -1,4 +1,4 @@
-"""Compiled right-hand side of the internal dynamics of a flexible chain with a combined output.
+"""Compiled internal dynamics of a flexible chain with a combined output, and their integration.
 
 For the output ``y = q_r + Γ q_e`` of a :class:`~.system.FlexibleChain` (Seifried (2014)
 eq. 6.24, tangent frames, ``B = [I; 0]``) the internal states are ``η = (q_e, q_e')`` and the
@@ -11,12 +11,19 @@ f_e)_e``::
 (the zero-dynamics matrix of (7.13)). ``y_d, y_d', y_d''`` come from the coefficients of a
 piecewise quintic Hermite table (``multibody_control.inversion.desired.TabulatedOutput``:
 per interval ``[y0, d0, a0/2, c3, c4, c5]``, end values held outside the grid, same binary
-search and Horner order), so one call of :func:`servo_rhs` does in compiled code what the
+search and Horner order), so one call of :func:`_servo_rhs` does in compiled code what the
 Python path does in about 40 numpy calls: the table look-up, ``q, v`` from ``y`` and ``η``,
 ``M, k, g, f_e`` (the chain's own kernel ``_chain_terms``) and the elimination above (partial
-pivoting). The numbers agree with the Python path to rounding (``test/test_flexible_fast_servo.py``).
-"""
+pivoting).
 
+:func:`_integrate` is the classical inversion's forward integration in one call: the DOP853
+pair of Dormand and Prince with its 7th-order dense output (Hairer, Norsett, Wanner, *Solving
+Ordinary Differential Equations I*, Sect. II.10) exactly as ``scipy.integrate.solve_ivp(...,
+method="DOP853", t_eval=..., events=...)`` implements it (SciPy 1.17: tableau from SciPy's
+``dop853_coefficients``, initial step, error norm, step control, dense output, a terminal
+event located on the dense output). So it takes the same steps; only rounding differs. Both
+agree with the Python path (``test/test_flexible_fast_servo.py``).
+"""
 from __future__ import annotations
 
 import numpy as np
