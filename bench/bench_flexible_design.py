@@ -7,7 +7,7 @@
 * ``study``: the swarm of config/designs/flexible_manipulator_book_output.yaml on a local pool
   of 2. By default a reduced swarm (``BENCH_FLEXDESIGN_PARTICLES`` x ``..._ITERATIONS``,
   30 x 10); ``BENCH_FLEXDESIGN=full`` runs the file as written (100 particles, 20 iterations;
-  about 30 min on 2 free cores);
+  its wall time is in the results);
 * ``optimum``: the swarm's best Γ for every damping ratio of the sweep, and with the joint PD
   law of Sect. 6.4.1 (:func:`~multibody_control.inversion.flexible.track_flexible`), beside the
   Sect. 6.4 designs (rigid, quasi-static) on the same damped model;
