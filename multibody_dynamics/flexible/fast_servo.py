@@ -170,31 +170,11 @@ def _stage(t, y, h, s, K, A, tmp):  # pragma: no cover - compiled by numba
         tmp[i] = y[i] + d * h
 
 
-def _integrate(eta0, t_eval, tol, limit, watch, T, C, G, P, Ip, W, S,  # noqa: C901
-               A, B, Cs, E3, E5, D, X, info):  # pragma: no cover - compiled by numba
-    """DOP853 of ``η' = f(t, η)`` (:func:`_servo_rhs`) on ``t_eval`` as
-    ``scipy.integrate.solve_ivp(method="DOP853", t_eval=..., events=...)`` does it (same
-    tableau, initial step, step control, dense output, terminal event ``limit - max |η_watch|
-    = 0``). ``tol = [rtol, atol, max_step]``. Fills ``X`` (N, n) and ``info = [rows, t_end,
-    evaluations]``; returns OK, SINGULAR, EVENT or TOO_SMALL."""
+def _initial_step(t, y, f, tb, tol, K, tmp, scale, model, info):  # pragma: no cover - numba
+    """SciPy's ``select_initial_step`` (error estimator order 7); -1 when the model failed."""
     rtol, atol, max_step = tol[0], tol[1], tol[2]
-    n = eta0.shape[0]
-    ns = B.shape[0]  # 12 stages, K has ns + 1 rows plus 3 for the dense output
-    N = t_eval.shape[0]
-    t, tb = t_eval[0], t_eval[N - 1]
-    K = np.empty((A.shape[0], n))
-    y = eta0.copy()
-    y_old = np.empty(n)
-    y_new = np.empty(n)
-    f = np.empty(n)
-    tmp = np.empty(n)
-    scale = np.empty(n)
-    F = np.empty((3 + D.shape[0], n))
-    nfev = 1
-    if _servo_rhs(t, y, T, C, G, P, Ip, W, S, f):
-        info[0], info[1], info[2] = 0, t, nfev
-        return SINGULAR
-    # ---- initial step (scipy.integrate._ivp.common.select_initial_step, order 7)
+    T, C, G, P, Ip, W, S = model
+    n = y.shape[0]
     interval = abs(tb - t)
     for i in range(n):
         scale[i] = atol + abs(y[i]) * rtol
@@ -203,132 +183,187 @@ def _integrate(eta0, t_eval, tol, limit, watch, T, C, G, P, Ip, W, S,  # noqa: C
     h0 = min(h0, interval)
     for i in range(n):
         tmp[i] = y[i] + h0 * f[i]
-    nfev += 1
-    if _servo_rhs(t + h0, tmp, T, C, G, P, Ip, W, S, y_new):
-        info[0], info[1], info[2] = 0, t, nfev
-        return SINGULAR
+    info[2] += 1
+    if _servo_rhs(t + h0, tmp, T, C, G, P, Ip, W, S, K[1]):
+        return -1.0
     for i in range(n):
-        y_new[i] -= f[i]
-    d2 = _rms_scaled(y_new, scale) / h0
+        K[1, i] -= f[i]
+    d2 = _rms_scaled(K[1], scale) / h0
     if d1 <= 1e-15 and d2 <= 1e-15:
         h1 = max(1e-6, h0 * 1e-3)
     else:
         h1 = (0.01 / max(d1, d2)) ** (1.0 / 8.0)
-    h_abs = min(100 * h0, h1, interval, max_step)
+    return min(100 * h0, h1, interval, max_step)
+
+
+def _rk_stages(t, y, f, h, K, A, B, Cs, tmp, y_new, model, info):  # pragma: no cover - numba
+    """SciPy's ``rk_step``: the stages ``K[:ns + 1]`` and ``y_new``; SINGULAR if the model
+    failed."""
+    T, C, G, P, Ip, W, S = model
+    ns = B.shape[0]
+    K[0, :] = f
+    for s in range(1, ns):
+        _stage(t, y, h, s, K, A, tmp)
+        info[2] += 1
+        if _servo_rhs(t + Cs[s] * h, tmp, T, C, G, P, Ip, W, S, K[s]):
+            return SINGULAR
+    for i in range(y.shape[0]):
+        d = 0.0
+        for j in range(ns):
+            d += K[j, i] * B[j]
+        y_new[i] = y[i] + h * d
+    info[2] += 1
+    return _servo_rhs(t + h, y_new, T, C, G, P, Ip, W, S, K[ns])
+
+
+def _error_norm(y, y_new, K, E3, E5, h, rtol, atol):  # pragma: no cover - compiled by numba
+    """SciPy's ``DOP853._estimate_error_norm``."""
+    n = y.shape[0]
+    e5 = e3 = 0.0
+    for i in range(n):
+        sc = atol + max(abs(y[i]), abs(y_new[i])) * rtol
+        a5 = a3 = 0.0
+        for j in range(E5.shape[0]):
+            a5 += K[j, i] * E5[j]
+            a3 += K[j, i] * E3[j]
+        e5 += (a5 / sc) ** 2
+        e3 += (a3 / sc) ** 2
+    if e5 == 0 and e3 == 0:
+        return 0.0
+    return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
+
+
+def _step(t, y, f, h_abs, tb, tol, K, tab, tmp, y_new, model, info):  # pragma: no cover - numba
+    """One accepted step (SciPy's ``RungeKutta._step_impl``): ``(status, t_new, h, h_abs)``
+    with ``y_new`` and the stages in ``K``; status SINGULAR or TOO_SMALL on failure."""
+    rtol, atol, max_step = tol[0], tol[1], tol[2]
+    A, B, Cs, E3, E5 = tab[0], tab[1], tab[2], tab[3], tab[4]
+    min_step = 10 * abs(np.nextafter(t, np.inf) - t)
+    if h_abs > max_step:
+        h_abs = max_step
+    elif h_abs < min_step:
+        h_abs = min_step
+    rejected = False
+    while True:
+        if h_abs < min_step:
+            return TOO_SMALL, t, 0.0, h_abs
+        t_new = t + h_abs
+        if t_new - tb > 0:
+            t_new = tb
+        h = t_new - t
+        h_abs = abs(h)
+        if _rk_stages(t, y, f, h, K, A, B, Cs, tmp, y_new, model, info):
+            return SINGULAR, t, h, h_abs
+        err = _error_norm(y, y_new, K, E3, E5, h, rtol, atol)
+        if err < 1:
+            fac = _MAX_FACTOR if err == 0 else _SAFETY * err ** (-1.0 / 8.0)
+            if not fac < _MAX_FACTOR:
+                fac = _MAX_FACTOR
+            if rejected and not fac < 1.0:
+                fac = 1.0
+            return OK, t_new, h, h_abs * fac
+        fac = _SAFETY * err ** (-1.0 / 8.0)  # NaN (a failed trial) shrinks by _MIN_FACTOR
+        h_abs *= fac if fac > _MIN_FACTOR else _MIN_FACTOR
+        rejected = True
+
+
+def _dense_coefficients(t_old, y_old, y, f, h, K, tab, D, F, tmp, model,
+                        info):  # pragma: no cover - compiled by numba
+    """SciPy's ``DOP853._dense_output_impl``: the extra stages ``K[ns + 1:]`` and ``F`` (7, n)."""
+    T, C, G, P, Ip, W, S = model
+    A, B, Cs = tab[0], tab[1], tab[2]
+    for s in range(B.shape[0] + 1, A.shape[0]):
+        _stage(t_old, y_old, h, s, K, A, tmp)
+        info[2] += 1
+        if _servo_rhs(t_old + Cs[s] * h, tmp, T, C, G, P, Ip, W, S, K[s]):
+            return SINGULAR
+    for i in range(y.shape[0]):
+        dy = y[i] - y_old[i]
+        F[0, i] = dy
+        F[1, i] = h * K[0, i] - dy
+        F[2, i] = 2 * dy - h * (f[i] + K[0, i])
+        for r in range(D.shape[0]):
+            d = 0.0
+            for j in range(A.shape[0]):
+                d += D[r, j] * K[j, i]
+            F[3 + r, i] = h * d
+    return OK
+
+
+def _locate_event(t_old, t, g, y_old, F, watch, limit, tmp):  # pragma: no cover - numba
+    """The crossing of ``limit - max |η_watch| = 0`` in ``[t_old, t]`` on the dense output, by
+    bisection to 4 eps (SciPy: ``brentq`` to the same tolerance); returns its right end."""
+    lo, hi, glo = t_old, t, g
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if hi - lo <= 4 * 2.220446049250313e-16 * (1.0 + abs(mid)) or mid == lo or mid == hi:
+            break
+        _dense(mid, t_old, t - t_old, y_old, F, tmp)
+        gm = _watch_gap(tmp, watch, limit)
+        if (gm <= 0) == (glo <= 0):
+            lo, glo = mid, gm
+        else:
+            hi = mid
+    return hi
+
+
+def _integrate(eta0, t_eval, tol, limit, watch, T, C, G, P, Ip, W, S,
+               A, B, Cs, E3, E5, D, X, info):  # pragma: no cover - compiled by numba
+    """DOP853 of ``η' = f(t, η)`` (:func:`_servo_rhs`) on ``t_eval`` as
+    ``scipy.integrate.solve_ivp(method="DOP853", t_eval=..., events=...)`` does it (same
+    tableau, initial step, step control, dense output, terminal event ``limit - max |η_watch|
+    = 0``). ``tol = [rtol, atol, max_step]``. Fills ``X`` (N, n) and ``info = [rows, t_end,
+    evaluations]``; returns OK, SINGULAR, EVENT or TOO_SMALL."""
+    n, N = eta0.shape[0], t_eval.shape[0]
+    model = (T, C, G, P, Ip, W, S)
+    tab = (A, B, Cs, E3, E5)
+    t, tb = t_eval[0], t_eval[N - 1]
+    K = np.empty((A.shape[0], n))
+    y, y_old, y_new, f = eta0.copy(), np.empty(n), np.empty(n), np.empty(n)
+    tmp, scale = np.empty(n), np.empty(n)
+    F = np.empty((3 + D.shape[0], n))
+    info[0], info[1], info[2] = 0, t, 1
+    if _servo_rhs(t, y, T, C, G, P, Ip, W, S, f):
+        return SINGULAR
+    h_abs = _initial_step(t, y, f, tb, tol, K, tmp, scale, model, info)
+    if h_abs < 0:
+        return SINGULAR
     g = _watch_gap(y, watch, limit)
     ie = 0  # next row of t_eval
     status = -1
     while status < 0:
-        # ---- one accepted step (scipy RungeKutta._step_impl)
-        min_step = 10 * abs(np.nextafter(t, np.inf) - t)
-        if h_abs > max_step:
-            h_abs = max_step
-        elif h_abs < min_step:
-            h_abs = min_step
-        rejected = False
-        while True:
-            if h_abs < min_step:
-                info[0], info[1], info[2] = ie, t, nfev
-                return TOO_SMALL
-            t_new = t + h_abs
-            if t_new - tb > 0:
-                t_new = tb
-            h = t_new - t
-            h_abs = abs(h)
-            for i in range(n):
-                K[0, i] = f[i]
-            for s in range(1, ns):
-                _stage(t, y, h, s, K, A, tmp)
-                nfev += 1
-                if _servo_rhs(t + Cs[s] * h, tmp, T, C, G, P, Ip, W, S, K[s]):
-                    info[0], info[1], info[2] = ie, t, nfev
-                    return SINGULAR
-            for i in range(n):
-                d = 0.0
-                for j in range(ns):
-                    d += K[j, i] * B[j]
-                y_new[i] = y[i] + h * d
-            nfev += 1
-            if _servo_rhs(t + h, y_new, T, C, G, P, Ip, W, S, K[ns]):
-                info[0], info[1], info[2] = ie, t, nfev
-                return SINGULAR
-            e5 = e3 = 0.0
-            for i in range(n):
-                sc = atol + max(abs(y[i]), abs(y_new[i])) * rtol
-                a5 = a3 = 0.0
-                for j in range(ns + 1):
-                    a5 += K[j, i] * E5[j]
-                    a3 += K[j, i] * E3[j]
-                e5 += (a5 / sc) ** 2
-                e3 += (a3 / sc) ** 2
-            err = 0.0 if (e5 == 0 and e3 == 0) else abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * n)
-            if err < 1:
-                fac = _MAX_FACTOR if err == 0 else _SAFETY * err ** (-1.0 / 8.0)
-                if not fac < _MAX_FACTOR:
-                    fac = _MAX_FACTOR
-                if rejected and not fac < 1.0:
-                    fac = 1.0
-                h_abs *= fac
-                break
-            fac = _SAFETY * err ** (-1.0 / 8.0)
-            h_abs *= fac if fac > _MIN_FACTOR else _MIN_FACTOR
-            rejected = True
-        t_old = t
-        for i in range(n):
-            y_old[i] = y[i]
-            y[i] = y_new[i]
-            f[i] = K[ns, i]
-        t = t_new
+        code, t_new, h, h_abs = _step(t, y, f, h_abs, tb, tol, K, tab, tmp, y_new, model, info)
+        if code != OK:
+            info[0], info[1] = ie, t
+            return code
+        t_old, t = t, t_new
+        y_old[:] = y
+        y[:] = y_new
+        f[:] = K[B.shape[0]]
         if t - tb >= 0:
             status = OK
-        # ---- dense output when needed (scipy DOP853._dense_output_impl)
         t_stop = t
         g_new = _watch_gap(y, watch, limit)
         event = (g <= 0 and g_new >= 0) or (g >= 0 and g_new <= 0)
         if event or (ie < N and t_eval[ie] <= t):
-            for s in range(ns + 1, A.shape[0]):
-                _stage(t_old, y_old, h, s, K, A, tmp)
-                nfev += 1
-                if _servo_rhs(t_old + Cs[s] * h, tmp, T, C, G, P, Ip, W, S, K[s]):
-                    info[0], info[1], info[2] = ie, t, nfev
-                    return SINGULAR
-            for i in range(n):
-                dy = y[i] - y_old[i]
-                F[0, i] = dy
-                F[1, i] = h * K[0, i] - dy
-                F[2, i] = 2 * dy - h * (f[i] + K[0, i])
-                for r in range(D.shape[0]):
-                    d = 0.0
-                    for j in range(A.shape[0]):
-                        d += D[r, j] * K[j, i]
-                    F[3 + r, i] = h * d
-        if event:  # the crossing by bisection on the dense output (scipy: brentq, 4 eps)
-            lo, hi = t_old, t
-            glo = g
-            for _ in range(200):
-                mid = 0.5 * (lo + hi)
-                if hi - lo <= 4 * 2.220446049250313e-16 * (1.0 + abs(mid)) or mid == lo \
-                        or mid == hi:
-                    break
-                _dense(mid, t_old, t - t_old, y_old, F, tmp)
-                gm = _watch_gap(tmp, watch, limit)
-                if (gm <= 0) == (glo <= 0):
-                    lo, glo = mid, gm
-                else:
-                    hi = mid
-            t_stop = hi
+            if _dense_coefficients(t_old, y_old, y, f, h, K, tab, D, F, tmp, model, info):
+                info[0], info[1] = ie, t
+                return SINGULAR
+        if event:
+            t_stop = _locate_event(t_old, t, g, y_old, F, watch, limit, tmp)
             status = EVENT
         g = g_new
         while ie < N and t_eval[ie] <= t_stop:
             _dense(t_eval[ie], t_old, t - t_old, y_old, F, X[ie])
             ie += 1
-    info[0], info[1], info[2] = ie, t_stop, nfev
+    info[0], info[1] = ie, t_stop
     return status
 
 
 _KERNEL: list = []  # [(compiled _servo_rhs, compiled _integrate)] or [None] without numba
 _JITTED = ("_chain_terms", "_lookup", "_gauss", "_rms_scaled", "_dense", "_watch_gap", "_stage",
-           "_servo_rhs", "_integrate")
+           "_servo_rhs", "_initial_step", "_rk_stages", "_error_norm", "_step",
+           "_dense_coefficients", "_locate_event", "_integrate")
 
 
 def _compile():
