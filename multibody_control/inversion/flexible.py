@@ -412,9 +412,8 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                                   "trajectory") from None
             q, v, a, u = _sample(servo, t_out, eta, ytraj)
         elif method in ("collocated", "classical"):
-            eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
-                                                 eta0, t_out, 1e-9, 1e-12, 10 * dt, 1e3,
-                                                 np.arange(ne))
+            eta, status, msg = servo.integrate_internal(ytraj, eta0, t_out, 1e-9, 1e-12,
+                                                        10 * dt, 1e3)
             t_out = t_out[:len(eta)]
             q, v, a, u = _sample(servo, t_out, eta, ytraj)
         else:
