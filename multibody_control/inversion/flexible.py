@@ -130,10 +130,11 @@ class FlexibleServo(ElasticServo):
         numpy calls; otherwise (or with ``compiled=False``) the Python path. Counts
         ``counters["dynamics"]`` either way.
 
-        Raises (from ``f``)
-        -------------------
+        Raises
+        ------
         SolverError
-            ``M_ee - M_er Γ`` singular (the output loses relative degree 2).
+            From ``f``: ``M_ee - M_er Γ`` singular (the output loses relative degree 2) or
+            the state not finite.
         """
         from multibody_dynamics.flexible.fast_servo import scratch_size, servo_kernel
 
