@@ -6,8 +6,8 @@
 * ``study``: the swarm of config/designs/flexible_cart_manipulator_output.yaml on a local pool
   of 2. By default a reduced swarm (``BENCH_CARTDESIGN_PARTICLES`` x ``..._ITERATIONS``,
   24 x 8); ``BENCH_CARTDESIGN=full`` runs the file as written (120 particles, 30 iterations);
-* ``cost``: one evaluation of a minimum-phase design against its step 1 alone, timed in this
-  run.
+* ``cost``: one evaluation of a minimum-phase design against its step 1 alone and against the
+  same evaluation with the Python internal dynamics (``compiled = False``), timed in this run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.bench_flexible_design import compiled_speedup
 from multibody_control.design.flexible_cart_output import (
     BOOK_DGAMMA_732,
     BOOK_DGAMMA_733,
@@ -86,7 +87,7 @@ def _cost() -> dict:
     p.evaluate(BOOK_DGAMMA_732)
     full = time.perf_counter() - t
     return {"name": "cartdesign_evaluation_cost", "evaluation_s": full, "step1_s": step1,
-            "ratio_to_step1": full / step1}
+            "ratio_to_step1": full / step1, **compiled_speedup(p, BOOK_DGAMMA_732, "")}
 
 
 def run() -> list:

@@ -7,13 +7,15 @@
 * ``study``: the swarm of config/designs/flexible_manipulator_book_output.yaml on a local pool
   of 2. By default a reduced swarm (``BENCH_FLEXDESIGN_PARTICLES`` x ``..._ITERATIONS``,
   30 x 10); ``BENCH_FLEXDESIGN=full`` runs the file as written (100 particles, 20 iterations;
-  about 30 min on 2 free cores);
+  its wall time is in the results);
 * ``optimum``: the swarm's best Γ for every damping ratio of the sweep, and with the joint PD
   law of Sect. 6.4.1 (:func:`~multibody_control.inversion.flexible.track_flexible`), beside the
   Sect. 6.4 designs (rigid, quasi-static) on the same damped model;
-* ``cost``: one evaluation against its step 1 and against the general classical inversion
+* ``cost``: one evaluation against its step 1, against the general classical inversion
   (:func:`~multibody_control.inversion.flexible.invert_flexible`, ``"classical"``) of the same
-  Γ, timed in this run.
+  Γ and against the same evaluation with the Python internal dynamics (``compiled = False``,
+  the implementation before the compiled kernel; criterion values of both kept), timed in
+  this run.
 """
 
 from __future__ import annotations
@@ -105,6 +107,25 @@ def _designs(chain, gamma_opt) -> dict:
     return out
 
 
+def compiled_speedup(p, x, prefix: str, repeats: int = 3) -> dict:
+    """One evaluation of ``x`` with the compiled internal dynamics against the Python path
+    (``compiled = False``: the implementation before the kernel), alternated ``repeats`` times
+    in this run, medians [s], and the two criterion values."""
+    times: dict = {True: [], False: []}
+    values = {}
+    for _ in range(repeats):
+        for compiled in (False, True):
+            p.compiled = compiled
+            t = time.perf_counter()
+            values[compiled] = p.evaluate(x).value
+            times[compiled].append(time.perf_counter() - t)
+    p.compiled = True
+    fast, slow = float(np.median(times[True])), float(np.median(times[False]))
+    return {f"{prefix}evaluation_python_s": slow, f"{prefix}speedup_vs_python": slow / fast,
+            f"{prefix}criterion_compiled": values[True],
+            f"{prefix}criterion_python": values[False]}
+
+
 def _cost(x) -> dict:
     from multibody_control.inversion.flexible import invert_flexible
 
@@ -117,12 +138,13 @@ def _cost(x) -> dict:
     t = time.perf_counter()
     p.evaluate(x)
     full = time.perf_counter() - t
+    speedup = compiled_speedup(p, x, "")
     t = time.perf_counter()
     invert_flexible(m.chain, m.task, "classical", gamma=gamma_matrix(x), dt=p.dt)
     general = time.perf_counter() - t
     return {"name": "flexdesign_evaluation_cost", "evaluation_s": full, "step1_s": step1,
             "ratio_to_step1": full / step1, "invert_flexible_classical_s": general,
-            "ratio_to_invert_flexible": full / general}
+            "ratio_to_invert_flexible": full / general, **speedup}
 
 
 def run() -> list:

@@ -241,6 +241,9 @@ def flexible_output_cost(results: dict, suites: list[str]) -> str:
              f"{_num(c['ratio_to_step1'])}× step 1 alone ({_num(1e3 * c['step1_s'])} ms); "
              f"{_num(c['ratio_to_invert_flexible'])}× invert_flexible 'classical' "
              f"({_num(c['invert_flexible_classical_s'])} s)"]]
+    if "speedup_vs_python" in c:
+        rows.append(["the same with the Python internal dynamics", _num(c["evaluation_python_s"]),
+                     f"{_num(c['speedup_vs_python'])}× the compiled evaluation"])
     for k, e in by.items():
         if k.startswith("flexdesign_study_"):
             rows.append([f"study, {100 * e['damping']:g} % damping, {e['particles']} particles x "
@@ -275,11 +278,14 @@ def flexible_cart_output_cost(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 7.5.2.2: cost of one evaluation and of the swarm."""
     by = _by_name(_suites(results, suites or ["flexible_cart_design"]))
     c, s = by["cartdesign_evaluation_cost"], by["cartdesign_study_pool2"]
-    return _rows(["what", "wall [s]", "beside"], [
-        ["one evaluation (minimum-phase design (7.32): steps 1 and 2)", _num(c["evaluation_s"]),
-         f"{_num(c['ratio_to_step1'])}× step 1 alone ({_num(1e3 * c['step1_s'])} ms)"],
-        [f"swarm, {s['particles']} particles x {s['iterations']} iterations, pool of 2",
-         _num(s["wall_s"]), f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"]])
+    rows = [["one evaluation (minimum-phase design (7.32): steps 1 and 2)", _num(c["evaluation_s"]),
+             f"{_num(c['ratio_to_step1'])}× step 1 alone ({_num(1e3 * c['step1_s'])} ms)"]]
+    if "speedup_vs_python" in c:
+        rows.append(["the same with the Python internal dynamics", _num(c["evaluation_python_s"]),
+                     f"{_num(c['speedup_vs_python'])}× the compiled evaluation"])
+    rows.append([f"swarm, {s['particles']} particles x {s['iterations']} iterations, pool of 2",
+                 _num(s["wall_s"]), f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"])
+    return _rows(["what", "wall [s]", "beside"], rows)
 
 
 def flexible_cart_readings(results: dict, suites: list[str]) -> str:

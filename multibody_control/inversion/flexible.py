@@ -121,6 +121,90 @@ class FlexibleServo(ElasticServo):
             raise SolverError("decoupling matrix singular: the output y = q_r + Γ q_e does not "
                               "have relative degree 2 here; change Γ") from None
 
+    def internal_rhs_function(self, ytraj, compiled: bool = True):
+        """``f(t, η) -> η'`` for :func:`scipy.integrate.solve_ivp`, the same numbers as
+        ``lambda t, e: self.internal_rhs(t, e, ytraj)`` (to rounding).
+
+        With a :class:`~.desired.TabulatedOutput` and the chain's compiled backend, one call is
+        one compiled kernel (:mod:`multibody_dynamics.flexible.fast_servo`: table look-up, model
+        terms, ``(M_ee - M_er Γ) a_e = (g - k - f_e)_e - M_er y_d''``) instead of about 40
+        numpy calls; otherwise (or with ``compiled=False``) the Python path. Counts
+        ``counters["dynamics"]`` either way.
+
+        Raises
+        ------
+        SolverError
+            From ``f``: ``M_ee - M_er Γ`` singular (the output loses relative degree 2) or
+            the state not finite.
+        """
+        from multibody_dynamics.flexible.fast_servo import scratch_size, servo_kernel
+
+        kernel = servo_kernel() if compiled and self.chain.backend == "numba" else None
+        if kernel is None or not isinstance(ytraj, TabulatedOutput):
+            return lambda t, eta: self.internal_rhs(t, eta, ytraj)
+        ch, ne = self.chain, self.nu_int
+        T, C, G = ytraj.t, np.ascontiguousarray(ytraj.coef), np.ascontiguousarray(self.gamma)
+        W, S = np.zeros_like(ch._W), np.zeros(scratch_size(self.nr, ne))
+
+        def rhs(t, eta):
+            self.counters["dynamics"] += 1
+            if self.on_evaluate is not None:
+                self.on_evaluate(1)
+            out = np.empty(2 * ne)
+            if kernel(float(t), np.asarray(eta, float), T, C, G, ch._P, ch._I, W, S, out):
+                raise SolverError("decoupling matrix singular: the output y = q_r + Γ q_e does "
+                                  "not have relative degree 2 here; change Γ")
+            return out
+
+        return rhs
+
+    def integrate_internal(self, ytraj, eta0, t_out, rtol: float, atol: float,
+                           max_step: float, limit: float, compiled: bool = True):
+        """Classical inversion: the internal dynamics from ``eta0`` (2 nq_e,) on ``t_out`` (N,)
+        [s], as :func:`~.internal.integrate_forward` with :meth:`internal_rhs_function` (DOP853,
+        ``rtol``, ``atol``, ``max_step`` [s], stopped when an elastic coordinate reaches
+        ``limit``): returns ``(eta (N', 2 nq_e), completed, message)``.
+
+        With a :class:`~.desired.TabulatedOutput` and the compiled backend the whole
+        integration is one compiled call (:mod:`multibody_dynamics.flexible.fast_servo`:
+        SciPy's DOP853 tableau, initial step, step control, dense output and terminal event,
+        so the same steps as SciPy up to rounding); otherwise (or with ``compiled=False``)
+        SciPy's ``solve_ivp``.
+
+        Raises
+        ------
+        SolverError
+            ``M_ee - M_er Γ`` singular on the way (the output loses relative degree 2).
+        """
+        from multibody_dynamics.flexible import fast_servo as fs
+
+        ne = self.nu_int
+        kernel = fs.integrate_kernel() if compiled and self.chain.backend == "numba" else None
+        if kernel is None or not isinstance(ytraj, TabulatedOutput):
+            return integrate_forward(self.internal_rhs_function(ytraj, compiled), eta0, t_out,
+                                     rtol, atol, max_step, limit, np.arange(ne))
+        ch = self.chain
+        t_out = np.ascontiguousarray(t_out, float)
+        X, info = np.zeros((len(t_out), 2 * ne)), np.zeros(3)
+        status = kernel(np.array(eta0, float), t_out, np.array([rtol, atol, max_step], float),
+                        float(limit), np.arange(ne), ytraj.t, np.ascontiguousarray(ytraj.coef),
+                        np.ascontiguousarray(self.gamma), ch._P, ch._I, np.zeros_like(ch._W),
+                        np.zeros(fs.scratch_size(self.nr, ne)), *fs.dop853_tableau(), X, info)
+        n, t_end = int(info[0]), float(info[1])
+        self.counters["dynamics"] += int(info[2])
+        if self.on_evaluate is not None:
+            self.on_evaluate(int(info[2]))
+        if status == fs.SINGULAR:
+            raise SolverError("decoupling matrix singular: the output y = q_r + Γ q_e does not "
+                              "have relative degree 2 here; change Γ")
+        if status == fs.EVENT:
+            return X[:n], False, (f"internal dynamics diverge: a passive coordinate reached "
+                                  f"{limit:g} at t = {t_end:.4g} s")
+        if status == fs.TOO_SMALL:
+            return X[:n], False, (f"integration failed at t = {t_out[max(n - 1, 0)]:.4g} s: "
+                                  "Required step size is less than spacing between numbers.")
+        return X[:n], True, "completed"
+
     def inputs(self, q, v, a) -> np.ndarray:
         """Joint torques ``u = (M a + k + f_e - g)_r`` (B_r = I, B_e = 0)."""
         M, k, g, fe = self.chain.dynamics_terms(q, v)
@@ -337,9 +421,11 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                                   "trajectory") from None
             t_out, q, v, a, u, eta, status, msg = record(servo, ytraj, t_out, eta, status, msg)
         elif method in ("collocated", "classical"):
-            eta, status, msg = integrate_forward(lambda t, x: servo.internal_rhs(t, x, ytraj),
-                                                 eta0, t_out, 1e-9, 1e-12, 10 * dt, 1e3,
-                                                 np.arange(ne), interruptible=True)
+            # the compiled right-hand side under scipy's loop, which Ctrl-C can stop keeping
+            # the samples so far (design studies take the fully compiled integrate_internal)
+            eta, status, msg = integrate_forward(servo.internal_rhs_function(ytraj), eta0, t_out,
+                                                 1e-9, 1e-12, 10 * dt, 1e3, np.arange(ne),
+                                                 interruptible=True)
             t_out, q, v, a, u, eta, status, msg = record(servo, ytraj, t_out[:len(eta)], eta,
                                                          status, msg)
         else:

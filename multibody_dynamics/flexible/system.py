@@ -960,6 +960,38 @@ class FlexibleChain:
             local = np.array(b.distal)
         return r + _rot(th) @ local
 
+    def point_positions(self, Q, body: int | str, node: int | None = None) -> np.ndarray:
+        """:meth:`point_position` (``linear=True``) for many configurations ``Q`` (N, nq):
+        positions (N, 2) [m]. With the compiled backend the frames come from the kernel (one
+        call per row), the node displacements ``Phi q_e`` in one product."""
+        Q = np.asarray(Q, float)
+        if Q.ndim != 2 or Q.shape[1] != self.nq:
+            raise DimensionError(f"Q must have shape (N, {self.nq}), got {Q.shape}")
+        i = self._body_index(body)
+        b = self.bodies[i]
+        if b.flexible:
+            k = b.distal_node if node is None else node
+            d = b.modal_data
+            local = d.node_positions[k] + Q[:, self.elastic_slices[i]] @ d.node_shapes[k, :2].T
+        else:
+            local = np.tile(np.asarray(b.distal, float), (len(Q), 1))
+        if self._kernels is None:
+            frames = [self.frames(q)[i] for q in Q]
+            r = np.array([f[0] for f in frames]).reshape(-1, 2)
+            th = np.array([f[1] for f in frames])
+        else:
+            nb, nv = self.nq_r, self.nv
+            o = nv * nv + 3 * nv + 3 * nb * nv  # the frames' rows (r, theta, ...) of W
+            fr = self._W[o:o + 8 * nb].reshape(nb, 8)
+            zero, rows = np.zeros(nv), np.empty((len(Q), 3))
+            for n, q in enumerate(Q):
+                self._kernels[0](np.ascontiguousarray(q), zero, self._P, self._I, self._W)
+                rows[n] = fr[i, :3]
+            r, th = rows[:, :2], rows[:, 2]
+        c, s = np.cos(th), np.sin(th)
+        return r + np.column_stack([c * local[:, 0] - s * local[:, 1],
+                                    s * local[:, 0] + c * local[:, 1]])
+
     def point_kinematics(self, q, v, body: int | str, node: int | None = None):
         """Position, Jacobian and acceleration bias of a point of ``body`` (see :meth:`point_position`).
 
