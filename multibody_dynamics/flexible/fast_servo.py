@@ -18,11 +18,12 @@ pivoting).
 
 :func:`_integrate` is the classical inversion's forward integration in one call: the DOP853
 pair of Dormand and Prince with its 7th-order dense output (Hairer, Norsett, Wanner, *Solving
-Ordinary Differential Equations I*, Sect. II.10) exactly as ``scipy.integrate.solve_ivp(...,
-method="DOP853", t_eval=..., events=...)`` implements it (SciPy 1.17: tableau from SciPy's
-``dop853_coefficients``, initial step, error norm, step control, dense output, a terminal
-event located on the dense output). So it takes the same steps; only rounding differs. Both
-agree with the Python path (``test/test_flexible_fast_servo.py``).
+Ordinary Differential Equations I*, Sect. II.10: the combined 5th/3rd-order error estimate,
+step-size control with safety factor 0.9 and factor bounds [0.2, 10], the starting step of
+Sect. II.4), with a terminal event located on the dense output. These are the choices
+``scipy.integrate.solve_ivp(method="DOP853", t_eval=..., events=...)`` makes and the
+coefficients are read from SciPy's table, so both take the same steps and differ by rounding
+only, which ``test/test_flexible_fast_servo.py`` checks against the Python path.
 """
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ def _servo_rhs(t, eta, T, C, G, P, Ip, W, S, out):  # pragma: no cover - compile
 
 #: status codes of :func:`_integrate` besides OK and SINGULAR
 EVENT, TOO_SMALL = 2, 3
-_SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0  # scipy.integrate._ivp.rk
+_SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0  # step-size control (as solve_ivp)
 
 
 def _rms_scaled(x, scale):  # pragma: no cover - compiled by numba
@@ -143,7 +144,7 @@ def _rms_scaled(x, scale):  # pragma: no cover - compiled by numba
 
 
 def _dense(t, t_old, h, y_old, F, out):  # pragma: no cover - compiled by numba
-    """scipy's ``Dop853DenseOutput`` at ``t``."""
+    """The 7th-order dense output of the last step at ``t`` (coefficients ``F``)."""
     x = (t - t_old) / h
     nF = F.shape[0]
     for j in range(out.shape[0]):
@@ -171,7 +172,8 @@ def _stage(t, y, h, s, K, A, tmp):  # pragma: no cover - compiled by numba
 
 
 def _initial_step(t, y, f, tb, tol, K, tmp, scale, model, info):  # pragma: no cover - numba
-    """SciPy's ``select_initial_step`` (error estimator order 7); -1 when the model failed."""
+    """Starting step (Hairer, Norsett, Wanner Sect. II.4, error-estimator order 7, as
+    solve_ivp); -1 when the model failed."""
     rtol, atol, max_step = tol[0], tol[1], tol[2]
     T, C, G, P, Ip, W, S = model
     n = y.shape[0]
@@ -197,8 +199,8 @@ def _initial_step(t, y, f, tb, tol, K, tmp, scale, model, info):  # pragma: no c
 
 
 def _rk_stages(t, y, f, h, K, A, B, Cs, tmp, y_new, model, info):  # pragma: no cover - numba
-    """SciPy's ``rk_step``: the stages ``K[:ns + 1]`` and ``y_new``; SINGULAR if the model
-    failed."""
+    """One explicit Runge-Kutta step: the stages ``K[:ns + 1]`` (the last at ``y_new``, FSAL)
+    and ``y_new``; SINGULAR if the model failed."""
     T, C, G, P, Ip, W, S = model
     ns = B.shape[0]
     K[0, :] = f
@@ -217,7 +219,8 @@ def _rk_stages(t, y, f, h, K, A, B, Cs, tmp, y_new, model, info):  # pragma: no 
 
 
 def _error_norm(y, y_new, K, E3, E5, h, rtol, atol):  # pragma: no cover - compiled by numba
-    """SciPy's ``DOP853._estimate_error_norm``."""
+    """DOP853's error norm, the 5th-order estimate scaled by the 3rd-order one (Hairer,
+    Norsett, Wanner Sect. II.10)."""
     n = y.shape[0]
     e5 = e3 = 0.0
     for i in range(n):
@@ -234,7 +237,8 @@ def _error_norm(y, y_new, K, E3, E5, h, rtol, atol):  # pragma: no cover - compi
 
 
 def _step(t, y, f, h_abs, tb, tol, K, tab, tmp, y_new, model, info):  # pragma: no cover - numba
-    """One accepted step (SciPy's ``RungeKutta._step_impl``): ``(status, t_new, h, h_abs)``
+    """One accepted step (trial steps shrunk until the error norm is below 1):
+    ``(status, t_new, h, h_abs)``
     with ``y_new`` and the stages in ``K``; status SINGULAR or TOO_SMALL on failure."""
     rtol, atol, max_step = tol[0], tol[1], tol[2]
     A, B, Cs, E3, E5 = tab[0], tab[1], tab[2], tab[3], tab[4]
@@ -269,7 +273,7 @@ def _step(t, y, f, h_abs, tb, tol, K, tab, tmp, y_new, model, info):  # pragma: 
 
 def _dense_coefficients(t_old, y_old, y, f, h, K, tab, D, F, tmp, model,
                         info):  # pragma: no cover - compiled by numba
-    """SciPy's ``DOP853._dense_output_impl``: the extra stages ``K[ns + 1:]`` and ``F`` (7, n)."""
+    """Dense output of the last step: the extra stages ``K[ns + 1:]`` and ``F`` (7, n)."""
     T, C, G, P, Ip, W, S = model
     A, B, Cs = tab[0], tab[1], tab[2]
     for s in range(B.shape[0] + 1, A.shape[0]):
