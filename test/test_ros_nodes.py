@@ -503,3 +503,29 @@ def test_volatile_trajectory_publisher_gets_no_qos_warning(launch, probe):
     time.sleep(1.0)  # an event of the other reader would arrive with it
     assert ctl.log().count("incompatible QoS") == 1, ctl.log()
     assert "Last incompatible policy: RELIABILITY" in ctl.log()
+
+
+def test_nodes_end_cleanly_on_one_or_two_interrupts(launch):
+    """Ctrl-C ends a node with exit 0 and its statistics, without "Failed to publish log
+    message to rosout: publisher's context is invalid" (the exit lines went through the
+    node's logger after the signal had shut its context down) and without a KeyboardInterrupt
+    traceback when a second Ctrl-C comes during the clean-up."""
+    import signal
+
+    sim = launch("simulator_node", robot="arm7")
+    ctl = launch("controller_node", robot="arm7")
+    deadline = time.monotonic() + 60.0
+    while not ("simulating arm7" in sim.log() and "control of arm7" in ctl.log()):
+        assert sim.alive and ctl.alive and time.monotonic() < deadline, sim.log() + ctl.log()
+        time.sleep(0.2)
+    time.sleep(1.0)  # both paced loops have stepped
+    sim.proc.send_signal(signal.SIGINT)
+    ctl.proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    ctl.proc.send_signal(signal.SIGINT)  # the second one, during the clean-up
+    for p, stats in ((sim, "stepping thread:"), (ctl, "control thread:")):
+        assert p.wait(30.0) == 0, p.log()[-3000:]
+        log = p.log()
+        assert "Failed to publish log message to rosout" not in log, log[-3000:]
+        assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
+        assert stats in log, log[-3000:]

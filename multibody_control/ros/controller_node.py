@@ -125,6 +125,7 @@ from multibody_dynamics.ros.runtime import (
     PolledSubscription,
     StartupError,
     Throttle,
+    exit_logger,
     main_for,
     node_executor,
 )
@@ -1136,10 +1137,11 @@ class ControllerNode(Node):
 
     def destroy_node(self):
         loop, self._loop = getattr(self, "_loop", None), None
+        log = exit_logger(self)
         if loop is not None and not loop.stop():
-            self.get_logger().warning("the control thread did not end within one period + 1 s")
+            log.warning("the control thread did not end within one period + 1 s")
         elif loop is not None and loop.steps:
-            self.get_logger().info(f"control thread: {loop.describe()}")
+            log.info(f"control thread: {loop.describe()}")
         cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
         if cond is not None:
             with cond:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import signal
 import sys
 import threading
 import time
@@ -531,6 +532,7 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        _ignore_stop_signals()  # a second Ctrl-C during the clean-up: no traceback
         if spinner is not None:
             try:
                 spinner.shutdown()
@@ -540,6 +542,25 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
             node.destroy_node()
         rclpy.try_shutdown()
     return code
+
+
+def _ignore_stop_signals() -> None:
+    """SIGINT and SIGTERM ignored from here on (main thread only): the node is ending."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def exit_logger(node):
+    """The logger for a node's last lines (statistics at exit): ``node.get_logger()`` while its
+    context is valid; after a signal has shut the context down, a logger of the same name plus
+    ``.exit`` that only writes to the console, since the node's own logger would also try the
+    ``/rosout`` publisher of the dead context ("Failed to publish log message to rosout")."""
+    import rclpy
+
+    if rclpy.ok(context=node.context):
+        return node.get_logger()
+    return rclpy.logging.get_logger(f"{node.get_name()}.exit")
 
 
 def main_for(node_cls) -> Callable[[list[str] | None], None]:

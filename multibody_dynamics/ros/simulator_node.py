@@ -89,6 +89,7 @@ from .runtime import (
     PolledSubscription,
     StartupError,
     Throttle,
+    exit_logger,
     main_for,
     node_executor,
 )
@@ -330,10 +331,11 @@ class SimulatorNode(Node):
 
     def destroy_node(self):
         loop = self._stop_loop() if hasattr(self, "_loop") else None
+        log = exit_logger(self)
         if loop is not None and loop.steps:
-            self.get_logger().info(f"stepping thread: {loop.describe()}")
+            log.info(f"stepping thread: {loop.describe()}")
         if getattr(self, "_lockstep", False):
-            self.get_logger().info(f"lockstep: {self._describe_lockstep()}")
+            log.info(f"lockstep: {self._describe_lockstep()}")
         return super().destroy_node()
 
     # -- commands ----------------------------------------------------------------------------
