@@ -101,7 +101,10 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
             self.names = tuple(self.shape.names) + _NAMES
             self.lower, self.upper = lo.copy(), hi.copy()
         else:
-            h = np.asarray(heights, float) if np.ndim(heights) == 1 else np.full(1, np.nan)
+            try:
+                h = np.asarray(heights, float)
+            except (TypeError, ValueError):
+                h = np.full(1, np.nan)
             if h.shape != (8,) or not np.all(np.isfinite(h)) or np.any(h <= 0):
                 raise InputError(f"heights: expected 8 positive control heights in mm (arm 1 "
                                  f"y0..y3, arm 2 y0..y3), got {heights!r}")
@@ -113,7 +116,7 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
             arr.setflags(write=False)
 
     def __repr__(self):
-        fixed = None if self.fixed is None else [round(1e3 * v, 6) for v in self.fixed]
+        fixed = None if self.fixed is None else [round(float(1e3 * v), 6) for v in self.fixed]
         return (f"FlexibleCartShapeOutputProblem(heights={fixed!r}, gamma0={self.gamma0!r}, "
                 f"constant_mass={self.constant_mass!r}, damping={self.damping!r}, "
                 f"dt={self.dt!r}, t_after={self.t_after!r}, rtol={self.rtol!r})")
