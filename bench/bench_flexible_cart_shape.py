@@ -6,12 +6,14 @@ Sect. 7.5.2.1, 7.5.2.3).
   10 mm arms and the shape (7.29) with the collocated output (book 88.7 -> 22.0 mm); ΔΓ (7.32),
   (7.33) on the initial arms (1.6, 1.7 mm); the serial design (7.29) + (7.34) (0.7 mm) and the
   concurrent design (7.37) (1.4 mm), each with Γ0 of the shaped arms and with Γ0 of the
-  initial arms (the book does not say which). Their end-effector error histories are drawn as
+  initial arms (the book does not say which); again on a copy of the model without gravity
+  (the reading under which the book's output designs came closest, suite
+  ``flexible_cart_readings``), with 2 % and 5 % modal damping. Their end-effector error histories are drawn as
   Fig. 7.15 (collocated) and Fig. 7.16 (combined outputs), the arm contours of (7.29) and
   (7.37) as Fig. 7.14, into ``design_output/bench_flexible_cart_shape/``;
 * ``study_*``: the three study files (config/designs/flexible_cart_manipulator_{shape,serial,
   concurrent}.yaml) as reduced swarms on a local pool of 2 (``BENCH_CARTSHAPE_PARTICLES`` x
-  ``BENCH_CARTSHAPE_ITERATIONS``, default 8 x 3); ``BENCH_CARTSHAPE=full`` runs the files as
+  ``BENCH_CARTSHAPE_ITERATIONS``, default 16 x 5); ``BENCH_CARTSHAPE=full`` runs the files as
   written (160 x 45, 120 x 30, 140 x 45: hours on 2 cores). Each study directory keeps
   ``design.png``, ``response.png`` and ``convergence.png``.
 """
@@ -19,6 +21,7 @@ Sect. 7.5.2.1, 7.5.2.3).
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +30,7 @@ OUT = HERE.parent / "design_output" / "bench_flexible_cart_shape"  # ignored by 
 DESIGNS = HERE.parent / "config" / "designs"
 
 
-def _designs():
+def _designs(robot: str = "flexible_cart_manipulator_design", damping: float = 0.02):
     """(key, label, book_mm, problem, x, figure) of every printed design evaluated."""
     from multibody_control.design.flexible_cart_output import BOOK_DGAMMA_732, BOOK_DGAMMA_733
     from multibody_control.design.flexible_cart_shape import (
@@ -37,12 +40,14 @@ def _designs():
     )
     from multibody_control.design.flexible_shape import BOOK_SHAPE_729, FlexibleShapeProblem
 
-    shape = FlexibleShapeProblem(robot="flexible_cart_manipulator_design",
-                                 task="cart_semicircle", dt=5e-3)
-    initial = FlexibleCartShapeOutputProblem(heights=[10.0] * 8)
-    serial = {g: FlexibleCartShapeOutputProblem(heights=1e3 * BOOK_SHAPE_729, gamma0=g)
+    shape = FlexibleShapeProblem(robot=robot, task="cart_semicircle", dt=5e-3,
+                                 damping=damping)
+    initial = FlexibleCartShapeOutputProblem(heights=[10.0] * 8, robot=robot, damping=damping)
+    serial = {g: FlexibleCartShapeOutputProblem(heights=1e3 * BOOK_SHAPE_729, gamma0=g,
+                                                robot=robot, damping=damping)
               for g in ("geometric", "initial")}
-    conc = {g: FlexibleCartShapeOutputProblem(gamma0=g) for g in ("geometric", "initial")}
+    conc = {g: FlexibleCartShapeOutputProblem(gamma0=g, robot=robot, damping=damping)
+            for g in ("geometric", "initial")}
     return [
         ("initial", "initial 10 mm arms, collocated output", 88.7, shape, shape.initial, 15),
         ("s729", "shape (7.29), collocated output", 22.0, shape, BOOK_SHAPE_729, 15),
@@ -59,13 +64,42 @@ def _designs():
     ]
 
 
+def _no_gravity(directory: Path) -> str:
+    """A copy of the model file without gravity (the reading of docs/design.md, "What the
+    unprinted data change")."""
+    model = HERE.parent / "config" / "robots" / "flexible_cart_manipulator_design.yaml"
+    text = model.read_text()
+    for old, new in (("gravity: [0.0, -9.81]", "gravity: [0.0, 0.0]"),
+                     ("name: flexible_cart_manipulator_design", "name: cart_no_gravity")):
+        if old not in text:
+            raise RuntimeError(f"{model}: expected {old!r} in the model file")
+        text = text.replace(old, new)
+    path = directory / "cart_no_gravity.yaml"
+    path.write_text(text)
+    return str(path)
+
+
 def _printed() -> list:
+    entries = _printed_on()
+    with tempfile.TemporaryDirectory() as tmp:
+        robot = _no_gravity(Path(tmp))
+        entries += _printed_on(robot, "no gravity")
+        entries += _printed_on(robot, "no gravity, 5 % damping", 0.05)
+    entries.append(_contours())
+    return entries
+
+
+def _printed_on(robot: str = "flexible_cart_manipulator_design", reading: str = "",
+                damping: float = 0.02) -> list:
     from multibody_dynamics.plotting import save_figure, subplots
 
     OUT.mkdir(parents=True, exist_ok=True)
     entries = []
     figs = {n: subplots(figsize=(8, 4)) for n in (15, 16)}
-    for key, label, book, problem, x, fig in _designs():
+    tag = "".join(c if c.isalnum() else "_" for c in reading)
+    for key, label, book, problem, x, fig in _designs(robot, damping):
+        if reading:
+            key, label = f"{key}_{tag}", f"{reading}: {label}"
         t = time.perf_counter()
         ev = problem.evaluate(x)
         wall = time.perf_counter() - t
@@ -86,10 +120,10 @@ def _printed() -> list:
         fig, ax = figs[n]
         ax.set_xlabel("t [s]")
         ax.set_ylabel("end-effector error [mm]")
-        ax.set_title(f"classical inversion, {title}")
+        ax.set_title(f"classical inversion, {title}" + (f", {reading}" if reading else ""))
         ax.legend(fontsize=7)
-        save_figure(fig, OUT / f"fig_7_{n}.png")
-    entries.append(_contours())
+        suffix = f"_{tag}" if reading else ""
+        save_figure(fig, OUT / f"fig_7_{n}{suffix}.png")
     return entries
 
 
@@ -123,8 +157,8 @@ def _study(name: str, full: bool) -> dict:
         study = load_study(path)
     else:
         raw = load_yaml(path.read_text())
-        raw["optimizer"]["particles"] = int(os.environ.get("BENCH_CARTSHAPE_PARTICLES", 8))
-        raw["optimizer"]["iterations"] = int(os.environ.get("BENCH_CARTSHAPE_ITERATIONS", 3))
+        raw["optimizer"]["particles"] = int(os.environ.get("BENCH_CARTSHAPE_PARTICLES", 16))
+        raw["optimizer"]["iterations"] = int(os.environ.get("BENCH_CARTSHAPE_ITERATIONS", 5))
         study = study_from_mapping(raw, path, name=f"flexible_cart_manipulator_{name}_reduced")
     out = OUT / study.name
     t = time.perf_counter()

@@ -17,7 +17,7 @@ from multibody_control.design.flexible_cart_shape import (
 )
 from multibody_control.design.flexible_shape import BOOK_SHAPE_729, FlexibleShapeProblem
 from multibody_control.design.study import load_study
-from multibody_dynamics.errors import InputError
+from multibody_dynamics.errors import InputError, ModelError
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOT = "flexible_cart_manipulator_design"
@@ -112,6 +112,14 @@ def test_printed_combined_designs_evaluate():
 def test_bad_options_are_named(options, match):
     with pytest.raises(InputError, match=match):
         FlexibleCartShapeOutputProblem(**options)
+
+
+@pytest.mark.parametrize("robot, error, match", [
+    ("nope", ModelError, "unknown flexible model 'nope'"),
+    ("flexible_manipulator_book", InputError, "expected a task for that robot")])
+def test_bad_robot_is_named_before_work(robot, error, match):
+    with pytest.raises(error, match=match):
+        FlexibleCartShapeOutputProblem(robot=robot)
 
 
 def test_out_of_bounds_variable_is_named(concurrent):

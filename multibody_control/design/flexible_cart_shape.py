@@ -78,19 +78,23 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
         Γ0 of (7.31) (module docstring).
     constant_mass : bool
         Scale the heights so both arms keep the mass of the 10 mm arms (within the bounds).
+    robot : str
+        ``flexible_cart_manipulator_design`` or a variant of its file (a YAML path), e.g.
+        without gravity (docs/design.md, "What the unprinted data change").
     damping, dt, t_after, rtol, limit, penalty
         As :class:`~.flexible_cart_output.FlexibleCartOutputProblem`.
     """
 
     def __init__(self, heights=None, gamma0: str = "geometric", constant_mass: bool = True,
-                 damping: float = 0.02, dt: float = 5e-3, t_after: float = 0.3,
-                 rtol: float = 1e-7, limit: float = 0.1, penalty: float = PENALTY):
+                 damping: float = 0.02, robot: str = _ROBOT, dt: float = 5e-3,
+                 t_after: float = 0.3, rtol: float = 1e-7, limit: float = 0.1,
+                 penalty: float = PENALTY):
         if gamma0 not in _GAMMA0:
             raise InputError(f"gamma0: expected one of {', '.join(_GAMMA0)}, got {gamma0!r}")
-        super().__init__(damping=damping, gamma0="geometric", robot=_ROBOT, dt=dt,
+        super().__init__(damping=damping, gamma0="geometric", robot=robot, dt=dt,
                          t_after=t_after, rtol=rtol, limit=limit, penalty=penalty)
         self.gamma0 = gamma0
-        self.shape = FlexibleShapeProblem(robot=_ROBOT, task="cart_semicircle",
+        self.shape = FlexibleShapeProblem(robot=robot, task="cart_semicircle",
                                           constant_mass=constant_mass, damping=damping, dt=dt,
                                           t_after=t_after, rtol=rtol, limit=limit,
                                           penalty=penalty)
@@ -119,7 +123,7 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
         fixed = None if self.fixed is None else [round(float(1e3 * v), 6) for v in self.fixed]
         return (f"FlexibleCartShapeOutputProblem(heights={fixed!r}, gamma0={self.gamma0!r}, "
                 f"constant_mass={self.constant_mass!r}, damping={self.damping!r}, "
-                f"dt={self.dt!r}, t_after={self.t_after!r}, rtol={self.rtol!r})")
+                f"robot={self.robot!r}, dt={self.dt!r}, t_after={self.t_after!r}, rtol={self.rtol!r})")
 
     def split(self, x) -> tuple[np.ndarray, np.ndarray]:
         """``(heights [m] (8,), ΔΓ entries (6,))`` of the design ``x`` (heights as given,
