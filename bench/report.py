@@ -310,7 +310,8 @@ def flexible_cart_shape(results: dict, suites: list[str]) -> str:
             heights = "" if not h else " heights " + "; ".join(
                 " / ".join(_num(v, 2) for v in hv) for hv in h.values()) + " mm"
             dg = [f"{v:g}" for k, v in (e["best"] or {}).items() if k.startswith("dg")]
-            rows.append([f"our {e['study']} swarm, {e['particles']} x {e['iterations']} "
+            reading = f" ({e['reading']})" if e.get("reading") else ""
+            rows.append([f"our {e['study']} swarm{reading}, {e['particles']} x {e['iterations']} "
                          f"({e['evaluations']} evaluations, {e['feasible']} accepted, "
                          f"{_num(e['wall_s'])} s on a pool of 2):{heights}"
                          + (f" ΔΓ [{', '.join(dg)}]" if dg else ""), "—",
