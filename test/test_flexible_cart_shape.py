@@ -101,6 +101,18 @@ def test_printed_combined_designs_evaluate():
     assert 0 < ev.value < 0.05
 
 
+def test_gamma0_readings_differ_for_the_same_vector():
+    # the build is cached per thread: problems differing only in gamma0 must not share it
+    x = BOOK_PC_737
+    g = FlexibleCartShapeOutputProblem(gamma0="geometric").gamma(x)
+    i = FlexibleCartShapeOutputProblem(gamma0="initial").gamma(x)
+    z = FlexibleCartShapeOutputProblem(gamma0="zero").gamma(x)
+    assert not np.allclose(g, i)
+    # Γ0 = 0: Γ is ΔΓ (7.37) alone, up to the mode signs
+    np.testing.assert_allclose(np.abs(z[1:, :]),
+                               np.abs([[-0.167, 0.258, 0, 0], [0.038, 0.039, -0.452, 1.651]]))
+
+
 @pytest.mark.parametrize("options, match", [
     ({"heights": [10.0] * 7}, "heights: expected 8 positive"),
     ({"heights": [10.0] * 7 + [-1.0]}, "heights: expected 8 positive"),

@@ -152,7 +152,8 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
         one is cached per thread (the zero dynamics and the inversion share it)."""
         from multibody_dynamics.flexible.output import chain_combined_output
 
-        key = (id(self), np.asarray(x, float).tobytes())
+        # the repr names every option the build depends on (heights, Γ0, mass, damping, robot)
+        key = (repr(self), np.asarray(x, float).tobytes())
         last = getattr(_LAST, "value", None)
         if last is not None and last[0] == key:
             return last[1]
