@@ -118,6 +118,8 @@ def test_gamma0_readings_differ_for_the_same_vector():
     ({"heights": [10.0] * 7 + [-1.0]}, "heights: expected 8 positive"),
     ({"heights": "thin"}, "heights: expected 8 positive"),
     ({"gamma0": "book"}, "gamma0: expected one of"),
+    ({"dgamma": [0.0] * 5}, "dgamma: expected the 6 entries"),
+    ({"dgamma": [0.0] * 6, "heights": [10.0] * 8}, "give at most one"),
     ({"damping": 1.5}, "damping"),
     ({"constant_mass": "yes"}, "constant_mass"),
 ])
@@ -143,9 +145,22 @@ def test_out_of_bounds_variable_is_named(concurrent):
 
 @pytest.mark.parametrize("name, problem, n", [
     ("shape", "flexible_arm_shape", 8), ("serial", "flexible_cart_manipulator_shape_output", 6),
-    ("concurrent", "flexible_cart_manipulator_shape_output", 14)])
+    ("concurrent", "flexible_cart_manipulator_shape_output", 14),
+    ("shape_combined", "flexible_cart_manipulator_shape_output", 8)])
 def test_study_files(name, problem, n):
     study = load_study(ROOT / "config" / "designs" / f"flexible_cart_manipulator_{name}.yaml")
     assert study.problem == problem
     assert len(study.make_problem().names) == n
-    assert study.reference is not None
+    assert (study.reference is None) == (name == "shape_combined")  # no printed design
+
+
+def test_shape_with_the_combined_output():
+    # ΔΓ fixed to 0: the 8 heights in [1, 100] mm are the variables, Γ = Γ0 of each shape;
+    # 10 mm arms give Γ0 (7.30) alone (printed to 4 digits; the model's density is chosen to
+    # match it, so 1e-3), non-minimum phase as the book states (Sect. 7.5.2.2)
+    p = FlexibleCartShapeOutputProblem(dgamma=[0.0] * 6)
+    assert p.names[0] == "arm1_y0" and len(p.names) == 8
+    np.testing.assert_allclose(p.lower, 1e-3)
+    ev = p.evaluate(np.full(8, 0.01))
+    assert not ev.ok and "non-minimum phase" in ev.message
+    np.testing.assert_allclose(np.array(ev.info["gamma"])[1, :2], [1.557, -1.557], rtol=1e-3)

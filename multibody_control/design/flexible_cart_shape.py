@@ -13,6 +13,10 @@ scale factor, by construction). The output is ``y = q_r + Γ q_e`` with
 * concurrent (7.5.1.1, ``heights`` omitted): 14 variables ``p_c = [p_s, p_o]``, the eight
   heights [m] and the six ΔΓ entries, bounds (7.35)-(7.36) (the book's (7.37): 1.4 mm).
 
+With option ``dgamma`` instead (ΔΓ fixed, e.g. zeros) the eight heights in [1, 100] mm are the
+variables: shape design with the combined output, the book's first attempt of Sect. 7.5.2.3
+(160 particles, 60 iterations: no minimum-phase design found).
+
 Criterion: that of :class:`~.flexible_output.FlexibleOutputProblem` (Sect. 7.3.1) on the
 rebuilt, damped chain: stable linearized zero dynamics at the task's start, then
 ``f = max_t |r_d - r(q)|`` [m] of the classical inversion.
@@ -64,6 +68,17 @@ _OWN = ((1, 0), (1, 1), (2, 2), (2, 3))  # each mode's own-arm entry of Γ0
 _LAST = threading.local()
 
 
+def _vector(value, n: int, name: str, what: str, positive: bool = False) -> np.ndarray:
+    """``value`` as a finite float array (n,), else an InputError naming ``name``."""
+    try:
+        v = np.asarray(value, float)
+    except (TypeError, ValueError):
+        v = np.full(1, np.nan)
+    if v.shape != (n,) or not np.all(np.isfinite(v)) or (positive and np.any(v <= 0)):
+        raise InputError(f"{name}: expected {what}, got {value!r}")
+    return v
+
+
 @register_problem("flexible_cart_manipulator_shape_output")
 class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
     """Serial or concurrent shape + output design of Seifried (2014) Sect. 7.5.2.3 (a
@@ -74,6 +89,10 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
     heights : sequence of 8 float or None
         The fixed control heights [mm] (arm 1 y0..y3, arm 2 y0..y3): the serial route, six
         variables. ``None``: the concurrent route, 14 variables.
+    dgamma : sequence of 6 float or None
+        A fixed ΔΓ (``dg21 .. dg34``, e.g. zeros: Γ = Γ0 of each shape): shape design with the
+        combined output, the eight heights in [1, 100] mm the variables (the book's first
+        attempt of Sect. 7.5.2.3, which finds no minimum-phase design).
     gamma0 : {"geometric", "initial", "printed", "zero"}
         Γ0 of (7.31) (module docstring).
     constant_mass : bool
@@ -86,7 +105,7 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
     """
 
     def __init__(self, heights=None, gamma0: str = "geometric", constant_mass: bool = True,
-                 damping: float = 0.02, robot: str = _ROBOT, dt: float = 5e-3,
+                 damping: float = 0.02, robot: str = _ROBOT, dgamma=None, dt: float = 5e-3,
                  t_after: float = 0.3, rtol: float = 1e-7, limit: float = 0.1,
                  penalty: float = PENALTY):
         if gamma0 not in _GAMMA0:
@@ -100,36 +119,40 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
                                           penalty=penalty)
         self.constant_mass = constant_mass
         lo, hi = BOUNDS_735_736
-        if heights is None:
-            self.fixed = None
+        self.fixed, self.dgamma = None, None
+        if heights is not None and dgamma is not None:
+            raise InputError("heights and dgamma: give at most one of them (both fixed leaves "
+                             "nothing to design)")
+        if heights is not None:  # serial: ΔΓ on fixed arms
+            self.fixed = 1e-3 * _vector(heights, 8, "heights", "8 positive control heights in "
+                                        "mm (arm 1 y0..y3, arm 2 y0..y3)", positive=True)
+            self.names = _NAMES
+            self.lower, self.upper = np.full(6, -3.0), np.full(6, 3.0)  # (7.31)
+        elif dgamma is not None:  # shape with a fixed combined output (Sect. 7.5.2.3)
+            self.dgamma = _vector(dgamma, 6, "dgamma", "the 6 entries dg21 .. dg34 of ΔΓ")
+            self.names = tuple(self.shape.names)
+            self.lower, self.upper = self.shape.lower.copy(), self.shape.upper.copy()
+        else:  # concurrent
             self.names = tuple(self.shape.names) + _NAMES
             self.lower, self.upper = lo.copy(), hi.copy()
-        else:
-            try:
-                h = np.asarray(heights, float)
-            except (TypeError, ValueError):
-                h = np.full(1, np.nan)
-            if h.shape != (8,) or not np.all(np.isfinite(h)) or np.any(h <= 0):
-                raise InputError(f"heights: expected 8 positive control heights in mm (arm 1 "
-                                 f"y0..y3, arm 2 y0..y3), got {heights!r}")
-            self.fixed = 1e-3 * h
-            self.names = _NAMES
-            self.lower, self.upper = lo[8:].copy(), hi[8:].copy()
-            self.lower[:], self.upper[:] = -3.0, 3.0  # (7.31): -3 <= p_o <= 3
         for arr in (self.lower, self.upper):
             arr.setflags(write=False)
 
     def __repr__(self):
         fixed = None if self.fixed is None else [round(float(1e3 * v), 6) for v in self.fixed]
-        return (f"FlexibleCartShapeOutputProblem(heights={fixed!r}, gamma0={self.gamma0!r}, "
-                f"constant_mass={self.constant_mass!r}, damping={self.damping!r}, "
-                f"robot={self.robot!r}, dt={self.dt!r}, t_after={self.t_after!r}, rtol={self.rtol!r})")
+        dg = None if self.dgamma is None else [float(v) for v in self.dgamma]
+        return (f"FlexibleCartShapeOutputProblem(heights={fixed!r}, dgamma={dg!r}, "
+                f"gamma0={self.gamma0!r}, constant_mass={self.constant_mass!r}, "
+                f"damping={self.damping!r}, robot={self.robot!r}, dt={self.dt!r}, "
+                f"t_after={self.t_after!r}, rtol={self.rtol!r})")
 
     def split(self, x) -> tuple[np.ndarray, np.ndarray]:
         """``(heights [m] (8,), ΔΓ entries (6,))`` of the design ``x`` (heights as given,
         before the mass scaling)."""
         x = check_design_vector(self, x)
-        return (self.fixed, x) if self.fixed is not None else (x[:8], x[8:])
+        if self.fixed is not None:
+            return self.fixed, x
+        return (x, self.dgamma) if self.dgamma is not None else (x[:8], x[8:])
 
     def heights(self, x) -> tuple[dict[str, np.ndarray], float]:
         """Heights built per arm [m] (mass-scaled within the bounds) and the scale factor."""
@@ -141,8 +164,8 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
         if not self.constant_mass:
             return dict(zip(names, split)), 1.0
         m = self.shape.model()
-        lo, hi = ((self.lower[:8], self.upper[:8]) if self.fixed is None
-                  else (self.shape.lower, self.shape.upper))
+        lo, hi = ((self.shape.lower, self.shape.upper) if self.fixed is not None
+                  else (self.lower[:8], self.upper[:8]))
         split, s = scale_to_mass([m.arms[n] for n in names], split, m.mass0,
                                  [lo[:4], lo[4:]], [hi[:4], hi[4:]])
         return dict(zip(names, split)), s
