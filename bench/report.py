@@ -298,13 +298,15 @@ def flexible_cart_shape(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 7.5.2.1, 7.5.2.3: shape and shape + output designs of the cart
     manipulator, the book's printed designs evaluated with our code and our reduced swarms."""
     rows = []
-    books = {"shape": "22.0 (7.29)", "serial": "0.7 (7.34)", "concurrent": "1.4 (7.37)"}
+    books = {"shape": "22.0 (7.29)", "serial": "0.7 (7.34)", "concurrent": "1.4 (7.37)",
+             "shape_combined": "none minimum phase (160 x 60)"}
     for e in _suites(results, suites or ["flexible_cart_shape"]):
         if "label" in e:
             zd = (f"max Re λ = {_num(e['spectral_abscissa'])} 1/s"
                   if e["spectral_abscissa"] is not None else "— (collocated)")
             err = _num(e["error_mm"]) if e["ok"] else "rejected (large value)"
-            rows.append([e["label"], zd, err, _num(e["book_mm"])])
+            rows.append([e["label"], zd, err, "non-minimum phase" if e["book_mm"] is None
+                         else _num(e["book_mm"])])
         elif "study" in e:
             h = e["best_heights_mm"]
             heights = "" if not h else " heights " + "; ".join(
