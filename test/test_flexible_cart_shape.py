@@ -143,14 +143,21 @@ def test_out_of_bounds_variable_is_named(concurrent):
         concurrent.evaluate(x)
 
 
-@pytest.mark.parametrize("name, problem, n", [
-    ("shape", "flexible_arm_shape", 8), ("serial", "flexible_cart_manipulator_shape_output", 6),
-    ("concurrent", "flexible_cart_manipulator_shape_output", 14),
-    ("shape_combined", "flexible_cart_manipulator_shape_output", 8)])
-def test_study_files(name, problem, n):
+# swarms as printed in Seifried (2014) Sect. 7.5.2: 160 x 45 (7.5.2.1), 120 x 30 (the output
+# design, reused by the serial route), 140 x 45 (concurrent), 160 x 60 (shape, combined output)
+@pytest.mark.parametrize("name, problem, n, swarm", [
+    ("shape", "flexible_arm_shape", 8, (160, 45)),
+    ("serial", "flexible_cart_manipulator_shape_output", 6, (120, 30)),
+    ("concurrent", "flexible_cart_manipulator_shape_output", 14, (140, 45)),
+    ("shape_combined", "flexible_cart_manipulator_shape_output", 8, (160, 60))])
+def test_study_files(name, problem, n, swarm):
     study = load_study(ROOT / "config" / "designs" / f"flexible_cart_manipulator_{name}.yaml")
     assert study.problem == problem
     assert len(study.make_problem().names) == n
+    assert (study.optimizer.particles, study.optimizer.iterations) == swarm
+    if study.reference is not None:  # the printed design lies in the bounds
+        ref = np.array([study.reference["parameters"][k] for k in study.names])
+        assert np.all(ref >= study.lower) and np.all(ref <= study.upper)
     assert (study.reference is None) == (name == "shape_combined")  # no printed design
 
 
