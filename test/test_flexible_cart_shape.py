@@ -171,3 +171,19 @@ def test_shape_with_the_combined_output():
     ev = p.evaluate(np.full(8, 0.01))
     assert not ev.ok and "non-minimum phase" in ev.message
     np.testing.assert_allclose(np.array(ev.info["gamma"])[1, :2], [1.557, -1.557], rtol=1e-3)
+
+
+def test_criterion_runs_on_the_shaped_chain(concurrent):
+    # the inherited criterion must reach the shaped chain through servo()/tracking(): the
+    # evaluation of (7.37) equals the inversion and zero dynamics recomputed on the rebuilt
+    # chain, and differs from the same ΔΓ on the 10 mm arms
+    ev = concurrent.evaluate(BOOK_PC_737)
+    _, _, e, ok, _ = concurrent.tracking(BOOK_PC_737)
+    assert ev.ok and ok
+    assert ev.value == pytest.approx(float(e.max()), rel=1e-12)
+    lam = concurrent.zero_dynamics(BOOK_PC_737)
+    assert ev.info["spectral_abscissa"] == pytest.approx(float(lam.real.max()), rel=1e-9)
+    chain, _, _ = concurrent.build(BOOK_PC_737)
+    assert concurrent.servo(BOOK_PC_737).chain is chain
+    flat = FlexibleCartShapeOutputProblem(heights=[10.0] * 8).evaluate(BOOK_PC_737[8:])
+    assert abs(flat.value - ev.value) > 1e-4  # 0.1 mm: the shapes differ visibly
