@@ -300,6 +300,35 @@ def flexible_cart_readings(results: dict, suites: list[str]) -> str:
                   "collocated [mm]", "(7.32) [mm]", "(7.33) [mm]"], rows)
 
 
+def flexible_cart_shape(results: dict, suites: list[str]) -> str:
+    """Seifried Sect. 7.5.2.1, 7.5.2.3: shape and shape + output designs of the cart
+    manipulator, the book's printed designs evaluated with our code and our reduced swarms."""
+    rows = []
+    books = {"shape": "22.0 (7.29)", "serial": "0.7 (7.34)", "concurrent": "1.4 (7.37)",
+             "shape_combined": "none minimum phase (160 x 60)"}
+    for e in _suites(results, suites or ["flexible_cart_shape"]):
+        if "label" in e:
+            zd = (f"max Re λ = {_num(e['spectral_abscissa'])} 1/s"
+                  if e["spectral_abscissa"] is not None else "— (collocated)")
+            err = _num(e["error_mm"]) if e["ok"] else "rejected (large value)"
+            rows.append([e["label"], zd, err, "non-minimum phase" if e["book_mm"] is None
+                         else _num(e["book_mm"])])
+        elif "study" in e:
+            h = e["best_heights_mm"]
+            heights = "" if not h else " heights " + "; ".join(
+                " / ".join(_num(v, 2) for v in hv) for hv in h.values()) + " mm"
+            dg = [f"{v:g}" for k, v in (e["best"] or {}).items() if k.startswith("dg")]
+            reading = f" ({e['reading']})" if e.get("reading") else ""
+            rows.append([f"our {e['study']} swarm{reading}, {e['particles']} x {e['iterations']} "
+                         f"({e['evaluations']} evaluations, {e['feasible']} accepted, "
+                         f"{_num(e['wall_s'])} s on a pool of 2):{heights}"
+                         + (f" ΔΓ [{', '.join(dg)}]" if dg else ""), "—",
+                         _num(e["best_error_mm"]) if e["best_ok"] else "none accepted",
+                         books[e["study"]]])
+    return _rows(["design", "zero dynamics at the start", "max end-effector error [mm]",
+                  "book [mm]"], rows)
+
+
 def flexible_shape_cost(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 7.4.1.2: cost of one Bézier rebuild of the arms and of one evaluation."""
     by = _by_name(_suites(results, suites or ["flexible_shape"]))
@@ -568,6 +597,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "flexible_cart_output_cost": flexible_cart_output_cost,
     "flexible_cart_readings": flexible_cart_readings,
     "flexible_shape": flexible_shape, "flexible_shape_cost": flexible_shape_cost,
+    "flexible_cart_shape": flexible_cart_shape,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
     "constrained_fd": constrained_fd,
     "design_tracking": design_tracking, "design_studies": design_studies,

@@ -22,7 +22,8 @@ sys.path.insert(0, str(HERE.parent))
 SUITES = ["rigid", "constrained", "simulate", "speed", "controllers", "inversion", "ros_loop", "scenarios", "flexible",
           "elastic_joints", "flexible_parallel", "design", "flexible_design", "peers",
           "ros_memory", "design_tracking", "design_studies", "flexible_cart_design",
-          "flexible_cart_readings", "flexible_shape", "batch"]  # bench/bench_<name>.py, each with run() -> entries
+          "flexible_cart_readings", "flexible_shape", "batch",
+          "flexible_cart_shape"]  # bench/bench_<name>.py, each with run() -> entries
 
 
 def main(argv=None) -> int:

@@ -25,7 +25,10 @@ inverse kinematics of the task tabulated on the output grid (the arm lengths do 
 the desired end point.
 
 Test trajectory (``task``): ``line_6_4``, the Sect. 6.4 straight line of
-:func:`.flexible_output.book_task` for ``flexible_manipulator_book``; other tasks register in
+:func:`.flexible_output.book_task` for ``flexible_manipulator_book``; ``cart_semicircle``, the
+Sect. 7.5.2 semicircle of :func:`~multibody_control.tasks.cart_semicircle_task` for
+``flexible_cart_manipulator_design`` (the cart coordinate prescribed, the elbow branch of
+:mod:`.flexible_cart_output`, the error taken on the end point only); other tasks register in
 :data:`TASKS`. Damping: modal damping ratio ``damping`` on every mode (default 2 %, as the
 output design, :mod:`.flexible_output`).
 """
@@ -40,7 +43,7 @@ import numpy as np
 from multibody_dynamics.errors import InputError, MultibodyError
 
 from ..inversion.internal import integrate_forward
-from ..tasks import Task
+from ..tasks import Task, cart_semicircle_task
 from .criteria import PENALTY
 from .flexible_output import book_task
 from .problem import Evaluation, check_design_vector, register_problem
@@ -52,7 +55,8 @@ __all__ = ["BOOK_SHAPE_729", "TASKS", "FlexibleShapeProblem", "plot_arm_contours
 BOOK_SHAPE_729 = np.array([12.9, 10.4, 22.1, 5.3, 5.1, 16.2, 7.0, 1.0]) * 1e-3
 
 #: Test trajectories by name: factory () -> Task.
-TASKS: dict[str, Callable[[], Task]] = {"line_6_4": book_task}
+TASKS: dict[str, Callable[[], Task]] = {"line_6_4": book_task,
+                                        "cart_semicircle": cart_semicircle_task}
 
 _CACHE = threading.local()
 
@@ -70,6 +74,7 @@ class _Model:
         from multibody_dynamics.flexible.system import FlexibleChain
 
         from ..inversion.flexible import RigidInverseKinematics
+        from .flexible_cart_output import _ik_guess
 
         base = load_flexible_model(robot)
         if not isinstance(base, FlexibleChain):
@@ -79,12 +84,17 @@ class _Model:
         self.builders = {n: BezierArmBuilder(a) for n, a in self.arms.items()}
         self.mass0 = total_mass(list(self.arms.values()), [a.heights for a in self.arms.values()])
         self.task = TASKS[task]()
-        ik = RigidInverseKinematics(base, self.task)
+        # a cart task: start Newton on the book's elbow branch (closed-form two-link guess)
+        cart = base.bodies[0].joint_type == "prismatic"
+        ik = RigidInverseKinematics(base, self.task,
+                                    _ik_guess(base, self.task) if cart else None)
         self.body = ik.body
         t0, tf = self.task.law.t0, self.task.law.tf
         self.t = np.arange(t0, tf + t_after + 0.5 * dt, dt)
         self.ytraj = ik.tabulate(self.t)
-        self.y, self.r_d = self.ytraj(self.t)[0], self.task(self.t)[0]
+        # r_d: the end point's coordinates only (a task may also prescribe joints)
+        self.y = self.ytraj(self.t)[0]
+        self.r_d = self.task(self.t)[0][:, ik._task_point]
 
 
 def _model(robot, arms, task, dt, t_after) -> _Model:
@@ -201,11 +211,15 @@ class FlexibleShapeProblem:
 
     def chain(self, x):
         """The rebuilt, damped chain of ``x`` and ``info`` (heights, scale, frequencies)."""
+        return self.chain_of(*self.heights(x))
+
+    def chain_of(self, heights: dict, s: float = 1.0):
+        """The rebuilt, damped chain of the control heights ``heights`` (per arm, (4,) [m]) and
+        ``info``; ``s`` the mass scale already applied (reported only)."""
         from multibody_dynamics.flexible.damping import with_modal_damping
         from multibody_dynamics.flexible.shape import shaped_chain
 
         m = self.model()
-        heights, s = self.heights(x)
         chain, freq = shaped_chain(m.base.config, m.builders, heights)
         info = {"scale": float(s),
                 "heights_mm": {n: [round(float(1e3 * v), 6) for v in p]

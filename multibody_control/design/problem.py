@@ -100,7 +100,8 @@ PROBLEMS: dict[str, Callable[..., DesignProblem]] = {}
 _PROBLEM_MODULES = ("multibody_control.design.problems", "multibody_control.design.analytic",
                     "multibody_control.design.flexible_output",
                     "multibody_control.design.flexible_cart_output",
-                    "multibody_control.design.flexible_shape")
+                    "multibody_control.design.flexible_shape",
+                    "multibody_control.design.flexible_cart_shape")
 
 
 def register_problem(name: str):
