@@ -31,8 +31,6 @@ book's three printed errors (bench suite ``flexible_cart_readings``).
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from multibody_dynamics.errors import InputError
@@ -40,7 +38,7 @@ from multibody_dynamics.errors import InputError
 from ..tasks import cart_semicircle_task
 from .criteria import PENALTY
 from .flexible_output import FlexibleOutputProblem
-from .problem import check_design_vector, register_problem
+from .problem import check_design_vector, per_thread, register_problem
 
 __all__ = ["BOOK_GAMMA0_730", "BOOK_DGAMMA_732", "BOOK_DGAMMA_733", "FlexibleCartOutputProblem",
            "delta_gamma"]
@@ -55,9 +53,6 @@ BOOK_DGAMMA_733 = np.array([-0.165, -0.430, 0.003, 0.382, -0.179, 0.588])
 _ENTRIES = ((1, 0), (1, 1), (2, 0), (2, 1), (2, 2), (2, 3))
 _NAMES = ("dg21", "dg22", "dg31", "dg32", "dg33", "dg34")
 _GAMMA0 = ("geometric", "printed", "zero")
-
-_CACHE = threading.local()
-
 
 def delta_gamma(x) -> np.ndarray:
     """ΔΓ (3, 4) of (7.31) from the design vector ``[dg21, dg22, dg31, dg32, dg33, dg34]``."""
@@ -117,13 +112,7 @@ def _ik_guess(chain, task, elbow: float = 1.0) -> np.ndarray:
 
 
 def _model(robot, damping, dt, t_after) -> _CartModel:
-    key = (robot, damping, dt, t_after)
-    models = getattr(_CACHE, "models", None)
-    if models is None:
-        models = _CACHE.models = {}
-    if key not in models:
-        models[key] = _CartModel(*key)
-    return models[key]
+    return per_thread(_CartModel, robot, damping, dt, t_after)
 
 
 @register_problem("flexible_cart_manipulator_output")

@@ -28,15 +28,13 @@ tf = 1.2 s); the error is taken on ``[t0, tf + t_after]`` so that residual vibra
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from multibody_dynamics.errors import InputError, MultibodyError
 
 from ..tasks import Task, TimeLaw, straight_line
 from .criteria import PENALTY
-from .problem import Evaluation, check_design_vector, register_problem
+from .problem import Evaluation, check_design_vector, per_thread, register_problem
 
 __all__ = ["BOOK_GAMMA_638", "BOOK_GAMMA_718", "FlexibleOutputProblem", "gamma_matrix"]
 
@@ -51,9 +49,6 @@ _NAMES = ("g11", "g12", "g21", "g22", "g23", "g24")
 #: Step 1 accepts max Re(lambda) < -STABILITY_MARGIN * max |lambda| (rounding of the
 #: finite-difference zero dynamics, about 1e-13 relative, must not decide).
 STABILITY_MARGIN = 1e-9
-
-_CACHE = threading.local()
-
 
 def gamma_matrix(x) -> np.ndarray:
     """Γ (2, 4) from the design vector ``[g11, g12, g21, g22, g23, g24]``."""
@@ -94,13 +89,7 @@ class _Model:
 
 
 def _model(robot, damping, dt, t_after) -> _Model:
-    key = (robot, damping, dt, t_after)
-    models = getattr(_CACHE, "models", None)
-    if models is None:
-        models = _CACHE.models = {}
-    if key not in models:
-        models[key] = _Model(*key)
-    return models[key]
+    return per_thread(_Model, robot, damping, dt, t_after)
 
 
 @register_problem("flexible_manipulator_book_output")

@@ -35,7 +35,6 @@ output design, :mod:`.flexible_output`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -46,7 +45,7 @@ from ..inversion.internal import integrate_forward
 from ..tasks import Task, cart_semicircle_task
 from .criteria import PENALTY
 from .flexible_output import book_task
-from .problem import Evaluation, check_design_vector, register_problem
+from .problem import Evaluation, check_design_vector, per_thread, register_problem
 
 __all__ = ["BOOK_SHAPE_729", "TASKS", "FlexibleShapeProblem", "plot_arm_contours"]
 
@@ -57,9 +56,6 @@ BOOK_SHAPE_729 = np.array([12.9, 10.4, 22.1, 5.3, 5.1, 16.2, 7.0, 1.0]) * 1e-3
 #: Test trajectories by name: factory () -> Task.
 TASKS: dict[str, Callable[[], Task]] = {"line_6_4": book_task,
                                         "cart_semicircle": cart_semicircle_task}
-
-_CACHE = threading.local()
-
 
 class _Model:
     """Per-process state: the base chain, arm builders, initial mass and tabulated task."""
@@ -98,13 +94,7 @@ class _Model:
 
 
 def _model(robot, arms, task, dt, t_after) -> _Model:
-    key = (robot, arms, task, dt, t_after)
-    models = getattr(_CACHE, "models", None)
-    if models is None:
-        models = _CACHE.models = {}
-    if key not in models:
-        models[key] = _Model(*key)
-    return models[key]
+    return per_thread(_Model, robot, arms, task, dt, t_after)
 
 
 @register_problem("flexible_arm_shape")

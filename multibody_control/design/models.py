@@ -31,7 +31,6 @@ values.  The tip load (Table 7.1/7.2: 6 kg, 0.0147 kg m^2) stays at the end of t
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -41,6 +40,8 @@ import pinocchio as pin
 from multibody_dynamics.errors import FrameNotFound, InputError, ModelError
 from multibody_dynamics.linearize import Linearizer
 from multibody_dynamics.model import MultibodyModel, load_model
+
+from .problem import per_thread
 
 __all__ = ["ArmDesign", "ArmLayout", "Balancing", "Bar", "LinkParameters", "PASSIVE_ARM2",
            "PASSIVE_ARM4", "ParametricArm", "evaluate_printed", "gamma_arm2", "gamma_arm4", "parametric_arm"]
@@ -456,24 +457,20 @@ class ParametricArm:
         self.current = self._reference
 
 
-_CACHE = threading.local()
-
-
 def parametric_arm(robot: str) -> ParametricArm:
     """The :class:`ParametricArm` of ``robot`` for this thread (built once, then reused).
 
     Design problems call this in the process that evaluates, so that a problem object stays
     small to pickle; one instance per thread because :meth:`ParametricArm.apply` mutates it.
     """
-    arms = getattr(_CACHE, "arms", None)
-    if arms is None:
-        arms = _CACHE.arms = {}
-    if robot not in arms:
-        if robot not in LAYOUTS:
-            raise InputError(f"unknown parametric robot {robot!r}; expected one of "
-                             f"{sorted(LAYOUTS)}")
-        arms[robot] = ParametricArm(LAYOUTS[robot])
-    return arms[robot]
+    if robot not in LAYOUTS:
+        raise InputError(f"unknown parametric robot {robot!r}; expected one of "
+                         f"{sorted(LAYOUTS)}")
+    return per_thread(_build_arm, robot)
+
+
+def _build_arm(robot: str) -> ParametricArm:
+    return ParametricArm(LAYOUTS[robot])
 
 
 def evaluate_printed(case: str, **options):

@@ -20,6 +20,7 @@ name them, and :func:`get_problem` builds one from its options.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -102,6 +103,23 @@ _PROBLEM_MODULES = ("multibody_control.design.problems", "multibody_control.desi
                     "multibody_control.design.flexible_cart_output",
                     "multibody_control.design.flexible_shape",
                     "multibody_control.design.flexible_cart_shape")
+
+
+_PER_THREAD = threading.local()
+
+
+def per_thread(factory: Callable[..., Any], *key):
+    """``factory(*key)``, built once per thread of this process and then reused (``key``
+    hashable): what a design problem's evaluations share and may change in place (a loaded
+    model, its parametric copy, a tabulated task), kept out of the problem object so that the
+    problem stays small to pickle to pool or Dask workers."""
+    store = getattr(_PER_THREAD, "store", None)
+    if store is None:
+        store = _PER_THREAD.store = {}
+    k = (factory, *key)
+    if k not in store:
+        store[k] = factory(*key)
+    return store[k]
 
 
 def register_problem(name: str):
