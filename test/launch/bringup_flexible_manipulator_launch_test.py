@@ -37,7 +37,9 @@ with open(os.path.join(SHARE, "config", "bringup", f"{ROBOT}.yaml")) as f:
 TIMEOUT = 90.0  # s of wall time: start-up of two nodes on a loaded 2-core machine
 JOINTS = ["alpha", "beta"]
 ELASTIC = ["arm1.e1", "arm1.e2", "arm2.e1", "arm2.e2"]
-LEAD = 0.2      # s of simulated time between the last state seen and the start of the move
+LEAD = 1.0      # s of simulated time between the last state seen and the start of the move: the
+#                 lockstep loop may run faster than real time and this test's subscriber lag
+#                 behind it; the trajectory must reach the controller before it starts
 HOLD = 1.0      # s of simulated time recorded after the move
 
 
