@@ -92,6 +92,23 @@ def _model(robot, damping, dt, t_after) -> _Model:
     return per_thread(_Model, robot, damping, dt, t_after)
 
 
+def tracking_evaluation(problem, x, info: dict) -> Evaluation:
+    """Step 2 of the flexible design criteria (Seifried (2014) (7.16)-(7.17)): the largest
+    end-point error [m] of the classical inversion ``problem.tracking(x)`` along the test
+    trajectory; ``problem.penalty`` when the inversion fails or does not stay finite.
+    ``info`` (what step 1 found) is extended with ``max_error_mm``."""
+    try:
+        _, _, e, ok, msg = problem.tracking(x)
+    except (MultibodyError, np.linalg.LinAlgError, ArithmeticError) as exc:
+        return Evaluation(problem.penalty, ok=False, info=info,
+                          message=f"classical inversion failed: {exc}")
+    if not ok or not np.all(np.isfinite(e)):
+        return Evaluation(problem.penalty, ok=False, info=info,
+                          message=f"classical inversion failed: {msg}")
+    info["max_error_mm"] = 1e3 * float(e.max())
+    return Evaluation(float(e.max()), info=info)
+
+
 @register_problem("flexible_manipulator_book_output")
 class FlexibleOutputProblem:
     """Output design of Seifried (2014) Sect. 7.3.2 (a :class:`~.problem.DesignProblem`).
@@ -189,16 +206,7 @@ class FlexibleOutputProblem:
         if not stable:
             return Evaluation(self.penalty, ok=False, info=info, message=(
                 f"non-minimum phase: max Re(lambda) = {abscissa:.4g} 1/s"))
-        try:
-            _, _, e, ok, msg = self.tracking(x)
-        except (MultibodyError, np.linalg.LinAlgError, ArithmeticError) as exc:
-            return Evaluation(self.penalty, ok=False, info=info,
-                              message=f"classical inversion failed: {exc}")
-        if not ok or not np.all(np.isfinite(e)):
-            return Evaluation(self.penalty, ok=False, info=info,
-                              message=f"classical inversion failed: {msg}")
-        info["max_error_mm"] = 1e3 * float(e.max())
-        return Evaluation(float(e.max()), info=info)
+        return tracking_evaluation(self, x, info)
 
     def plot_response(self, ax, x):
         """End-point error of the classical inversion over time (as Seifried Fig. 7.3 left)."""

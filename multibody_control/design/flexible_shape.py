@@ -44,7 +44,7 @@ from multibody_dynamics.errors import InputError, MultibodyError
 from ..inversion.internal import integrate_forward
 from ..tasks import Task, cart_semicircle_task
 from .criteria import PENALTY
-from .flexible_output import book_task
+from .flexible_output import book_task, tracking_evaluation
 from .problem import Evaluation, check_design_vector, per_thread, register_problem
 
 __all__ = ["BOOK_SHAPE_729", "TASKS", "FlexibleShapeProblem", "plot_arm_contours"]
@@ -248,16 +248,7 @@ class FlexibleShapeProblem:
         except MultibodyError as exc:  # a degenerate shape (e.g. a mode lost)
             return Evaluation(self.penalty, ok=False, message=f"rebuild failed: {exc}")
         info["mass"] = float(self.model().mass0 if self.constant_mass else self._mass(x))
-        try:
-            _, _, e, ok, msg = self.tracking(x)
-        except (MultibodyError, np.linalg.LinAlgError, ArithmeticError) as exc:
-            return Evaluation(self.penalty, ok=False, info=info,
-                              message=f"classical inversion failed: {exc}")
-        if not ok or not np.all(np.isfinite(e)):
-            return Evaluation(self.penalty, ok=False, info=info,
-                              message=f"classical inversion failed: {msg}")
-        info["max_error_mm"] = 1e3 * float(e.max())
-        return Evaluation(float(e.max()), info=info)
+        return tracking_evaluation(self, x, info)
 
     def _mass(self, x) -> float:
         from multibody_dynamics.flexible.shape import total_mass
