@@ -41,7 +41,6 @@ import numpy as np
 
 from multibody_dynamics.errors import InputError, MultibodyError
 
-from ..inversion.internal import integrate_forward
 from ..tasks import Task, cart_semicircle_task
 from .criteria import PENALTY
 from .flexible_output import book_task, tracking_evaluation
@@ -228,13 +227,11 @@ class FlexibleShapeProblem:
         chain, _ = self.chain(x)
         s = FlexibleServo(chain, np.zeros((chain.nq_r, chain.nq_e)))
         ne = s.nu_int
-        eta, ok, msg = integrate_forward(lambda t, e: s.internal_rhs(t, e, m.ytraj),
-                                         s.equilibrium(m.y[0]), m.t, self.rtol,
-                                         1e-3 * self.rtol, 10 * self.dt, self.limit,
-                                         np.arange(ne))
+        eta, ok, msg = s.integrate_internal(m.ytraj, s.equilibrium(m.y[0]), m.t, self.rtol,
+                                            1e-3 * self.rtol, 10 * self.dt, self.limit)
         n = len(eta)
         q = np.hstack([m.y[:n], eta[:, :ne]])
-        r = np.array([chain.point_position(qk, m.body) for qk in q])
+        r = chain.point_positions(q, m.body)
         e = np.linalg.norm(m.r_d[:n] - r, axis=1)
         if ok and n < len(m.t):
             ok, msg = False, f"integration stopped at t = {m.t[n - 1]:.4g} s"
