@@ -112,7 +112,8 @@ def _stamp(msg):
     return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
 
 
-LOCKSTEP_LEAD = 0.2  # s of simulated time between the last state seen and the start (lockstep)
+LOCKSTEP_LEAD = 1.0  # s of simulated time between the last state seen and the start (lockstep):
+#                    the loop may outrun the probe, and the trajectory must arrive before it starts
 
 
 def _library_demo(robot, cfg, law, hold):
