@@ -536,7 +536,7 @@ def _invert_closed(args, fs, sc) -> int:
     try:  # stage lines as they finish, bars on stderr
         runs = fs.run_flexible_scenario(
             sc, progress=False if args.quiet else (lambda line: print(line, flush=True)))
-    except fs.ClosedScenarioInterrupted as exc:  # Ctrl-C: write the designs completed
+    except fs.ClosedScenarioInterrupted as exc:  # Ctrl-C: write the designs and samples kept
         runs, stopped = exc.runs, exc
     print(f"{sc.system.name}: {sc.description or Path(args.scenario).name}")
     if runs:
@@ -544,12 +544,15 @@ def _invert_closed(args, fs, sc) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
-    for d in runs.values():
+    partial = None
+    for label, d in runs.items():
         if d.result.t.size:
             name = f"{d.spec.method}_{d.spec.output}" + ("_gamma" if d.spec.gamma is not None else "")
-            print(f"wrote {fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')}")
-    if stopped is not None:  # the designs written are complete: nothing is marked partial
-        return _interrupted("invert", None, str(stopped))
+            path = fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')
+            print(f"wrote {path}")
+            partial = path if stopped is not None and label == stopped.label else partial
+    if stopped is not None:  # only the design under way is marked partial
+        return _interrupted("invert", partial, str(stopped))
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
     return 0 if runs[sc.designs[0].label].result.success else 1
 
