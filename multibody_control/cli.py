@@ -157,6 +157,10 @@ def _constant_input(model, values):
     if values is None:
         return np.zeros(model.nv)
     u = np.asarray(values, float)
+    if u.size == model.nu and getattr(model, "actuator_limits", None) is not None:
+        from multibody_dynamics.model.actuator_limits import actuation_force
+
+        return lambda t, q, v: actuation_force(model, q, v, u)  # MuJoCo's limits (MJCF)
     if u.size == model.nu:
         return model.B @ u
     if u.size == model.nv:
@@ -175,6 +179,10 @@ def _simulate_input(model, args):
     from .input_file import read_input_file
 
     u_of_t = read_input_file(args.tau_file, model.input_names, args.duration, args.tau_hold)
+    if getattr(model, "actuator_limits", None) is not None:
+        from multibody_dynamics.model.actuator_limits import actuation_force
+
+        return lambda t, q, v: actuation_force(model, q, v, u_of_t(t))  # MuJoCo's limits
     B = np.asarray(model.B, float)
     return lambda t, q, v: B @ u_of_t(t)
 
