@@ -413,3 +413,56 @@ def test_invert_closed_interrupted_while_reconstructing_keeps_the_rows_before():
     # eta(t) = (cos(w t) - 1) / w^2 from rest under y'' = 1 (DOP853 at rtol 1e-8: 1e-9)
     np.testing.assert_allclose(res.q[:, 1], (np.cos(3.0 * t[:7]) - 1) / 9.0, rtol=0, atol=1e-9)
     np.testing.assert_allclose(res.q[:, 0], t[:7] ** 2 / 2, rtol=0, atol=1e-15)
+
+
+def test_closed_flexible_check_interrupted_keeps_the_design_unverified(tmp_path, monkeypatch,
+                                                                       capsys):
+    """Ctrl-C in the tracking check of a closed flexible design: the design's samples are
+    written, all of them, marked partial (unverified), with the check's samples before the
+    interrupt in the tracking column.  The stages are stand-ins (the real ones take a
+    minute): this checks what is kept, not the inversion."""
+    from types import SimpleNamespace
+
+    import multibody_control.scenarios.flexible as fs
+    from multibody_control.cli import main
+    from multibody_control.inversion.closed_flexible import ClosedInversion
+
+    def invert(servo, ytraj, t, method, **kwargs):
+        n, z = 5, np.zeros((5, servo.nv))
+        u = np.ones((n, 2))
+        return ClosedInversion(
+            t=t[:n], q=z, v=z, a=z, u=u, y_desired=u, y=u, eta=np.zeros((n, 2)),
+            output_error=0.0, t0=float(t[0]), tf=float(t[n - 1]), t_pre=0.0, t_post=0.0,
+            eigenvalues=np.zeros(0), success=True, message="converged", method=method,
+            nfev=1, wall_time=0.1, input_names=("s1", "s2"))
+
+    def track(system, res, interrupted=None, **kwargs):  # Ctrl-C after two samples
+        interrupted.append(float(res.t[2]))
+        return SimpleNamespace(t=res.t[:2], q=res.q[:2], wall_time=0.1)
+
+    monkeypatch.setattr(fs, "closed_task_path", lambda system, *args, **kwargs: (
+        np.zeros((1, system.nq_r)),))
+    monkeypatch.setattr(fs, "closed_output", lambda system, name, gamma: (
+        np.zeros((2, system.nq_r)), np.zeros((2, system.nq_e))))
+    monkeypatch.setattr(fs, "closed_zero_dynamics", lambda *args: np.zeros(0))
+    monkeypatch.setattr(fs, "ClosedOutputServo", lambda system, H, gamma, guess: SimpleNamespace(
+        nv=system.nv))
+    monkeypatch.setattr(fs, "closed_task_outputs", lambda *args: lambda t: (
+        np.zeros((np.size(t), 2)),) * 3)
+    monkeypatch.setattr(fs, "invert_closed", invert)
+    monkeypatch.setattr(fs, "point_error", lambda system, q, body, p: np.full(len(q), 1e-5))
+    monkeypatch.setattr(fs, "track_closed", track)
+    scenario = SCENARIOS / "invert_flexible_parallel_tool.yaml"
+    assert main(["invert", str(scenario), "--quiet", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert ("during the design stable/combined; the 0 design(s) before are complete; of "
+            "stable/combined: the tracking check was interrupted (Ctrl-C) at t = ") in err
+    assert "the inversion's 5 samples are complete, unverified; partial result written" in err
+    written = sorted(p.name for p in tmp_path.glob("*.csv"))
+    assert written == ["invert_flexible_parallel_tool.stable_combined.csv"]
+    header, data = _read(tmp_path / written[0])
+    assert data.shape[0] == 5
+    tracked = data[:, header.index("tracking_error")]
+    assert np.all(tracked[:2] == 1e-5) and np.all(np.isnan(tracked[2:]))
+    meta = json.loads((tmp_path / written[0].replace(".csv", ".meta.json")).read_text())
+    assert meta["partial"] is True and "unverified" in meta["message"]

@@ -81,6 +81,7 @@ def test_actuation_inputs_select_mjcf_actuators(tmp_path, rng):
     assert model.passive_joint_names == ("j1", "j5")
     assert model.actuator_limits is not None and model.actuator_limits.names == model.input_names
     assert any("not used" in n and "m1, p3, m5" in n for n in model.notes)
+    assert any(n.startswith("servo actuator(s)") and n.endswith(": j2, s3") for n in model.notes)
     # the order of the inputs differs from the file's: MuJoCo's ctrl is in file order
     reduced = load_robot(_without(tmp_path, LIMITS, ["m1", "p3", "m5"]))
     assert reduced.input_names == ("p2", "v3", "m4")
@@ -116,6 +117,7 @@ def test_actuation_matrix_replaces_the_mjcf_actuators(tmp_path):
     assert not np.any(model.stiffness) and not np.any(model.damping)
     assert model.actuator_limits is None
     assert any("actuation.matrix given" in n for n in model.notes)
+    assert not any(n.startswith("servo actuator(s)") for n in model.notes)
 
 
 @pytest.mark.parametrize("body, expected", [

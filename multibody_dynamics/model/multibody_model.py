@@ -510,6 +510,9 @@ def _mjcf_actuation(cfg: ModelConfig, tree: MjcfModel | None, where, notes):
     acts = tree.actuators
     if cfg.path is None:
         return cfg, list(range(len(acts)))
+    servo_note = [n for n in notes if n.startswith("servo actuator(s) ")]
+    for note in servo_note:  # said again below for the servos kept
+        notes.remove(note)
     if cfg.actuation_matrix is not None:
         notes.append(f"actuation.matrix given: the <actuator> section of {cfg.urdf.name} "
                      "(gears, gains, servo terms, limits) is not used")
@@ -532,6 +535,9 @@ def _mjcf_actuation(cfg: ModelConfig, tree: MjcfModel | None, where, notes):
             kept.append(k)
     else:
         kept = [k for k, (_, joint, _) in enumerate(acts) if joint not in cfg.passive_joints]
+    servos = [joint for joint in tree.servos if any(acts[k][1] == joint for k in kept)]
+    if servos and servo_note:
+        notes.append(servo_note[0].split(": ")[0] + f": {', '.join(servos)}")
     left = [names[k] for k in range(len(acts)) if k not in kept]
     if left:
         notes.append(f"actuator(s) of {cfg.urdf.name} not used (not in actuation.inputs or on "
