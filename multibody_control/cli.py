@@ -157,6 +157,10 @@ def _constant_input(model, values):
     if values is None:
         return np.zeros(model.nv)
     u = np.asarray(values, float)
+    if u.size == model.nu and getattr(model, "actuator_limits", None) is not None:
+        from multibody_dynamics.model.actuator_limits import actuation_force
+
+        return lambda t, q, v: actuation_force(model, q, v, u)  # MuJoCo's limits (MJCF)
     if u.size == model.nu:
         return model.B @ u
     if u.size == model.nv:
@@ -175,6 +179,10 @@ def _simulate_input(model, args):
     from .input_file import read_input_file
 
     u_of_t = read_input_file(args.tau_file, model.input_names, args.duration, args.tau_hold)
+    if getattr(model, "actuator_limits", None) is not None:
+        from multibody_dynamics.model.actuator_limits import actuation_force
+
+        return lambda t, q, v: actuation_force(model, q, v, u_of_t(t))  # MuJoCo's limits
     B = np.asarray(model.B, float)
     return lambda t, q, v: B @ u_of_t(t)
 
@@ -536,7 +544,7 @@ def _invert_closed(args, fs, sc) -> int:
     try:  # stage lines as they finish, bars on stderr
         runs = fs.run_flexible_scenario(
             sc, progress=False if args.quiet else (lambda line: print(line, flush=True)))
-    except fs.ClosedScenarioInterrupted as exc:  # Ctrl-C: write the designs completed
+    except fs.ClosedScenarioInterrupted as exc:  # Ctrl-C: write the designs and samples kept
         runs, stopped = exc.runs, exc
     print(f"{sc.system.name}: {sc.description or Path(args.scenario).name}")
     if runs:
@@ -544,12 +552,15 @@ def _invert_closed(args, fs, sc) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
-    for d in runs.values():
+    partial = None
+    for label, d in runs.items():
         if d.result.t.size:
             name = f"{d.spec.method}_{d.spec.output}" + ("_gamma" if d.spec.gamma is not None else "")
-            print(f"wrote {fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')}")
-    if stopped is not None:  # the designs written are complete: nothing is marked partial
-        return _interrupted("invert", None, str(stopped))
+            path = fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')
+            print(f"wrote {path}")
+            partial = path if stopped is not None and label == stopped.label else partial
+    if stopped is not None:  # only the design under way is marked partial
+        return _interrupted("invert", partial, str(stopped))
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
     return 0 if runs[sc.designs[0].label].result.success else 1
 

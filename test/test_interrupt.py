@@ -325,3 +325,144 @@ def test_closed_flexible_invert_interrupted_keeps_the_designs_done(tmp_path, mon
     assert data.shape[0] == 3 and header[0] == "t"
     meta = json.loads((tmp_path / written[0].replace(".csv", ".meta.json")).read_text())
     assert "partial" not in meta
+
+
+@pytest.mark.slow  # about 15 s: the closed model's set-up before the interrupt
+def test_closed_flexible_invert_interrupted_keeps_the_design_under_way(tmp_path):
+    """Ctrl-C during the forward integration of a closed flexible design (the shipped machine
+    tool scenario reduced to its classical design on a 2 ms grid, unchecked): the samples of
+    the design up to the solver step under way are reconstructed and written, marked partial,
+    exit 130."""
+    text = (SCENARIOS / "invert_flexible_parallel_tool.yaml").read_text()
+    for old in ("method: stable", "output: combined", "verify: true", "dt: 5.0e-4",
+                "  - {method: classical, output: collocated}"):
+        assert old in text
+    text = (text.replace("method: stable", "method: classical", 1)
+            .replace("output: combined", "output: collocated", 1)
+            .replace("verify: true", "verify: false").replace("dt: 5.0e-4", "dt: 2.0e-3")
+            .replace("compare:\n  - {method: classical, output: collocated}", "compare: []"))
+    scenario = tmp_path / "tool.yaml"
+    scenario.write_text(text)
+    # the integration spans t_pre + 1 s + t_post = 1.6 s: >= 3 % is >= 0.048 s integrated
+    code, err, out = _interrupt(["invert", str(scenario), "--out", str(tmp_path / "a")],
+                                b"internal dynamics",
+                                pattern=rb"internal dynamics:\s+([3-9]|[1-9]\d)%")
+    assert code == 130, err[-2000:]
+    assert re.search(r"multibody invert: interrupted: interrupted \(Ctrl-C\) during the design "
+                     r"classical/collocated; the 0 design\(s\) before are complete; of "
+                     r"classical/collocated: interrupted \(Ctrl-C\) at t = ", err), err[-2000:]
+    assert "partial result written" in err
+    header, data = _read(tmp_path / "a" / "tool.classical_collocated.csv")
+    t = data[:, header.index("t")]
+    # the grid from t0 - t_pre = -0.3 s in steps of 2 ms, cut before its end 1.3 s
+    assert 20 <= t.size < 801 and abs(t[0] + 0.3) < 1e-12
+    np.testing.assert_allclose(np.diff(t), 2e-3, rtol=0, atol=1e-12)  # CSV round-off
+    assert np.all(np.isfinite(data[:, :-1])) and np.all(np.isnan(data[:, -1]))  # unchecked
+    # every kept sample is a reconstructed state: the tool point within the classical
+    # design's error of the task (Seifried (2014) Sect. 6.5: about 12 mm; here 12.9 mm over
+    # the whole motion, measured with the shipped scenario)
+    assert np.max(data[:, header.index("tool_error")]) < 0.013
+    meta = json.loads((tmp_path / "a" / "tool.classical_collocated.meta.json").read_text())
+    assert meta["partial"] is True and "interrupted (Ctrl-C) at t = " in meta["message"]
+
+
+class _ForcedOscillator:
+    """A minimal closed inverse model: one elastic coordinate driven by the output's
+    acceleration, eta'' = -w^2 eta - y''; ``reconstruct`` is interrupted at call ``stop``."""
+
+    m, nu_int, w = 1, 1, 3.0
+    system = type("System", (), {"nv": 2})()
+    H = np.array([[1.0, 0.0]])
+
+    def __init__(self, stop):
+        self.counters, self.on_evaluate, self.calls, self.stop = {"dynamics": 0}, None, 0, stop
+
+    def equilibrium(self, y, guess=None):
+        return np.zeros(2)
+
+    def internal_rhs_at(self, y, yd, ydd, x):
+        return np.array([x[1], -self.w ** 2 * x[0] - ydd[0]])
+
+    def reconstruct(self, t, eta, ytraj):
+        self.calls += 1
+        if self.calls == self.stop:
+            raise KeyboardInterrupt
+        y, yd, ydd = (float(np.ravel(z)[0]) for z in ytraj(np.array([t])))
+        return (np.array([y, eta[0]]), np.array([yd, eta[1]]), np.array([ydd, 0.0]),
+                np.array([ydd + eta[0]]))
+
+
+def test_invert_closed_interrupted_while_reconstructing_keeps_the_rows_before():
+    """Ctrl-C in the reconstruction after the classical integration: the samples before the
+    one under way are handed over as the partial result."""
+    from multibody_control.inversion.closed_flexible import invert_closed
+    from multibody_control.inversion.result import InversionInterrupted
+
+    t = np.linspace(0.0, 1.0, 101)
+
+    def ytraj(s):  # y = s^2 / 2: y'' = 1
+        s = np.atleast_1d(np.asarray(s, float))[:, None]
+        return s ** 2 / 2, s, np.ones_like(s)
+
+    with pytest.raises(InversionInterrupted) as caught:
+        invert_closed(_ForcedOscillator(stop=8), ytraj, t, method="classical")
+    res = caught.value.result
+    assert not res.success and res.message.startswith(
+        "interrupted (Ctrl-C) while reconstructing the motion at t = 0.07 s; the 7 samples")
+    np.testing.assert_array_equal(res.t, t[:7])
+    # eta(t) = (cos(w t) - 1) / w^2 from rest under y'' = 1 (DOP853 at rtol 1e-8: 1e-9)
+    np.testing.assert_allclose(res.q[:, 1], (np.cos(3.0 * t[:7]) - 1) / 9.0, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.q[:, 0], t[:7] ** 2 / 2, rtol=0, atol=1e-15)
+
+
+def test_closed_flexible_check_interrupted_keeps_the_design_unverified(tmp_path, monkeypatch,
+                                                                       capsys):
+    """Ctrl-C in the tracking check of a closed flexible design: the design's samples are
+    written, all of them, marked partial (unverified), with the check's samples before the
+    interrupt in the tracking column.  The stages are stand-ins (the real ones take a
+    minute): this checks what is kept, not the inversion."""
+    from types import SimpleNamespace
+
+    import multibody_control.scenarios.flexible as fs
+    from multibody_control.cli import main
+    from multibody_control.inversion.closed_flexible import ClosedInversion
+
+    def invert(servo, ytraj, t, method, **kwargs):
+        n, z = 5, np.zeros((5, servo.nv))
+        u = np.ones((n, 2))
+        return ClosedInversion(
+            t=t[:n], q=z, v=z, a=z, u=u, y_desired=u, y=u, eta=np.zeros((n, 2)),
+            output_error=0.0, t0=float(t[0]), tf=float(t[n - 1]), t_pre=0.0, t_post=0.0,
+            eigenvalues=np.zeros(0), success=True, message="converged", method=method,
+            nfev=1, wall_time=0.1, input_names=("s1", "s2"))
+
+    def track(system, res, interrupted=None, **kwargs):  # Ctrl-C after two samples
+        interrupted.append(float(res.t[2]))
+        return SimpleNamespace(t=res.t[:2], q=res.q[:2], wall_time=0.1)
+
+    monkeypatch.setattr(fs, "closed_task_path", lambda system, *args, **kwargs: (
+        np.zeros((1, system.nq_r)),))
+    monkeypatch.setattr(fs, "closed_output", lambda system, name, gamma: (
+        np.zeros((2, system.nq_r)), np.zeros((2, system.nq_e))))
+    monkeypatch.setattr(fs, "closed_zero_dynamics", lambda *args: np.zeros(0))
+    monkeypatch.setattr(fs, "ClosedOutputServo", lambda system, H, gamma, guess: SimpleNamespace(
+        nv=system.nv))
+    monkeypatch.setattr(fs, "closed_task_outputs", lambda *args: lambda t: (
+        np.zeros((np.size(t), 2)),) * 3)
+    monkeypatch.setattr(fs, "invert_closed", invert)
+    monkeypatch.setattr(fs, "point_error", lambda system, q, body, p: np.full(len(q), 1e-5))
+    monkeypatch.setattr(fs, "track_closed", track)
+    scenario = SCENARIOS / "invert_flexible_parallel_tool.yaml"
+    assert main(["invert", str(scenario), "--quiet", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert ("during the design stable/combined; the 0 design(s) before are complete; of "
+            "stable/combined: the tracking check was interrupted (Ctrl-C) at t = ") in err
+    assert "the inversion's 5 samples are complete, unverified; partial result written" in err
+    written = sorted(p.name for p in tmp_path.glob("*.csv"))
+    assert written == ["invert_flexible_parallel_tool.stable_combined.csv"]
+    header, data = _read(tmp_path / written[0])
+    assert data.shape[0] == 5
+    tracked = data[:, header.index("tracking_error")]
+    assert np.all(tracked[:2] == 1e-5) and np.all(np.isnan(tracked[2:]))
+    meta = json.loads((tmp_path / written[0].replace(".csv", ".meta.json")).read_text())
+    assert meta["partial"] is True and "unverified" in meta["message"]

@@ -398,7 +398,7 @@ def test_servo_actuators_match_mujoco(rng):
     for _ in range(5):
         q, v = rng.uniform(-1, 1, model.nq), rng.uniform(-2, 2, model.nv)
         u = rng.uniform(-1, 1, model.nu)
-        u[2] = rng.uniform(-0.2, 0.2)  # p3's ctrlrange, which MuJoCo enforces and we do not
+        u[2] = rng.uniform(-0.2, 0.2)  # within p3's ctrlrange: B u (limits: test_mjcf_limits)
         d = mj.MjData(mm)
         d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
         mj.mj_forward(mm, d)

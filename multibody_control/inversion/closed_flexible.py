@@ -14,8 +14,8 @@ flexible chain, its forward dynamics and the machine tool):
 
 Results with the shipped parameters are listed in the docstring of
 :mod:`multibody_dynamics.flexible.closed` (``bench/bench_flexible_parallel.py``).
-It imports nothing else of this package; the model side comes from
-:mod:`multibody_dynamics`, which never imports :mod:`multibody_control`.
+Of this package it imports only the result types and the interrupt marker; the model side
+comes from :mod:`multibody_dynamics`, which never imports :mod:`multibody_control`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_ivp
 from scipy.interpolate import CubicSpline
 
 from multibody_dynamics.deprecation import deprecated_alias
@@ -32,8 +31,10 @@ from multibody_dynamics.errors import DimensionError, InputError, SolverError
 from multibody_dynamics.flexible.closed import ClosedFlexibleChain, ClosedSimulation
 from multibody_dynamics.flexible.servo import ElasticServo
 from multibody_dynamics.flexible.simulation import TimeProgress
+from multibody_dynamics.interruptible import solve_ivp_keeping
 
-from .result import InversionResult
+from .internal import INTERRUPTED
+from .result import InversionInterrupted, InversionResult
 
 
 class ClosedOutputServo(ElasticServo):
@@ -256,6 +257,16 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
     ClosedInversion
         ``success=False`` with a message if the sweeps diverge or stall (it never raises for
         a numerical failure; misuse raises :class:`InputError`).
+
+    Raises
+    ------
+    InversionInterrupted
+        On Ctrl-C, carrying the :class:`ClosedInversion` of the samples complete before it
+        (``success`` False, the message starting with ``"interrupted (Ctrl-C)"``): the
+        classical forward integration ends at the end of the solver step under way
+        (:func:`~multibody_dynamics.interruptible.solve_ivp_keeping`) and its samples are
+        reconstructed; during the reconstruction, the samples reconstructed before are kept;
+        during the dichotomy sweeps no sample has converged, and none is kept.
     """
     if method not in ("stable", "classical"):
         raise InputError(f"method must be 'stable' or 'classical', got {method!r}")
@@ -282,24 +293,7 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
         return failed(str(exc))
     iterations, ok, msg, eigenvalues = 0, True, "", None
     if method == "classical":
-        bar = TimeProgress(t[-1] - t[0], progress, "internal dynamics")
-
-        def rhs(tk, x):
-            bar.tick(tk - t[0])
-            yk, ydk, yddk = (np.asarray(z, float).reshape(-1) for z in ytraj(np.array([tk])))
-            return servo.internal_rhs_at(yk, ydk, yddk, x)
-
-        try:
-            # bounded steps: the rest before the motion would let the first step jump over it
-            hmax = 10.0 * float(np.min(np.diff(t)))
-            sol = solve_ivp(rhs, (t[0], t[-1]), eta0, method="DOP853", t_eval=t, rtol=rtol,
-                            atol=atol, max_step=hmax, first_step=hmax / 10)
-            eta = sol.y.T
-            ok, msg = sol.status == 0, f"forward integration: {sol.message}"
-        except SolverError as exc:
-            eta, ok, msg = np.tile(eta0, (1, 1)), False, f"forward integration failed: {exc}"
-        finally:
-            bar.close()
+        eta, ok, msg = _classical_internal(servo, ytraj, t, eta0, rtol, atol, progress)
     else:
         try:
             Q, _ = servo.zero_dynamics_jacobian(y[0], eta0)
@@ -309,8 +303,52 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
         if np.min(np.abs(eigenvalues.real)) < 1e-9:
             return failed("zero dynamics not hyperbolic (eigenvalue on the imaginary axis): "
                           "stable inversion is not defined; use method='classical'", eigenvalues)
-        eta, ok, msg, iterations = dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol, max_iter,
-                                                    progress=progress)
+        try:
+            eta, ok, msg, iterations = dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol,
+                                                        max_iter, progress=progress)
+        except KeyboardInterrupt:  # no sample has converged: nothing to keep
+            raise InversionInterrupted(failed(f"{INTERRUPTED} during the dichotomy sweeps, "
+                                              "before any sample converged", eigenvalues)
+                                       ) from None
+    (q, v, a, u), ok, msg = _reconstruct(servo, ytraj, t, eta, ok, msg, progress)
+    m = len(q)
+    result = _closed_result(servo, t, y, method, q, v, a, u, eta[:m], ok, msg, iterations,
+                            eigenvalues, servo.counters["dynamics"] - count0, start)
+    if msg.startswith(INTERRUPTED):  # Ctrl-C: the caller writes the samples kept
+        raise InversionInterrupted(result)
+    return result
+
+
+def _classical_internal(servo, ytraj, t, eta0, rtol, atol, progress):
+    """Classical inversion's forward integration of ``η`` on ``t`` (see :func:`invert_closed`):
+    ``(eta (N', 2n), success, message)``; Ctrl-C ends it at the end of the solver step under
+    way (N' < N, the message starts with :data:`~.internal.INTERRUPTED`)."""
+    bar = TimeProgress(t[-1] - t[0], progress, "internal dynamics")
+
+    def rhs(tk, x):
+        bar.tick(tk - t[0])
+        yk, ydk, yddk = (np.asarray(z, float).reshape(-1) for z in ytraj(np.array([tk])))
+        return servo.internal_rhs_at(yk, ydk, yddk, x)
+
+    try:
+        # bounded steps: the rest before the motion would let the first step jump over it
+        hmax = 10.0 * float(np.min(np.diff(t)))
+        sol, stopped = solve_ivp_keeping(rhs, (t[0], t[-1]), eta0, method="DOP853", t_eval=t,
+                                         rtol=rtol, atol=atol, max_step=hmax,
+                                         first_step=hmax / 10)
+    except SolverError as exc:
+        return np.tile(eta0, (1, 1)), False, f"forward integration failed: {exc}"
+    finally:
+        bar.close()
+    if stopped is not None:
+        return sol.y.T, False, f"{INTERRUPTED} at t = {stopped:.6g} s; the samples until then are kept"
+    return sol.y.T, sol.status == 0, f"forward integration: {sol.message}"
+
+
+def _reconstruct(servo, ytraj, t, eta, ok, msg, progress):
+    """``(q, v, a, u)`` (each (N', .)) of the servo along ``eta`` on ``t``, and the updated
+    ``ok, msg``: cut at a failed sample, or where Ctrl-C stopped (the samples before it are
+    complete; the message then starts with :data:`~.internal.INTERRUPTED`)."""
     rows = []
     samples = range(len(eta))
     if progress:
@@ -322,15 +360,16 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
             rows.append(servo.reconstruct(t[k], eta[k], ytraj))
     except SolverError as exc:
         ok, msg = False, f"{msg}; reconstruction failed: {exc}"
+    except KeyboardInterrupt:  # the rows before the one under way are complete
+        ok, msg = False, (f"{INTERRUPTED} while reconstructing the motion at t = "
+                          f"{t[len(rows)]:.6g} s; the {len(rows)} samples before are kept")
     finally:
         if progress:
             samples.close()
-    m = len(rows)
-    q, v, a, u = ([r[j] for r in rows] for j in range(4))
-    return _closed_result(servo, t, y, method, np.array(q).reshape(m, nv),
-                          np.array(v).reshape(m, nv), np.array(a).reshape(m, nv),
-                          np.array(u).reshape(m, servo.m), eta[:m], ok, msg, iterations,
-                          eigenvalues, servo.counters["dynamics"] - count0, start)
+    m, nv = len(rows), servo.system.nv
+    arrays = [np.array([r[j] for r in rows]).reshape(m, n) for j, n in
+              enumerate((nv, nv, nv, servo.m))]
+    return arrays, ok, msg
 
 
 def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter: int = 60,
@@ -403,7 +442,8 @@ def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter
 
 def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency: float = 10.0,
                  damping: float = 1.0, every: int = 1, rtol: float = 1e-8,
-                 atol: float = 1e-10, progress: bool = False) -> ClosedSimulation:
+                 atol: float = 1e-10, progress: bool = False,
+                 interrupted: list | None = None) -> ClosedSimulation:
     """Simulate the closed plant with a feedforward plus a PD law on the actuated joints.
 
     Starts at the inverse model's first state; inputs ``u_ff(t) + K_P (q_a,ref - q_a) + K_D
@@ -412,7 +452,9 @@ def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency
     ``K_D = 2 damping m w``, ``w = 2 pi frequency`` [Hz], ``m`` the mass (prismatic joint) or
     the inertia (revolute) of each actuated joint's rigid body (a flexible body: the diagonal
     of the mass matrix at the first state). Output at every ``every``-th sample of ``result.t``
-    (the bench: 1 ms).  ``progress``: a tqdm bar over simulated time on stderr.
+    (the bench: 1 ms).  ``progress``: a tqdm bar over simulated time on stderr.  With a list
+    ``interrupted``, Ctrl-C ends the simulation keeping the samples before the one under way
+    (:meth:`ClosedFlexibleChain.simulate`; the time [s] is appended to the list).
     """
     if not isinstance(result, ClosedInversion):
         raise InputError(f"result must be a ClosedInversion, got {type(result).__name__}")
@@ -440,6 +482,6 @@ def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency
 
     try:
         return system.simulate(result.q[0], result.v[0], t[::int(every)], u=uff,
-                               feedback=feedback, rtol=rtol, atol=atol)
+                               feedback=feedback, rtol=rtol, atol=atol, interrupted=interrupted)
     finally:
         bar.close()

@@ -382,7 +382,12 @@ def run_closed_design(system: ClosedFlexibleChain, task: Task, t, spec: ClosedDe
     the tool error of the inverse model and (``verify``) of the closed plant simulated with
     the feedforward plus the PD law of :func:`track_closed` (``tracking``: ``frequency`` [Hz],
     ``damping``, ``every`` samples). ``path`` reuses a :func:`closed_task_path` on ``t``;
-    ``progress`` shows tqdm bars of the long stages on stderr."""
+    ``progress`` shows tqdm bars of the long stages on stderr.
+
+    Ctrl-C in the inversion or in the check raises :class:`ClosedDesignInterrupted` with the
+    design as far as it got: the inverse model's samples complete before the interrupt
+    (:func:`invert_closed`), or all of them and the check's samples before the one under way
+    (``success`` False, "unverified").  Elsewhere (zero dynamics) it interrupts as usual."""
     t = np.asarray(t, float)
     path = closed_task_path(system, task, t, guess) if path is None else path
     H, gamma = closed_output(system, spec.output, spec.gamma)
@@ -390,8 +395,12 @@ def run_closed_design(system: ClosedFlexibleChain, task: Task, t, spec: ClosedDe
     eig = closed_zero_dynamics(system, H, gamma, q_r0) if zero_dynamics else np.zeros(0)
     servo = ClosedOutputServo(system, H, gamma, guess=q_r0)
     ytraj = closed_task_outputs(t, path, H)
-    res = invert_closed(servo, ytraj, t, method=spec.method, tol=tol, max_iter=max_iter,
-                        rtol=rtol, atol=atol, progress=progress)
+    stopped = None
+    try:
+        res = invert_closed(servo, ytraj, t, method=spec.method, tol=tol, max_iter=max_iter,
+                            rtol=rtol, atol=atol, progress=progress)
+    except InversionInterrupted as exc:  # the samples complete before Ctrl-C
+        res, stopped = exc.result, exc.result.message
     body = task_body(task)
     n = res.t.size
     err = point_error(system, res.q, body, task(res.t)[0]) if n else np.zeros(0)
@@ -400,10 +409,28 @@ def run_closed_design(system: ClosedFlexibleChain, task: Task, t, spec: ClosedDe
     out_err = float(np.max(np.abs(y - ytraj(res.t)[0]))) if n else float("nan")
     sim = sim_err = None
     if verify and res.success:
+        checked: list = []
         sim = track_closed(system, res, rtol=rtol, atol=atol, progress=progress,
-                           **(tracking or {}))
-        sim_err = point_error(system, sim.q, body, task(sim.t)[0])
-    return ClosedDesign(spec, res, err, out_err, eig, sim, sim_err)
+                           interrupted=checked, **(tracking or {}))
+        sim_err = point_error(system, sim.q, body, task(sim.t)[0]) if sim.t.size else None
+        if checked:  # the inverse model is complete, its check is not
+            stopped = (f"the tracking check was interrupted (Ctrl-C) at t = {checked[0]:.6g} s;"
+                       f" the inversion's {n} samples are complete, unverified")
+            res = replace(res, success=False, message=stopped)
+    design = ClosedDesign(spec, res, err, out_err, eig, sim, sim_err)
+    if stopped is not None:
+        raise ClosedDesignInterrupted(design)
+    return design
+
+
+class ClosedDesignInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_closed_design`: still an interrupt for the caller, carrying the
+    partial :class:`ClosedDesign` (``result.success`` False, its message says what is kept)
+    as ``design``."""
+
+    def __init__(self, design: ClosedDesign):
+        super().__init__(design.result.message)
+        self.design = design
 
 
 def _closed_output_spec(path, key, raw, system, method):
@@ -491,7 +518,8 @@ def run_closed_scenario(sc: ClosedInversionScenario,
     the bars and one line per finished stage (the rigid task path, then each design with its
     message and wall time [s]) passed to it.
 
-    Ctrl-C raises :class:`ClosedScenarioInterrupted` with the designs completed before.
+    Ctrl-C raises :class:`ClosedScenarioInterrupted` with the designs completed before and,
+    last, what was kept of the design under way (:class:`ClosedDesignInterrupted`).
     """
     import time
 
@@ -511,6 +539,9 @@ def run_closed_scenario(sc: ClosedInversionScenario,
         try:
             d = run_closed_design(sc.system, sc.task, t, spec, path=path, verify=sc.verify,
                                   tracking=tracking, progress=progress, **opts)
+        except ClosedDesignInterrupted as exc:  # the designs before, and this one's samples
+            out[spec.label] = exc.design
+            raise ClosedScenarioInterrupted(out, spec.label) from None
         except KeyboardInterrupt:  # the designs before are complete: hand them over
             raise ClosedScenarioInterrupted(out, spec.label) from None
         except MultibodyError as exc:  # keep going; the summary says why
@@ -530,12 +561,21 @@ def run_closed_scenario(sc: ClosedInversionScenario,
 
 class ClosedScenarioInterrupted(KeyboardInterrupt):
     """Ctrl-C during :func:`run_closed_scenario`: still an interrupt for the caller, carrying
-    ``runs`` (``{label: ClosedDesign}`` of the designs completed) and ``label``, the design
-    under way (nothing of it is kept)."""
+    ``runs`` (``{label: ClosedDesign}`` of the designs completed and, when something of it was
+    kept, last, the partial design ``label`` under way) and ``label``."""
 
     def __init__(self, runs: dict, label: str):
-        super().__init__(f"interrupted (Ctrl-C) during the design {label}; the {len(runs)} "
-                         "design(s) before are complete")
+        partial = runs.get(label)
+        done = len(runs) - (partial is not None)
+        kept = ("" if partial is None else
+                f"; of {label}: {' '.join(partial.result.message.split())}")
+        super().__init__(f"interrupted (Ctrl-C) during the design {label}; the {done} "
+                         f"design(s) before are complete{kept}")
         self.runs, self.label = runs, label
+
+    @property
+    def partial(self) -> ClosedDesign | None:
+        """What was kept of the design under way (None: nothing)."""
+        return self.runs.get(self.label)
 
 

@@ -699,6 +699,7 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
     sim.reset(q0, v0, t=float(ref.t[0]))
     n = ref.t.size - 1
     B = np.asarray(model.B, float)
+    limits = getattr(plant, "actuator_limits", None)  # the plant's physics, as MuJoCo's
     m = sim.constraints.n_rows if sim.constrained else 0
     labels = sim.constraints.labels if sim.constrained else ()
     T, Qs, Vs = np.empty(n + 1), np.empty((n + 1, model.nq)), np.empty((n + 1, model.nv))
@@ -737,8 +738,12 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
                 break
             if sc.effort_limit is not None:
                 u = np.clip(u, -sc.effort_limit, sc.effort_limit)
+            if limits is not None:  # an MJCF model's actuator limits, as MuJoCo applies them
+                u = limits.clamp(u)
+                tau = limits.force(sim.q, sim.v, u)
+            else:
+                tau = B @ u
             U[k] = u
-            tau = B @ u
             if hasattr(ctl, "tau_generalized") and passive.any():
                 passive_torque = max(passive_torque,
                                      float(np.max(np.abs(ctl.tau_generalized[passive]))))

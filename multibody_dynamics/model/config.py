@@ -14,8 +14,10 @@ Schema (every key but ``name`` optional; units in brackets)::
              damping: 0.25,            #   damper [N m s/rad or N s/m] (>= 0)
              rest: 0.0}                #   spring rest position [rad or m]
     actuation:                         # optional; default: one input per actuated joint
-      inputs: [F, T1, T2]              # names of the inputs u
+      inputs: [F, T1, T2]              # names of the inputs u (an MJCF `urdf`: the names of
+                                       #   the MJCF actuators kept; default: all of them)
       matrix: [[1, 0, 0], ...]         # B (nv x nu), tau = B u; default: selection matrix
+                                       #   (an MJCF `urdf`: replaces its <actuator> section)
     initial_positions:                 # default start of every command [rad | m], by 1-DoF
       crank: 0.4                       #   joint (continuous joints by angle); closed loops:
                                        #   the others are solved (assembly), or refused

@@ -44,7 +44,8 @@ result is handed to pinocchio, and the rest becomes the suite's model data:
   ``dyntype="none"``.  Actuators with activation dynamics (``dyntype``, ``timeconst``,
   ``intvelocity``, ``cylinder``, ``muscle``), a ctrl-dependent gain (``damper``,
   ``gaintype="affine"``), ``dampratio`` or a constant bias force are refused, naming the
-  actuator; ``ctrlrange`` and ``forcerange`` are not enforced (a note says so).
+  actuator.  ``ctrlrange``, ``forcerange`` and the joints' ``actuatorfrcrange`` are kept as
+  :class:`~.actuator_limits.ActuatorLimits` and enforced as MuJoCo does (see there).
 * ``<keyframe>``: the ``qpos`` of the first ``<key>`` (or of the key a model YAML names with
   ``mjcf_keyframe``) is the default start (``initial_positions``) in place of ``qpos0``; its
   ``qvel``, ``act``, ``ctrl`` and ``time`` are not used.
@@ -72,6 +73,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError
+from .actuator_limits import ActuatorLimits
 
 #: File suffixes read as MJCF (``.xml`` only when the root element is ``<mujoco>``).
 MJCF_SUFFIXES = (".mjcf", ".xml")
@@ -142,6 +144,10 @@ class MjcfModel:
         Per actuated joint whose actuators have a bias (position and velocity servos): the
         joint stiffness [N m/rad | N/m] (rest at q = 0) and damping [N m s/rad | N s/m]
         their bias adds.
+    limits : ActuatorLimits or None
+        Per actuator (in the order of ``actuators``): gear, force law and MuJoCo's
+        ``ctrlrange``, ``forcerange`` and the joints' ``actuatorfrcrange`` (None without an
+        ``<actuator>`` section).
     keyframes : dict of str to dict of str to float
         Per ``<key>`` (its name, ``key<k>`` when unnamed; in file order): the hinge and slide
         positions of its ``qpos`` [rad | m] by joint name (past the end of a short ``qpos``
@@ -165,6 +171,7 @@ class MjcfModel:
     notes: tuple[str, ...]
     servos: dict = field(default_factory=dict)
     keyframes: dict = field(default_factory=dict)
+    limits: ActuatorLimits | None = None
 
 
 def _floats(text, n, where, path):
@@ -447,14 +454,62 @@ def _actuator_law(act: ET.Element, defaults: _Defaults, label: str, path: Path):
     return gain, bias[1], bias[2]
 
 
-def _actuators(root, defaults, path, model, notes):
-    """``(actuators, servos)`` of :class:`MjcfModel` (None, {} without an <actuator>)."""
+def _range(text, where, path):
+    values = str(text).split()
+    try:
+        lo, hi = float(values[0]), float(values[1])
+    except (ValueError, IndexError):
+        raise ModelError(f"{path}: {where}: expected two numbers (lower upper), got "
+                         f"{text!r}") from None
+    return lo, hi
+
+
+def _limit(flag, text, what, where, path, autolimits, notes):
+    """``(lower, upper)`` of a MuJoCo range attribute ``what`` (``ctrlrange``, ``forcerange``,
+    ``actuatorfrcrange``) whose limited flag is ``flag`` (``"true"``, ``"false"``, ``"auto"``),
+    or (-inf, inf) where it does not limit; MuJoCo's compiler rules (XML reference,
+    *compiler/autolimits*): "auto" limits when a range is given and ``autolimits`` holds (an
+    error without autolimits), "true" needs ``lower < upper``; under "auto" an empty or
+    inverted range does not limit (a note says so)."""
+    free = (-np.inf, np.inf)
+    limited = what.replace("range", "limited")  # ctrllimited, actuatorfrclimited, ...
+    flag = str(flag or "auto")
+    if flag not in ("true", "false", "auto"):
+        raise ModelError(f"{path}: {where}: {limited}={flag!r}; expected true, false or auto")
+    if flag == "false":
+        return free
+    if text is None:
+        if flag == "true":
+            raise ModelError(f"{path}: {where}: {limited}=\"true\" without a {what}; expected "
+                             "a range 'lower upper' with lower < upper")
+        return free
+    lo, hi = _range(text, f"{where}: {what}", path)
+    if flag == "auto" and not autolimits:
+        raise ModelError(f"{path}: {where}: has a {what} but no {limited} (MuJoCo refuses "
+                         f"this with <compiler autolimits=\"false\">); set {limited}=\"true\" "
+                         "or \"false\"")
+    if not lo < hi:
+        if flag == "true":
+            raise ModelError(f"{path}: {where}: {what} {text!r}: expected lower < upper")
+        notes.append(f"{where}: {what} {text!r} has lower >= upper: not a limit (as in MuJoCo "
+                     f"with {limited}=\"auto\")")
+        return free
+    return lo, hi
+
+
+def _actuators(root, defaults, path, model, notes):  # noqa: C901 (one branch per attribute)
+    """``(actuators, servos, limits)`` of :class:`MjcfModel` (None, {}, None without an
+    <actuator>)."""
     section = root.find("actuator")
     if section is None:
-        return None, {}
+        return None, {}, None
+    compiler, option = root.find("compiler"), root.find("option")
+    autolimits = compiler is None or compiler.get("autolimits", "true") != "false"
+    flag = None if option is None else option.find("flag")
+    clampctrl = flag is None or flag.get("clampctrl", "enable") != "disable"
     out: list[tuple[str, str, float]] = []
     servos: dict[str, tuple[float, float]] = {}
-    limited: list[str] = []
+    laws: list[tuple[float, ...]] = []  # per actuator: iq, iv, gear, gain, b1, b2, ranges
     for k, act in enumerate(section):
         if act.tag not in _ACTUATOR_TAGS:
             continue
@@ -468,7 +523,8 @@ def _actuators(root, defaults, path, model, notes):
                 f"{path}: actuator {label!r}: joint {joint!r} is not a 1-DoF joint of the model "
                 "(hinge or slide expected; pinocchio merges the joints of a body that has "
                 "several into one composite joint, which actuators cannot address)")
-        gear = float(str(defaults.get(act, act.tag, "gear", act.get("class"), "1")).split()[0])
+        cls = act.get("class")
+        gear = float(str(defaults.get(act, act.tag, "gear", cls, "1")).split()[0])
         gain, bias1, bias2 = _actuator_law(act, defaults, label, path)
         out.append((act.get("name") or joint, joint, gear * gain))
         if bias1 or bias2:
@@ -479,17 +535,55 @@ def _actuators(root, defaults, path, model, notes):
                                  "expected kp, kv >= 0 (biasprm[1], biasprm[2] <= 0)")
             k0, d0 = servos.get(joint, (0.0, 0.0))
             servos[joint] = (k0 + stiffness, d0 + damping)
-        if any(defaults.get(act, act.tag, key, act.get("class")) is not None
-               for key in ("ctrlrange", "forcerange")):
-            limited.append(label)
+        where = f"actuator {label!r}"
+        ctrl = _limit(defaults.get(act, act.tag, "ctrllimited", cls),
+                      defaults.get(act, act.tag, "ctrlrange", cls), "ctrlrange", where, path,
+                      autolimits, notes)
+        force = _limit(defaults.get(act, act.tag, "forcelimited", cls),
+                       defaults.get(act, act.tag, "forcerange", cls), "forcerange", where, path,
+                       autolimits, notes)
+        if not clampctrl:
+            ctrl = (-np.inf, np.inf)
+        jm = model.joints[model.getJointId(joint)]
+        laws.append((jm.idx_q, jm.idx_v, gear, gain, bias1, bias2, *ctrl, *force))
     if servos:
         notes.append("servo actuator(s) as joint stiffness and damping with the input as their "
                      f"ctrl (setpoint): {', '.join(servos)}")
-    if limited:
-        notes.append(f"ctrlrange/forcerange not enforced: {', '.join(limited)}")
+    if not clampctrl:
+        notes.append("<flag clampctrl=\"disable\"/>: ctrlrange not applied, as in MuJoCo")
     if not out:
-        return None, {}
-    return tuple(out), servos
+        return None, {}, None
+    a = np.array(laws, float).reshape(len(laws), 10)
+    free = np.full(model.nv, np.inf)
+    limits = ActuatorLimits(tuple(name for name, _, _ in out), a[:, 0].astype(int),
+                            a[:, 1].astype(int), a[:, 2], a[:, 3], a[:, 4], a[:, 5], a[:, 6],
+                            a[:, 7], a[:, 8], a[:, 9], -free, free.copy())
+    return tuple(out), servos, limits
+
+
+def _joint_force_limits(joints, defaults, path, model, limits, root, notes):
+    """``limits`` with each joint's ``actuatorfrclimited``/``actuatorfrcrange`` (MuJoCo's
+    clamp of the total actuator force on the joint), and pinocchio's effort limits cleared:
+    pinocchio 4.1 reads ``actuatorfrcrange`` as a symmetric bound on the joint force, which
+    the suite would take for a bound on the inputs (they are ctrl, scaled by gear and gain)."""
+    model.effortLimit[:] = np.inf
+    compiler = root.find("compiler")
+    autolimits = compiler is None or compiler.get("autolimits", "true") != "false"
+    lower, upper = np.full(model.nv, -np.inf), np.full(model.nv, np.inf)
+    for name, (j, cls) in joints.items():
+        if not model.existJointName(name):
+            continue
+        joint = model.joints[model.getJointId(name)]
+        lo, hi = _limit(defaults.get(j, "joint", "actuatorfrclimited", cls),
+                        defaults.get(j, "joint", "actuatorfrcrange", cls), "actuatorfrcrange",
+                        f"joint {name!r}", path, autolimits, notes)
+        if joint.nv == 1:
+            lower[joint.idx_v], upper[joint.idx_v] = lo, hi
+    if limits is None:
+        return None
+    return ActuatorLimits(limits.names, limits.iq, limits.iv, limits.gear, limits.gain,
+                          limits.bias1, limits.bias2, limits.ctrl_lower, limits.ctrl_upper,
+                          limits.force_lower, limits.force_upper, lower, upper)
 
 
 def _keyframes(root: ET.Element, joints, path: Path, model: pin.Model, refs, notes) -> dict:
@@ -654,13 +748,14 @@ def read_mjcf(path: str | Path) -> MjcfModel:
     model = _pin_from_xml(_normalized(root, path, name), path)
     _check_bodies(joints_root, model, path)
     joints = _joints(joints_root, defaults, path, model)
-    actuators, servos = _actuators(joints_root, defaults, path, model, notes)
+    actuators, servos, limits = _actuators(joints_root, defaults, path, model, notes)
+    limits = _joint_force_limits(joints, defaults, path, model, limits, joints_root, notes)
     springs = _springs(joints, defaults, path)
     q0, refs = _qpos0_and_limits(joints, defaults, model, notes)
     equalities = _equalities(joints_root, path, model, q0, notes)
     keyframes = _keyframes(joints_root, joints, path, model, refs, notes)
     return MjcfModel(name, model, gravity, equalities, actuators, springs, refs, tuple(notes),
-                     servos, keyframes)
+                     servos, keyframes, limits)
 
 
 def _geom_rotation(geom: ET.Element, scale: float, path: Path) -> np.ndarray:

@@ -9,6 +9,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import FrameNotFound, ModelError
+from .actuator_limits import ActuatorLimits
 from .config import ClosureSpec, ModelConfig, PassiveJointSpec, read_config
 from .mjcf import MjcfModel, is_mjcf_file, read_mjcf, sdf_unsupported
 from .resources import flexible_schema_key, robots_dir, share_dir, shipped_robots
@@ -54,6 +55,10 @@ class MultibodyModel:
         ``initial_positions`` (assembled for a closed loop), else ``q_rest``.
     initial_positions : dict of str to float
         The ``initial_positions`` of the model YAML [rad | m] (empty without).
+    actuator_limits : ActuatorLimits or None
+        MuJoCo's ``ctrlrange``, ``forcerange`` and ``actuatorfrcrange`` of an MJCF model's
+        inputs (None: no limit; ``B u`` is the input's generalized force).  Applied through
+        :func:`~multibody_dynamics.model.actuator_limits.actuation_force`.
     """
 
     name: str
@@ -76,6 +81,7 @@ class MultibodyModel:
     notes: tuple[str, ...] = ()
     q_initial: np.ndarray = None  # type: ignore[assignment]  # set in __post_init__
     initial_positions: dict = field(default_factory=dict)
+    actuator_limits: ActuatorLimits | None = None
 
     def __post_init__(self):
         if self.q_initial is None:
@@ -389,6 +395,7 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
     """
     where = cfg.path or cfg.name
     model, notes, mjcf_closures, refs, tree = _tree(cfg, tree)
+    cfg, kept = _mjcf_actuation(cfg, tree, where, notes)
     taken = {c.name for c in cfg.closures}
     dup = [c.name for c in mjcf_closures if c.name in taken]
     if dup:
@@ -422,11 +429,14 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
         _apply_spring(spec, joint, passive, stiffness, damping, q_rest)
 
     B, inputs = _actuation(cfg, where, coords, passive)
-    if tree is not None and cfg.path is None:  # the MJCF's own actuators: servos' PD terms
-        for jname, (k, d) in tree.servos.items():
-            iv = model.joints[model.getJointId(jname)].idx_v
-            stiffness[iv] += k  # rest at q = 0 (q_rest of a hinge or slide): MuJoCo's length
-            damping[iv] += d
+    limits = None
+    if kept is not None and tree is not None and tree.limits is not None:
+        # the MJCF's own actuators: servos' PD terms (rest at q = 0, the q_rest of a hinge or
+        # slide: MuJoCo's length L = gear q) and MuJoCo's limits of the inputs
+        limits = tree.limits.select(kept)
+        np.add.at(stiffness, limits.iv, -limits.gear ** 2 * limits.bias1)
+        np.add.at(damping, limits.iv, -limits.gear ** 2 * limits.bias2)
+        limits = limits if limits.limited else None
 
     closures = []
     for i, c in enumerate(cfg_closures):
@@ -468,6 +478,7 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
         gravity=gravity,
         end_effector=cfg.end_effector,
         notes=tuple(notes),
+        actuator_limits=limits,
     )
     # an MJCF tree under a model YAML without initial_positions starts at its keyframe or
     # its qpos0
@@ -480,6 +491,69 @@ def build_model(cfg: ModelConfig, tree: MjcfModel | None = None) -> MultibodyMod
     q_initial = _initial_configuration(model_, initial, where, key)
     q_initial.setflags(write=False)
     return replace(model_, q_initial=q_initial, initial_positions=dict(initial))
+
+
+def _mjcf_actuation(cfg: ModelConfig, tree: MjcfModel | None, where, notes):
+    """``(cfg, kept)``: the MJCF actuators that are the model's inputs (indices into
+    ``tree.actuators``; None when the MJCF's actuators are not used) and ``cfg`` with their
+    actuation map, input names and the passive joints they leave.
+
+    A plain MJCF file (``cfg.path`` None; :func:`plain_mjcf_config`) uses all of them.  Under a
+    model YAML: ``actuation.matrix`` replaces them (the YAML defines the inputs; the MJCF's
+    gears, gains, servo terms and limits are not used); else ``actuation.inputs`` selects
+    actuators by name (default: all of them), the actuators of joints the YAML lists in
+    ``passive_joints`` are left out, and a joint no kept actuator drives is passive with the
+    YAML's spring, or else the MJCF joint's ``stiffness``, ``damping``, ``springref``.
+    """
+    if tree is None or tree.actuators is None:
+        return cfg, None
+    acts = tree.actuators
+    if cfg.path is None:
+        return cfg, list(range(len(acts)))
+    servo_note = [n for n in notes if n.startswith("servo actuator(s) ")]
+    for note in servo_note:  # said again below for the servos kept
+        notes.remove(note)
+    if cfg.actuation_matrix is not None:
+        notes.append(f"actuation.matrix given: the <actuator> section of {cfg.urdf.name} "
+                     "(gears, gains, servo terms, limits) is not used")
+        return cfg, None
+    names = [name for name, _, _ in acts]
+    if len(set(names)) != len(names):
+        names = [f"{name}[{k}]" for k, name in enumerate(names)]
+    if cfg.input_names is not None:
+        kept = []
+        for i, name in enumerate(cfg.input_names):
+            key = f"actuation.inputs[{i}]"
+            if name not in names:
+                raise ModelError(f"{where}: {key}: {name!r} is not an actuator of "
+                                 f"{cfg.urdf.name}; expected one of: {', '.join(names)} (or "
+                                 "give actuation.matrix to define the inputs)")
+            k = names.index(name)
+            if acts[k][1] in cfg.passive_joints:
+                raise ModelError(f"{where}: {key}: actuator {name!r} drives {acts[k][1]!r}, "
+                                 "which passive_joints lists; expected one or the other")
+            kept.append(k)
+    else:
+        kept = [k for k, (_, joint, _) in enumerate(acts) if joint not in cfg.passive_joints]
+    servos = [joint for joint in tree.servos if any(acts[k][1] == joint for k in kept)]
+    if servos and servo_note:
+        notes.append(servo_note[0].split(": ")[0] + f": {', '.join(servos)}")
+    left = [names[k] for k in range(len(acts)) if k not in kept]
+    if left:
+        notes.append(f"actuator(s) of {cfg.urdf.name} not used (not in actuation.inputs or on "
+                     f"a joint of passive_joints): {', '.join(left)}")
+    pm = tree.pin_model
+    driven = {acts[k][1] for k in kept}
+    passive = dict(cfg.passive_joints)
+    for jid in range(1, pm.njoints):
+        jname = pm.names[jid]
+        if jname not in driven and jname not in passive and pm.joints[jid].nv == 1:
+            passive[jname] = PassiveJointSpec(*tree.springs.get(jname, (0.0, 0.0, 0.0)))
+    matrix = np.zeros((pm.nv, len(kept)))
+    for col, k in enumerate(kept):
+        matrix[pm.joints[pm.getJointId(acts[k][1])].idx_v, col] = acts[k][2]
+    return replace(cfg, passive_joints=passive, actuation_matrix=matrix,
+                   input_names=tuple(names[k] for k in kept)), kept
 
 
 def _apply_spring(spec: PassiveJointSpec, joint, passive, stiffness, damping, q_rest):

@@ -386,7 +386,12 @@ def trajectory_from_msg(msg, coords: JointCoordinates) -> TrajectoryArrays | Non
 def input_effort_limits(model) -> np.ndarray | None:
     """|u| bound (nu,) [N m | N] of each model input: the URDF ``effort`` limit of the
     coordinate it drives (as a ros2_control effort interface bounds its command; inf where the
-    URDF gives none), or None for a model without a URDF (flexible)."""
+    URDF gives none); for an MJCF model with actuator limits the larger magnitude of each
+    input's ``ctrlrange`` (:func:`input_bounds` gives the range itself); None for a model
+    without a URDF (flexible)."""
+    bounds = getattr(model, "actuator_limits", None)
+    if bounds is not None:  # an MJCF model: the envelope of MuJoCo's ctrlrange
+        return np.maximum(np.abs(bounds.ctrl_lower), np.abs(bounds.ctrl_upper))
     pm = getattr(model, "pin_model", None)
     B = np.asarray(getattr(model, "B", np.zeros((0, 0))), float)
     if pm is None or B.ndim != 2 or B.shape[0] != pm.nv:
@@ -395,3 +400,14 @@ def input_effort_limits(model) -> np.ndarray | None:
     out = np.array([limit[int(np.argmax(np.abs(B[:, j])))] for j in range(B.shape[1])])
     out[~(out > 0)] = np.inf
     return out
+
+
+def input_bounds(model) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(lower, upper)`` (each (nu,)) of the commands a plant accepts: an MJCF model's
+    ``ctrlrange`` (MuJoCo clamps ``ctrl`` to it; -inf/inf where not limited), else
+    -+ :func:`input_effort_limits`; None without either."""
+    bounds = getattr(model, "actuator_limits", None)
+    if bounds is not None:
+        return bounds.ctrl_lower.copy(), bounds.ctrl_upper.copy()
+    limit = input_effort_limits(model)
+    return None if limit is None else (-limit, limit)

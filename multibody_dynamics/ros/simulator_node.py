@@ -8,7 +8,10 @@ Subscribes
     warning; the last valid command stays applied until ``command_timeout``.  A
     command beyond the URDF ``effort`` limit of its joint is saturated there (as a
     ros2_control effort interface bounds it), with a throttled warning
-    (``urdf_effort_limits: false`` applies it as sent).
+    (``urdf_effort_limits: false`` applies it as sent).  An MJCF model's inputs are
+    MuJoCo's ``ctrl``: a command beyond ``ctrlrange`` is saturated there with the same
+    warning, and ``forcerange`` and the joints' ``actuatorfrcrange`` clip the applied force at
+    each step, as MuJoCo does (:mod:`multibody_dynamics.model.actuator_limits`).
 Services
     ``~/reset`` (std_srvs/Trigger, when std_srvs is installed): back to
     ``initial_positions`` at rest, braked until the next command, clock unchanged; it also
@@ -74,7 +77,7 @@ from .cdr import patched_or_none
 from .conversions import (
     JointCoordinates,
     MessageError,
-    input_effort_limits,
+    input_bounds,
     joint_state_msg,
     sec_to_stamp,
     vector_from_msg,
@@ -108,7 +111,8 @@ PARAMETERS = (
                   "model order (rad | m); empty: the model YAML's initial_positions, else the "
                   "spring rest configuration", read_only=True),
     ParameterSpec("urdf_effort_limits", True, "saturate each command at the URDF effort limit of "
-                  "its joint (as a ros2_control effort interface); false: apply it as sent",
+                  "its joint (as a ros2_control effort interface; an MJCF model: MuJoCo's "
+                  "ctrlrange, forcerange and actuatorfrcrange); false: apply it as sent",
                   read_only=True),
     ParameterSpec("hold_until_command", True, "keep the robot braked at initial_positions until "
                   "the first valid command arrives (time still advances, with realtime false "
@@ -201,7 +205,11 @@ class SimulatorNode(Node):
         self.u = np.zeros(model.nu)
         self.tau = np.zeros(model.nv)
         self._B = np.asarray(model.B, float)
-        self._u_limit = input_effort_limits(model) if p["urdf_effort_limits"] else None
+        self._u_bounds = input_bounds(model) if p["urdf_effort_limits"] else None
+        self._limits = (getattr(model, "actuator_limits", None) if p["urdf_effort_limits"]
+                        else None)
+        self._limit_source = ("the MJCF ctrlrange" if self._limits is not None else
+                              "the URDF effort limits")
         self._t_cmd: float | None = None
         self._failed = False
         self.rejected = 0
@@ -377,12 +385,15 @@ class SimulatorNode(Node):
             self.throttle.warn("command", f"rejected command: {exc} (inputs: "
                                f"{', '.join(self.input_names)}); keeping the last valid one")
             return
-        if self._u_limit is not None and np.any(np.abs(u) > self._u_limit):
-            over = int(np.argmax(np.abs(u) - self._u_limit))
-            self.throttle.warn("saturated", f"command saturated at the URDF effort limits: "
-                               f"{self.input_names[over]} = {u[over]:.6g} beyond "
-                               f"+-{self._u_limit[over]:g} N m | N")
-            u = np.clip(u, -self._u_limit, self._u_limit)
+        if self._u_bounds is not None:
+            lo, hi = self._u_bounds
+            beyond = np.maximum(lo - u, u - hi)
+            if np.any(beyond > 0):
+                over = int(np.argmax(beyond))
+                self.throttle.warn("saturated", f"command saturated at {self._limit_source}: "
+                                   f"{self.input_names[over]} = {u[over]:.6g} beyond "
+                                   f"[{lo[over]:g}, {hi[over]:g}] N m | N")
+                u = np.clip(u, lo, hi)
         with self._lock:
             self.u = u
             self._t_cmd = self.sim.t
@@ -398,6 +409,8 @@ class SimulatorNode(Node):
             self.throttle.warn("timeout", f"no valid command on {self.topic} for more than "
                                f"{timeout:g} s; applying zero effort")
             return np.zeros(self.model.nv)
+        if self._limits is not None:  # MuJoCo's forcerange / actuatorfrcrange at this state
+            return self._limits.force(self.sim.q, self.sim.v, self.u)
         return self._B @ self.u
 
     # -- stepping ----------------------------------------------------------------------------
