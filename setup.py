@@ -31,7 +31,8 @@ def tree(folder):
     entries = {}
     for path in glob(f"{folder}/**/*", recursive=True):
         if os.path.isfile(path):
-            entries.setdefault(os.path.join("share", PACKAGE, os.path.dirname(path)), []).append(path)
+            target = os.path.join("share", PACKAGE, os.path.dirname(path))
+            entries.setdefault(target, []).append(path)
     return sorted(entries.items())
 
 

@@ -83,7 +83,8 @@ def _check_identity(pd: ProjectedDynamics, q, v, tau) -> float:
     err = max(float(np.max(np.abs(x - y)) / max(1.0, float(np.max(np.abs(y)))))
               for x, y in ((res.a, a), (res.f_c, f_c), (res.lam, lam)))
     if err > IDENTITY_RTOL or res.rank != proj.rank:
-        raise AssertionError(f"{pd.model.name}: fast path differs from the numpy path by {err:.3g}")
+        raise AssertionError(f"{pd.model.name}: fast path differs from the numpy path by "
+                             f"{err:.3g}")
     return err
 
 
@@ -112,13 +113,16 @@ def _chain(n: int) -> pin.Model:
     model, parent = pin.Model(), 0
     for i in range(n):
         joint = pin.JointModelRZ() if i % 2 else pin.JointModelRY()
-        parent = model.addJoint(parent, joint, pin.SE3(np.eye(3), np.array([0.0, 0.0, 0.3])), f"j{i}")
-        model.appendBodyToJoint(parent, pin.Inertia.FromBox(1.0, 0.05, 0.05, 0.3), pin.SE3.Identity())
+        parent = model.addJoint(parent, joint,
+                                pin.SE3(np.eye(3), np.array([0.0, 0.0, 0.3])), f"j{i}")
+        model.appendBodyToJoint(parent,
+                                pin.Inertia.FromBox(1.0, 0.05, 0.05, 0.3), pin.SE3.Identity())
     return model
 
 
 def _mass_solve_entries(rng) -> list[dict]:
-    """``M^-1 X`` by pinocchio's tree algorithms against crba + LAPACK Cholesky (ratio sparse/dense)."""
+    """``M^-1 X`` by pinocchio's tree algorithms against crba + LAPACK Cholesky (ratio
+    sparse/dense)."""
     models = [(name, load_model(name).pin_model) for name in
               ("slider_crank", "five_bar", "arm7", "dual_arm_load")]
     models += [("humanoid (pinocchio sample)", pin.buildSampleModelHumanoid()),
@@ -135,8 +139,9 @@ def _mass_solve_entries(rng) -> list[dict]:
             sparse = inverse_mass_product(pm, data, q, X, "sparse")
             err = float(np.max(np.abs(sparse - dense)) / np.max(np.abs(dense)))
             M = pin.crba(pm, data, q)
-            res = float(np.linalg.norm(M @ sparse - X) / (np.linalg.norm(M) * np.linalg.norm(sparse)
-                                                           + np.linalg.norm(X)))  # backward error
+            # backward error
+            res = float(np.linalg.norm(M @ sparse - X)
+                        / (np.linalg.norm(M) * np.linalg.norm(sparse) + np.linalg.norm(X)))
             if res > 1e-13:
                 raise AssertionError(f"{name}: sparse M^-1 X has a residual of {res:.3g}")
             e = ratio_entry(f"{name} (nv {pm.nv}) M^-1 X, {k} column(s)",
@@ -186,8 +191,8 @@ def _chain_entries(rng, folder: Path) -> list[dict]:
         tau = rng.normal(size=n)
         res = pd.forward_dynamics_result(q, v, tau)
         base = PinocchioConstraintDynamics(closed_chain_model(n, folder, "spherical"))
-        red = ProjectedDynamics(closed_chain_model(n, folder, "redundant")).forward_dynamics_result(
-            q, v, tau)
+        red_dyn = ProjectedDynamics(closed_chain_model(n, folder, "redundant"))
+        red = red_dyn.forward_dynamics_result(q, v, tau)
         scale = max(1.0, float(np.max(np.abs(res.a))))
         err = float(np.max(np.abs(res.a - base.acceleration(q, v, tau)))) / scale
         err_red = float(np.max(np.abs(res.a - red.a))) / scale

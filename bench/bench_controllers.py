@@ -1,4 +1,5 @@
-"""Cost of one ``step()`` of each control law, as a ratio to one pinocchio ``rnea`` on the same model.
+"""Cost of one ``step()`` of each control law, as a ratio to one pinocchio ``rnea`` on the same
+model.
 
 Models: arm7 (7-DOF open chain, fully actuated) and five_bar (closed loop, two passive joints);
 a law that does not apply to a model is listed as skipped with the reason.  Absolute targets
@@ -101,7 +102,8 @@ def _five_bar() -> list[dict]:
     out = []
     for law, ctl in laws.items():
         clock = iter(np.arange(1_000_000) * 1e-4)
-        out.append(_entry("five_bar", law, lambda c=ctl, k=clock: c.step(next(k), q, v, ref), rnea))
+        out.append(_entry("five_bar", law,
+                          lambda c=ctl, k=clock: c.step(next(k), q, v, ref), rnea))
     for law, why in (("computed_torque", "needs a fully actuated open chain"),
                      ("tv_lqr", "the linearization is for open chains"),
                      ("rmrc", "needs a fully actuated arm")):

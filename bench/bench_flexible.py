@@ -88,7 +88,8 @@ def _serial_manipulator_entry(rng) -> dict:
     f = flex.generalized_forces(u)
     qr, vr, tau = q[:2].copy(), v[:2].copy(), u.copy()
     return ratio_entry("flexible_manipulator forward_dynamics", lambda: flex._forward(q, v, f),
-                       lambda: pin.aba(pm, data, qr, vr, tau), "pin.aba rigid two-link arm", TARGET)
+                       lambda: pin.aba(pm, data, qr, vr, tau),
+                       "pin.aba rigid two-link arm", TARGET)
 
 
 def _section_6_4(scenario: str = "invert_flexible_manipulator.yaml") -> dict:
@@ -106,11 +107,13 @@ def _section_6_4(scenario: str = "invert_flexible_manipulator.yaml") -> dict:
              "book_mm": {"rigid": "several cm", "quasi_static": "< 1", "stable": "< 0.1"}}
     runs = run_flexible_scenario(sc)
     for method, (res, track) in runs.items():
-        entry[f"{method}_max_error_mm"] = None if track is None else round(track.max_error * 1e3, 5)
+        entry[f"{method}_max_error_mm"] = (None if track is None
+                                           else round(track.max_error * 1e3, 5))
         entry[f"{method}_cpu_s"] = round(res.wall_time, 3)
         entry[f"{method}_success"] = res.success
     lam = runs[sc.methods[0]][0].eigenvalues
-    entry["zero_dynamics_eigenvalues"] = [f"{z.real:.4g}{z.imag:+.4g}j" for z in np.sort_complex(lam)]
+    entry["zero_dynamics_eigenvalues"] = [f"{z.real:.4g}{z.imag:+.4g}j"
+                                          for z in np.sort_complex(lam)]
     err = {m: entry.get(f"{m}_max_error_mm") for m in ("rigid", "quasi_static", "stable")}
     if None not in err.values():
         entry["book_statements_hold"] = bool(err["rigid"] >= 20.0 and err["quasi_static"] < 1.0

@@ -37,7 +37,8 @@ CASES = (
 def _variant(directory: Path, k: int, gravity: float, tool: float) -> str:
     text = MODEL.read_text()
     for old, new in (("gravity: [0.0, -9.81]", f"gravity: [0.0, {gravity!r}]"),
-                     ("distal: {length: 0.0, mass: 0.5,", f"distal: {{length: 0.0, mass: {tool!r},"),
+                     ("distal: {length: 0.0, mass: 0.5,",
+                      f"distal: {{length: 0.0, mass: {tool!r},"),
                      ("name: flexible_cart_manipulator_design", f"name: cart_variant_{k}")):
         if old not in text:
             raise RuntimeError(f"{MODEL}: expected {old!r} in the model file")

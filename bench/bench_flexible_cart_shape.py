@@ -7,13 +7,15 @@ Sect. 7.5.2.1, 7.5.2.3).
   (7.33) on the initial arms (1.6, 1.7 mm); the serial design (7.29) + (7.34) (0.7 mm) and the
   concurrent design (7.37) (1.4 mm), each with Γ0 of the shaped arms and with Γ0 of the
   initial arms (the book does not say which); the shape (7.29) with the combined output
-  Γ = Γ0 of the shaped arms (ΔΓ = 0; the book finds no minimum-phase shape so); again on a copy of the model without gravity
-  (the reading under which the book's output designs came closest, suite
-  ``flexible_cart_readings``), with 2 % and 5 % modal damping. Their end-effector error histories are drawn as
+  Γ = Γ0 of the shaped arms (ΔΓ = 0; the book finds no minimum-phase shape so); again on a copy of
+  the model without gravity (the reading under which the book's output designs came closest, suite
+  ``flexible_cart_readings``), with 2 % and 5 % modal damping. Their end-effector error histories
+  are drawn as
   Fig. 7.15 (collocated) and Fig. 7.16 (combined outputs), the arm contours of (7.29) and
   (7.37) as Fig. 7.14, into ``design_output/bench_flexible_cart_shape/``;
 * ``study_*``: the four study files (config/designs/flexible_cart_manipulator_{shape,serial,
-  concurrent,shape_combined}.yaml) as reduced swarms on a local pool of 2 (``BENCH_CARTSHAPE_PARTICLES`` x
+  concurrent,shape_combined}.yaml) as reduced swarms on a local pool of 2
+  (``BENCH_CARTSHAPE_PARTICLES`` x
   ``BENCH_CARTSHAPE_ITERATIONS``, default 20 x 6), and the serial study once more on the
   model without gravity with 5 % damping (the reading where the book's (7.34) is minimum
   phase); ``BENCH_CARTSHAPE=full`` runs the files as written (160 x 45, 120 x 30, 140 x 45:

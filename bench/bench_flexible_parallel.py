@@ -12,7 +12,8 @@ is studied in ``bench/study_parallel_tool_pod.py`` (not part of ``make bench``, 
 
 The book's test trajectory (Fig. 6.11) is only plotted; chosen here: the tool point moves on a
 straight line from (0.7644, 0.7644) m (long arm at 45 deg, cart 1 at 0) by (+0.1, -0.1) m in
-1 s with a quintic rest-to-rest law (peak acceleration 1.6 m/s^2). Run ``python -m bench.bench_flexible_parallel``.
+1 s with a quintic rest-to-rest law (peak acceleration 1.6 m/s^2). Run ``python -m
+bench.bench_flexible_parallel``.
 """
 
 from __future__ import annotations

@@ -147,7 +147,8 @@ def _contours_729() -> dict:
     path = save_figure(fig, OUT / "flexible_shape_729.png")
     m0 = total_mass(list(arms.values()), [a.heights for a in arms.values()])
     m = total_mass(list(arms.values()), list(heights.values()))
-    return {"name": "flexshape_book_729_contours", "figure": str(Path(path).relative_to(HERE.parent)),
+    return {"name": "flexshape_book_729_contours",
+            "figure": str(Path(path).relative_to(HERE.parent)),
             "mass_ratio": m / m0, "initial_mass_kg": m0}
 
 

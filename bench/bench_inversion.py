@@ -22,8 +22,10 @@ GAMMA = [[0, 0], [0, 0], [2 / 3, 1 / 3]]  # eq. 5.23
 
 # (label, output kind, method, options, book CPU s, book error mm)
 TABLE_53 = [
-    ("servo-constraint DAE index 2, Euler 1 ms", "exact", "index2_euler", {"euler_dt": 1e-3}, 33, 4.101),
-    ("servo-constraint DAE index 2, Euler 0.1 ms", "exact", "index2_euler", {"euler_dt": 1e-4, "dt": 1e-4}, 347, 0.421),
+    ("servo-constraint DAE index 2, Euler 1 ms", "exact", "index2_euler",
+     {"euler_dt": 1e-3}, 33, 4.101),
+    ("servo-constraint DAE index 2, Euler 0.1 ms", "exact", "index2_euler",
+     {"euler_dt": 1e-4, "dt": 1e-4}, 347, 0.421),
     ("servo-constraint DAE index 1 (5.20)", "exact", "index1", {}, 3.2, 0.027),
     ("servo-constraint ODE (5.22)", "exact", "ode", {}, 2.8, 0.053),
     ("coordinate transformation, exact output", "exact", "classical", {}, 17.3, 0.053),
@@ -32,7 +34,8 @@ TABLE_53 = [
 
 
 def _run(model, task, kind, method, opts):
-    out = Output(model, ["x", "tip.x", "tip.y"]) if kind == "exact" else Output.combined(model, GAMMA)
+    out = (Output(model, ["x", "tip.x", "tip.y"]) if kind == "exact"
+           else Output.combined(model, GAMMA))
     opts = dict(opts)
     dt = opts.pop("dt", 1e-3)
     start = time.process_time()

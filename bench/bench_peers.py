@@ -14,10 +14,11 @@ Every figure is measured the same way for every tool, from its recorded joint tr
 
 The suite runs ``simulate`` with its compiled fixed step (``multibody_dynamics/fast_step.py``):
 RK4, projection after every step.  MuJoCo: ``mujoco.rollout`` (its C loop), default soft
-constraints (``solref``/``solimp``), and RK4 with the closures' ``solref`` at two steps.  Exudyn: ``ObjectKinematicTree`` (joint coordinates) with
+constraints (``solref``/``solimp``), and RK4 with the closures' ``solref`` at two steps.  Exudyn:
+``ObjectKinematicTree`` (joint coordinates) with
 closure constraints, generalized-alpha (index 3, full Newton, its default tolerances).  Drake:
-discrete ``MultibodyPlant`` with SAP and ball constraints.  A peer that is not installed is an entry
-``skipped: not installed`` (``pip install -e '.[bench]'`` installs them).  Run with
+discrete ``MultibodyPlant`` with SAP and ball constraints.  A peer that is not installed is an
+entry ``skipped: not installed`` (``pip install -e '.[bench]'`` installs them).  Run with
 ``python bench/run.py --only peers``; ``python bench/report.py peers`` prints the table.
 """
 

@@ -191,7 +191,8 @@ def _measure(rate: float, logdir: Path, robot, law, q0, kp, kd,
     cpu = {f"{name}_cpu_per_period_us": round((b - a) / ((wall1 - wall0) * rate) * 1e6, 1)
            for name, a, b in zip(("simulator", "controller"), cpu0, cpu1)}
     out = {"joint_states": states, "commands": {**_stats(np.diff(cm[:, 0]), 1.0 / rate),
-                                                **_latency(cm)}, **cpu, "machine_floor": floor_stats}
+                                                **_latency(cm)}, **cpu,
+           "machine_floor": floor_stats}
     if "p99_error_ms" in floor_stats:  # the nodes' p99 period error over the floor's, same window
         for topic in ("joint_states", "commands"):
             out[f"{topic}_p99_error_over_floor"] = round(

@@ -41,7 +41,8 @@ def _entry(name, res, wall, claim, holds, **extra):
 def run() -> list[dict]:
     out = []
     ff, _, w1 = _run("run_prr_surface.yaml")
-    free, _, w2 = _run("run_prr_surface.yaml", {"controller": {"options": {"force_control": False}}})
+    free, _, w2 = _run("run_prr_surface.yaml",
+                       {"controller": {"options": {"force_control": False}}})
     ok = (ff.metrics["force_error_max"] < 1e-6 and free.metrics["u_norm_mean"]
           < ff.metrics["u_norm_mean"] and ff.metrics["joint_error_final"]
           < 0.05 * ff.metrics["joint_error_max"])
@@ -79,7 +80,8 @@ def run() -> list[dict]:
     ratio_beta = dist.metrics["error_rms.beta"] / lqr.metrics["error_rms.beta"]
     # the book's error: end effector against the desired path (Γ approximation included),
     # without the initial error so that the recovery does not dominate
-    ratio_path = quiet["lqr_disturbed"].metrics["path_error_rms"] / quiet["lqr"].metrics["path_error_rms"]
+    ratio_path = (quiet["lqr_disturbed"].metrics["path_error_rms"]
+                  / quiet["lqr"].metrics["path_error_rms"])
     ratio_path_max = quiet["lqr_disturbed"].metrics["path_error_max"] / \
         quiet["lqr"].metrics["path_error_max"]
     out.append(_entry("passive_arm_lqr_disturbed (Seifried 4.2.7)", dist, wd,
@@ -87,7 +89,8 @@ def run() -> list[dict]:
                       beta_error_rms=dist.metrics["error_rms.beta"],
                       beta_rms_ratio_to_nominal=ratio_beta,
                       path_error_rms_mm_without_initial_error=[
-                          quiet[k].metrics["path_error_rms"] * 1e3 for k in ("lqr", "lqr_disturbed")],
+                          quiet[k].metrics["path_error_rms"] * 1e3
+                          for k in ("lqr", "lqr_disturbed")],
                       path_error_rms_ratio_without_initial_error=ratio_path,
                       path_error_max_ratio_without_initial_error=ratio_path_max))
     # feedback linearization of a minimum-phase design: the output error follows the closed

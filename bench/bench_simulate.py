@@ -35,7 +35,8 @@ def _entry(name, res, **extra) -> dict:
 
 def _energy_balance(res, model):
     """max |E - E0 - input work + damper dissipation| (input held per step; every step sampled)."""
-    work = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", res.tau[:-1], np.diff(res.q, axis=0)))])
+    work = np.concatenate([[0.0],
+                           np.cumsum(np.einsum("ij,ij->i", res.tau[:-1], np.diff(res.q, axis=0)))])
     p = np.einsum("ij,j,ij->i", res.v, model.damping, res.v)
     dissipated = np.concatenate([[0.0], np.cumsum(0.5 * (p[1:] + p[:-1]) * np.diff(res.t))])
     return float(np.max(np.abs(res.energy - res.energy[0] - work + dissipated)))
@@ -45,7 +46,8 @@ def _momentum(model, q, v):
     data = model.create_data()
     h = pin.computeCentroidalMomentum(model.pin_model, data, q, v)
     c = data.com[0]
-    return np.array([h.linear[0], h.linear[1], h.angular[2] + c[0] * h.linear[1] - c[1] * h.linear[0]])
+    return np.array([h.linear[0], h.linear[1], h.angular[2]
+                     + c[0] * h.linear[1] - c[1] * h.linear[0]])
 
 
 def run() -> list[dict]:
@@ -65,7 +67,8 @@ def run() -> list[dict]:
     from multibody_dynamics.projection import ProjectedDynamics
     q0 = ProjectedDynamics(m).project_position(np.array([0.5, 0.3, 1.5])).q
     res = simulate(m, 10.0, q0=q0, v0=[3.0, 0.0, 0.0], config=SimulatorConfig(dt=1e-3))
-    out.append(_entry("four_bar 10 s gravity rk4 1 ms", res, relative_energy_drift=res.energy_drift))
+    out.append(_entry("four_bar 10 s gravity rk4 1 ms", res,
+                      relative_energy_drift=res.energy_drift))
 
     m = load_model("dual_arm_load")
 
@@ -81,9 +84,11 @@ def run() -> list[dict]:
 
     m = load_model("two_wheeled_cart")
     c = model_constraints(m)
-    res = simulate(m, 20.0, v0=[0.5, 0, 0, 5.0, 5.0], tau=m.B @ np.array([0.3, -0.1]), constraints=c,
+    res = simulate(m, 20.0, v0=[0.5, 0, 0, 5.0, 5.0],
+                   tau=m.B @ np.array([0.3, -0.1]), constraints=c,
                    config=SimulatorConfig(dt=1e-3))
-    out.append(_entry("two_wheeled_cart 20 s rk4 1 ms", res, energy_balance_error=_energy_balance(res, m)))
+    out.append(_entry("two_wheeled_cart 20 s rk4 1 ms", res,
+                      energy_balance_error=_energy_balance(res, m)))
 
     m = load_model("arm7")  # open chain: the ROS simulator node's 1 kHz path
     res = simulate(m, 5.0, config=SimulatorConfig(dt=1e-3))

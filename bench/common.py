@@ -1,4 +1,5 @@
-"""Timing helpers for the benchmarks: every figure is a ratio to a baseline timed in the same run."""
+"""Timing helpers for the benchmarks: every figure is a ratio to a baseline timed in the same
+run."""
 
 from __future__ import annotations
 

@@ -253,7 +253,8 @@ def flexible_output_cost(results: dict, suites: list[str]) -> str:
 
 
 def flexible_cart_output(results: dict, suites: list[str]) -> str:
-    """Seifried Sect. 7.5.2.2: output designs of the flexible cart manipulator, book beside ours."""
+    """Seifried Sect. 7.5.2.2: output designs of the flexible cart manipulator, book beside
+    ours."""
     entries = _suites(results, suites or ["flexible_cart_design"])
     rows = []
     for e in entries:
@@ -278,13 +279,15 @@ def flexible_cart_output_cost(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 7.5.2.2: cost of one evaluation and of the swarm."""
     by = _by_name(_suites(results, suites or ["flexible_cart_design"]))
     c, s = by["cartdesign_evaluation_cost"], by["cartdesign_study_pool2"]
-    rows = [["one evaluation (minimum-phase design (7.32): steps 1 and 2)", _num(c["evaluation_s"]),
+    rows = [["one evaluation (minimum-phase design (7.32): steps 1 and 2)",
+             _num(c["evaluation_s"]),
              f"{_num(c['ratio_to_step1'])}× step 1 alone ({_num(1e3 * c['step1_s'])} ms)"]]
     if "speedup_vs_python" in c:
         rows.append(["the same with the Python internal dynamics", _num(c["evaluation_python_s"]),
                      f"{_num(c['speedup_vs_python'])}× the compiled evaluation"])
     rows.append([f"swarm, {s['particles']} particles x {s['iterations']} iterations, pool of 2",
-                 _num(s["wall_s"]), f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"])
+                 _num(s["wall_s"]),
+                 f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"])
     return _rows(["what", "wall [s]", "beside"], rows)
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-SUITES = ["rigid", "constrained", "simulate", "speed", "controllers", "inversion", "ros_loop", "scenarios", "flexible",
+SUITES = ["rigid", "constrained", "simulate", "speed", "controllers", "inversion",
+          "ros_loop", "scenarios", "flexible",
           "elastic_joints", "flexible_parallel", "design", "flexible_design", "peers",
           "ros_memory", "design_tracking", "design_studies", "flexible_cart_design",
           "flexible_cart_readings", "flexible_shape", "batch",
@@ -59,7 +60,8 @@ def main(argv=None) -> int:
                 if e.get("meets_target") is False:
                     failed.append(e["name"])
             else:
-                print(f"  {e['name']:40s} " + ", ".join(f"{k}={v}" for k, v in e.items() if k != "name"))
+                print(f"  {e['name']:40s} "
+                      + ", ".join(f"{k}={v}" for k, v in e.items() if k != "name"))
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out}")
     if out.resolve() == (HERE / "results.json").resolve():  # README's tables (bench/report.py)

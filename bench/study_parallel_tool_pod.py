@@ -98,7 +98,8 @@ def bending_model(n_long, n_short, **parameters):
     """The machine tool with the lowest ``n_long``/``n_short`` *bending* eigenmodes per arm.
 
     The arms' FE models have axial modes among the higher ones (long arm: mode 13 at 776 Hz
-    and mode 22, short arm: mode 10 at 1.67 kHz); with them in the 24 + 12 eigenmode model the zero dynamics of the
+    and mode 22, short arm: mode 10 at 1.67 kHz); with them in the 24 + 12 eigenmode model the zero
+    dynamics of the
     rigid output get a real eigenvalue at +32588 1/s and its classical inversion fails, so the
     snapshot model keeps bending modes only (the POD of bending snapshots has no axial part).
     """

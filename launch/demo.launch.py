@@ -9,7 +9,8 @@ sent (``/<robot>/controller_node/joint_trajectory`` or the FollowJointTrajectory
 and holds the start until then.  With ``with_inverter:=true`` each open-chain robot (arm7)
 also gets an ``inverter_node``: desired outputs sent to
 ``/<robot>/inverter_node/output_trajectory`` are inverted and the joint trajectory with its
-feedforward goes (latched) to that robot's controller.  five_bar starts in an assembled configuration (end
+feedforward goes (latched) to that robot's controller.  five_bar starts in an assembled
+configuration (end
 effector at (0, 0.35) m), since its spring rest (all zero) violates the loop closure.
 
 The suite's nodes are required: if one ends while the launch runs, the launch shuts down.

@@ -24,7 +24,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _robot_arg(p):
-    p.add_argument("robot", help="shipped robot name (see `multibody models`) or path to a model YAML")
+    p.add_argument("robot",
+                   help="shipped robot name (see `multibody models`) or path to a model YAML")
 
 
 def cmd_models(args) -> int:
@@ -165,8 +166,9 @@ def _constant_input(model, values):
         return model.B @ u
     if u.size == model.nv:
         return u
-    raise MultibodyError(f"--tau: expected {model.nu} input values ({', '.join(model.input_names)}) "
-                         f"or {model.nv} generalized forces, got {u.size}")
+    raise MultibodyError(f"--tau: expected {model.nu} input values "
+                         f"({', '.join(model.input_names)}) or {model.nv} generalized forces, got "
+                         f"{u.size}")
 
 
 def _simulate_input(model, args):
@@ -301,8 +303,8 @@ def _simulation_start(model, args):
         raise MultibodyError(f"--given/--branch: {model.name} has no loop closures; use --q0")
     if args.v0 is not None:
         if len(args.v0) != model.nv:
-            raise MultibodyError(f"--v0: expected {model.nv} values ({', '.join(model.coordinate_names)}), "
-                                 f"got {len(args.v0)}")
+            raise MultibodyError(f"--v0: expected {model.nv} values "
+                                 f"({', '.join(model.coordinate_names)}), got {len(args.v0)}")
         v0 = np.array(args.v0, float)
     return q0, v0
 
@@ -354,7 +356,8 @@ def _flexible_run(args, model):
     for flag, value, n in (("--q0", args.q0, model.nv), ("--v0", args.v0, model.nv),
                            ("--tau", args.tau, model.nu)):
         if value is not None and len(value) != n:
-            what = "joint inputs" if flag == "--tau" else "values (joints, then elastic coordinates)"
+            what = ("joint inputs" if flag == "--tau"
+                    else "values (joints, then elastic coordinates)")
             raise MultibodyError(f"{flag}: {model.name} is a flexible model: expected {n} "
                                  f"{what}, got {len(value)}")
     print("flexible model: adaptive DOP853 (default rtol 1e-8); --dt, --method, --position-tol "
@@ -537,8 +540,9 @@ def _invert_closed(args, fs, sc) -> int:
 
     if args.method is not None:
         if args.method not in fs.CLOSED_METHODS:
-            raise MultibodyError(f"--method: {sc.system.name} is a closed flexible model: expected "
-                                 f"one of {', '.join(fs.CLOSED_METHODS)}, got {args.method!r}")
+            raise MultibodyError(f"--method: {sc.system.name} is a closed flexible model: "
+                                 f"expected one of {', '.join(fs.CLOSED_METHODS)}, got "
+                                 f"{args.method!r}")
         sc = replace(sc, designs=(replace(sc.designs[0], method=args.method),))
     stopped = None
     try:  # stage lines as they finish, bars on stderr
@@ -555,7 +559,8 @@ def _invert_closed(args, fs, sc) -> int:
     partial = None
     for label, d in runs.items():
         if d.result.t.size:
-            name = f"{d.spec.method}_{d.spec.output}" + ("_gamma" if d.spec.gamma is not None else "")
+            suffix = "_gamma" if d.spec.gamma is not None else ""
+            name = f"{d.spec.method}_{d.spec.output}{suffix}"
             path = fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')
             print(f"wrote {path}")
             partial = path if stopped is not None and label == stopped.label else partial
@@ -674,7 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the force acts, end-effector frame [m] (default: the payload CoM)")
     p.add_argument("--payload-torque", type=float, nargs=3, metavar=("TX", "TY", "TZ"),
                    help="external torque on the payload, world axes [N m]")
-    p.add_argument("--out", default="requirements_output", help="output directory (default: %(default)s)")
+    p.add_argument("--out", default="requirements_output",
+                   help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_requirements, outputs={"out": "dir"})
 
@@ -723,8 +729,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--v0", type=float, nargs="+", metavar="V",
                    help="initial velocity (nv values; default: 0); projected onto null(A)")
     p.add_argument("--tau", type=float, nargs="+", metavar="U",
-                   help="constant input: nu values (tau = B u) or nv generalized forces [N m | N]; "
-                   "flexible models: nu joint inputs")
+                   help="constant input: nu values (tau = B u) or nv generalized forces [N m | "
+                   "N]; flexible models: nu joint inputs")
     p.add_argument("--tau-file", metavar="FILE.csv",
                    help="time-varying input: CSV with a column t [s] and one per input named as "
                    "the model's inputs (or u.<input>, e.g. an invert result); must cover "
@@ -771,9 +777,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="inversion scenario YAML")
     p.add_argument("--method",
                    help="override the scenario's method (rigid models: classical, ode, index1, "
-                   "index2_euler, stable, causal, quasi_static; flexible models: rigid, collocated, "
-                   "quasi_static, stable, classical; closed flexible models: classical, stable)")
-    p.add_argument("--out", default="inversion_output", help="output directory (default: %(default)s)")
+                   "index2_euler, stable, causal, quasi_static; flexible models: rigid, "
+                   "collocated, quasi_static, stable, classical; closed flexible models: "
+                   "classical, stable)")
+    p.add_argument("--out", default="inversion_output",
+                   help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_invert, outputs={"out": "dir"})
 
@@ -788,7 +796,8 @@ def build_parser() -> argparse.ArgumentParser:
         "writes <scenario>.csv and <scenario>.png.  Exit status 1 when the run diverges.",
     )
     p.add_argument("scenario", help="closed-loop scenario YAML")
-    p.add_argument("--duration", type=float, metavar="S", help="override the scenario's duration [s]")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="override the scenario's duration [s]")
     p.add_argument("--out", default="run_output", help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run, outputs={"out": "dir"})

@@ -63,7 +63,8 @@ def rest_to_rest_profile(s, order: int = 5, derivatives: int = 2) -> np.ndarray:
 
 
 def rest_to_rest(t, q0, q1, t0: float, tf: float, order: int = 5) -> SampledTrajectory:
-    """Rest-to-rest motion from ``q0`` at ``t0`` to ``q1`` at ``tf`` (held outside), sampled at ``t``."""
+    """Rest-to-rest motion from ``q0`` at ``t0`` to ``q1`` at ``tf`` (held outside), sampled at
+    ``t``."""
     q0 = np.atleast_1d(np.asarray(q0, float))
     q1 = as_vector(q1, q0.size, "q1")
     if not tf > t0:

@@ -15,6 +15,7 @@ from .model import MultibodyModel, load_model, shipped_robots
 from .rigid import Payload, RigidDynamics
 
 __all__ = [
-    "DimensionError", "FrameNotFound", "InputError", "ModelError", "MultibodyError", "MultibodyModel",
+    "DimensionError", "FrameNotFound", "InputError", "ModelError",
+    "MultibodyError", "MultibodyModel",
     "Payload", "RigidDynamics", "SolverError", "load_model", "shipped_robots",
 ]

@@ -84,8 +84,8 @@ class KKTSettings:
 
 @dataclass(frozen=True)
 class KKTResult:
-    """a (nv,); lam (m,) multipliers (minimum norm with lstsq), ``M a + h = tau + tau_s + A^T lam``;
-    residual = ||A a + gamma + baumgarte||_inf; success; message."""
+    """a (nv,); lam (m,) multipliers (minimum norm with lstsq), ``M a + h = tau + tau_s + A^T
+    lam``; residual = ||A a + gamma + baumgarte||_inf; success; message."""
 
     a: np.ndarray
     lam: np.ndarray
@@ -113,7 +113,8 @@ class KKTDynamics(_Base):
             rhs_c = rhs_c - 2.0 * s.baumgarte_alpha * (A @ v)
         if s.baumgarte_beta and self.constraints.n_holonomic:
             rhs_c = rhs_c.copy()
-            rhs_c[: self.constraints.n_holonomic] -= s.baumgarte_beta ** 2 * self.constraints.residual(q)
+            rhs_c[: self.constraints.n_holonomic] -= (s.baumgarte_beta ** 2
+                                                      * self.constraints.residual(q))
         m, nv = A.shape
         K = np.zeros((nv + m, nv + m))
         K[:nv, :nv] = M
@@ -283,7 +284,8 @@ class PinocchioConstraintDynamics:
     def __init__(self, model: MultibodyModel, reference_frame=pin.ReferenceFrame.LOCAL,
                  mu: float = 1e-12, eps: float = 1e-12, max_iter: int = 50):
         if not mu >= 1e-12:
-            raise InputError(f"mu: expected >= 1e-12 (mu = 0 gives NaN on redundant closures), got {mu}")
+            raise InputError("mu: expected >= 1e-12 (mu = 0 gives NaN on redundant closures), "
+                             f"got {mu}")
         self.model = model
         pm = self._pm = model.pin_model
         self._data = pm.createData()

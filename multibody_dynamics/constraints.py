@@ -299,12 +299,15 @@ class Constraints:
             One per row (default ``<name>.0``, ``<name>.1``, ...).
         """
         if not isinstance(rows, (int, np.integer)) or rows < 1:
-            raise DimensionError(f"pfaffian {name!r}: rows: expected a positive integer, got {rows!r}")
+            raise DimensionError(f"pfaffian {name!r}: rows: expected a positive integer, got "
+                                 f"{rows!r}")
         if not callable(fn):
-            raise DimensionError(f"pfaffian {name!r}: fn: expected a callable fn(q, v) -> (A, gamma)")
+            raise DimensionError(f"pfaffian {name!r}: fn: expected a callable "
+                                 "fn(q, v) -> (A, gamma)")
         labels = tuple(f"{name}.{i}" for i in range(rows)) if labels is None else tuple(labels)
         if len(labels) != rows:
-            raise DimensionError(f"pfaffian {name!r}: labels: expected {rows} labels, got {len(labels)}")
+            raise DimensionError(f"pfaffian {name!r}: labels: expected {rows} labels, got "
+                                 f"{len(labels)}")
         self._pfaffian.append(_Pfaffian(name, int(rows), fn, labels))
 
     # -- argument checks ---------------------------------------------------------------

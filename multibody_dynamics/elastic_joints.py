@@ -219,10 +219,12 @@ def _diagonal(x, n: int, name: str) -> np.ndarray:
         return np.diag(arr)
     if arr.shape == (n, n):
         return arr
-    raise DimensionError(f"{name}: expected shape ({n},) (diagonal) or ({n}, {n}), got {arr.shape}")
+    raise DimensionError(f"{name}: expected shape ({n},) (diagonal) or ({n}, {n}), "
+                         f"got {arr.shape}")
 
 
-def expm_step(M, damping, stiffness, force, theta, dtheta, h: float) -> tuple[np.ndarray, np.ndarray]:
+def expm_step(M, damping, stiffness, force, theta, dtheta,
+              h: float) -> tuple[np.ndarray, np.ndarray]:
     """Exact solution over ``h`` of ``M theta'' + L_d theta' + L_s theta = force`` (constant).
 
     Yeşiloğlu (2007) eqs. 4.12-4.17 write this step with ``L_sd^-1`` and a truncated series of
@@ -573,13 +575,15 @@ class ElasticJoints:
 
     def _motion_equation(self, q, v, a_rigid):
         if self.free_names:
-            raise InputError(f"{self.model.name}: a prescribed motion needs every rigid coordinate "
-                             f"actuated; {', '.join(self.free_names)} is passive without spring")
+            raise InputError(f"{self.model.name}: a prescribed motion needs every rigid "
+                             f"coordinate actuated; {', '.join(self.free_names)} is passive "
+                             "without spring")
         M, h = self._M_h(q, v)
         e = self.iv_elastic
         M3 = M[self._ix["er"]]
         force = -(h[e] + M3 @ a_rigid)  # (4.5)
-        eq = ReducedEquation("motion", M[self._ix["ee"]], self.damping, self.stiffness, force, h[e],
+        eq = ReducedEquation("motion", M[self._ix["ee"]], self.damping,
+                             self.stiffness, force, h[e],
                              self.deflection(q), v[e], None, np.zeros((self.nr, self.ne)),
                              a_rigid.copy())
         return eq, M, h
@@ -757,7 +761,8 @@ class ElasticJoints:
             const = np.zeros(nv) if tau is None else (
                 None if callable(tau) else require_finite(as_vector(tau, nv, "tau"), "tau"))
         n = max(1, int(round(duration / h)))
-        every = 1 if output_dt is None else max(1, int(round(_positive(output_dt, "output_dt") / h)))
+        every = (1 if output_dt is None
+                 else max(1, int(round(_positive(output_dt, "output_dt") / h))))
         q = model.q_initial.copy() if q0 is None else require_finite(
             as_vector(q0, model.nq, "q0"), "q0").copy()
         v = np.zeros(nv) if v0 is None else require_finite(as_vector(v0, nv, "v0"), "v0").copy()
@@ -840,6 +845,7 @@ def simulate_elastic(model: MultibodyModel, duration: float, h: float, q0=None, 
                      tau: TorqueFn | np.ndarray | None = None, motion: MotionFn | None = None,
                      config: ElasticJointsConfig | None = None, output_dt: float | None = None,
                      scheme: str = "start") -> ElasticSimulationResult:
-    """Simulate ``model`` with its elastic joints in reduced form; see :meth:`ElasticJoints.simulate`."""
+    """Simulate ``model`` with its elastic joints in reduced form; see
+    :meth:`ElasticJoints.simulate`."""
     return ElasticJoints(model, config).simulate(duration, h, q0, v0, tau=tau, motion=motion,
                                                  output_dt=output_dt, scheme=scheme)

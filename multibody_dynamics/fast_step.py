@@ -61,8 +61,8 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
     (6, n), ``H`` (nf, 4, 4); ``X`` (n, 12) world rotation (9) and position (3) of each joint;
     ``W`` (n, 34) work space: body velocity (6), force (6), inertia at the world origin
     (composite after the backward pass) as mass, first moment ``m c`` (3) and rotational
-    inertia about the origin (9), bias acceleration (6), scratch (3).  No allocation.  Returns the gravity potential
-    energy [J] (pinocchio's convention, zero at the world origin).
+    inertia about the origin (9), bias acceleration (6), scratch (3).  No allocation.  Returns the
+    gravity potential energy [J] (pinocchio's convention, zero at the world origin).
     """
     n = ji.shape[0]
     pot = 0.0
@@ -71,7 +71,9 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
         par = ji[i, 0]
         # parent placement
         if par < 0:
-            p00, p01, p02, p10, p11, p12, p20, p21, p22 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0
+            p00, p01, p02 = 1.0, 0.0, 0.0
+            p10, p11, p12 = 0.0, 1.0, 0.0
+            p20, p21, p22 = 0.0, 0.0, 1.0
             t0, t1, t2 = 0.0, 0.0, 0.0
         else:
             p00, p01, p02 = X[par, 0], X[par, 1], X[par, 2]
@@ -153,7 +155,8 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
         b4 += d4 * vi
         b5 += d5 * vi
         W[i, 25], W[i, 26], W[i, 27], W[i, 28], W[i, 29], W[i, 30] = b0, b1, b2, b3, b4, b5
-        # inertia at the world origin: mass m, first moment h = m c, Io = R Ic R^T + m (|c|^2 - c c^T)
+        # inertia at the world origin: mass m, first moment h = m c,
+        # Io = R Ic R^T + m (|c|^2 - c c^T)
         m = jf[i, 15]
         c0 = X[i, 9] + X[i, 0] * jf[i, 16] + X[i, 1] * jf[i, 17] + X[i, 2] * jf[i, 18]
         c1 = X[i, 10] + X[i, 3] * jf[i, 16] + X[i, 4] * jf[i, 17] + X[i, 5] * jf[i, 18]
@@ -1008,7 +1011,8 @@ class _Packed:
             H0 = np.zeros((0, 4, 4))
             self.par = np.zeros(4)
             self.m = 0
-        # work buffers: views are cut in the kernel (_workspace); frames on the universe placed once
+        # work buffers: views are cut in the kernel (_workspace); frames on the universe placed
+        # once
         buf = np.zeros(_buffer_size(self.nv, self.m, len(fi)))
         o = self.nv * self.nv + 13 * self.nv  # M, nle, J, dJ precede H in the buffer
         buf[o:o + H0.size] = H0.ravel()

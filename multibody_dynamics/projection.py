@@ -117,7 +117,8 @@ class ProjectionSettings:
             raise InputError("rank_atol, rank_rtol: expected numbers >= 0, got "
                              f"{self.rank_atol}, {self.rank_rtol}")
         if self.variant not in VARIANTS:
-            raise InputError(f"variant: expected one of {', '.join(VARIANTS)}, got {self.variant!r}")
+            raise InputError(f"variant: expected one of {', '.join(VARIANTS)}, got "
+                             f"{self.variant!r}")
         if not (np.isfinite(self.alpha) and self.alpha != 0):
             raise InputError(f"alpha: expected a finite non-zero number [kg], got {self.alpha}")
         if not self.position_tol > 0:
@@ -149,7 +150,8 @@ class NullSpaceProjector:
     basis: np.ndarray
 
 
-def null_space_projector(A, rank_atol: float = 1e-9, rank_rtol: float = 1e-10) -> NullSpaceProjector:
+def null_space_projector(A, rank_atol: float = 1e-9,
+                         rank_rtol: float = 1e-10) -> NullSpaceProjector:
     """``P = I - A^+ A`` (Aghili 2005 eq. 15) and ``A^+`` from one SVD.
 
     Singular values below ``max(rank_atol, rank_rtol * sigma_max)`` are zero (eq. 70):
@@ -337,7 +339,8 @@ _PASSIVE_RANK_TOL = 1e-9
 
 
 def _passive_rank(B: np.ndarray) -> tuple[int, np.ndarray]:
-    """Rank and pseudo-inverse (same threshold) of B = E V, the passive rows of the row-space basis."""
+    """Rank and pseudo-inverse (same threshold) of B = E V, the passive rows of the row-space
+    basis."""
     if B.size == 0:
         return 0, B.T.copy()
     U, s, Vt = np.linalg.svd(B, full_matrices=False)
@@ -439,7 +442,7 @@ class ManifoldProjectionResult:
     rank: int
 
 
-# -- fast path -------------------------------------------------------------------------------------
+# -- fast path ------------------------------------------------------------------------------------
 # ProjectedDynamics.acceleration/forward_dynamics spend their time in Python and numpy call
 # overhead on tiny matrices (DESIGN.md Sect. 7).  When numba is available, one compiled kernel
 # does the whole algebra after a single pinocchio pass (computeAllTerms: M, h, world joint
@@ -450,8 +453,9 @@ class ManifoldProjectionResult:
 #   position rows  A = w . (nu_r + omega_r x p_a),  w = R_b d (world direction of a row),
 #                  gamma = w . (-omega_b x g + nu_r' + omega_r' x p_a + omega_r x v_a),
 #                  g = nu_r + omega_r x p_a, (nu_r', omega_r') = dJ diag(sel) v;
-#   rotation rows  A = G(R) R_b^T omega_r,  gamma = G([w_r]x R) w_r + G(R) R_b^T (omega_r' - omega_b
-#                  x omega_r),  R = R_b^T R_a, w_r = R_b^T omega_r.
+#   rotation rows  A = G(R) R_b^T omega_r,
+#                  gamma = G([w_r]x R) w_r + G(R) R_b^T (omega_r' - omega_b x omega_r),
+#                  R = R_b^T R_a, w_r = R_b^T omega_r.
 # The SVD of A is a one-sided Jacobi SVD (accurate to eps * sigma_max like LAPACK's), the solve an
 # LU with partial pivoting; results equal the numpy path to round-off (checked in
 # test/test_projection_fast.py and before every benchmark).
@@ -507,15 +511,19 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
             b2 = (-(wb[0] * g1 - wb[1] * g0) + Ar[2] + Ar[3] * pa1 - Ar[4] * pa0
                   + Vr[3] * va1 - Vr[4] * va0)
             for r in range(kp):
-                w0 = H[ib, 0, 0] * cf[c, 3 * r + 0] + H[ib, 0, 1] * cf[c, 3 * r + 1] + H[ib, 0, 2] * cf[c, 3 * r + 2]
-                w1 = H[ib, 1, 0] * cf[c, 3 * r + 0] + H[ib, 1, 1] * cf[c, 3 * r + 1] + H[ib, 1, 2] * cf[c, 3 * r + 2]
-                w2 = H[ib, 2, 0] * cf[c, 3 * r + 0] + H[ib, 2, 1] * cf[c, 3 * r + 1] + H[ib, 2, 2] * cf[c, 3 * r + 2]
+                w0 = (H[ib, 0, 0] * cf[c, 3 * r + 0] + H[ib, 0, 1] * cf[c, 3 * r + 1]
+                      + H[ib, 0, 2] * cf[c, 3 * r + 2])
+                w1 = (H[ib, 1, 0] * cf[c, 3 * r + 0] + H[ib, 1, 1] * cf[c, 3 * r + 1]
+                      + H[ib, 1, 2] * cf[c, 3 * r + 2])
+                w2 = (H[ib, 2, 0] * cf[c, 3 * r + 0] + H[ib, 2, 1] * cf[c, 3 * r + 1]
+                      + H[ib, 2, 2] * cf[c, 3 * r + 2])
                 for k in range(nv):
                     s = cf[c, 90 + k]
                     if s == 0.0:
                         A[o + r, k] = 0.0
                     else:
-                        j0, j1, j2, j3, j4, j5 = J[0, k], J[1, k], J[2, k], J[3, k], J[4, k], J[5, k]
+                        j0, j1, j2 = J[0, k], J[1, k], J[2, k]
+                        j3, j4, j5 = J[3, k], J[4, k], J[5, k]
                         A[o + r, k] = s * (w0 * (j0 + j4 * pa2 - j5 * pa1)
                                            + w1 * (j1 + j5 * pa0 - j3 * pa2)
                                            + w2 * (j2 + j3 * pa1 - j4 * pa0))
@@ -546,7 +554,8 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
                     G[r, j] = sg
                     Gd[r, j] = sd
                 for j in range(3):  # G R_b^T
-                    GRt[r, j] = G[r, 0] * H[ib, j, 0] + G[r, 1] * H[ib, j, 1] + G[r, 2] * H[ib, j, 2]
+                    GRt[r, j] = (G[r, 0] * H[ib, j, 0] + G[r, 1] * H[ib, j, 1]
+                                 + G[r, 2] * H[ib, j, 2])
                 row = o + kp + r
                 for k in range(nv):
                     s = cf[c, 90 + k]
@@ -1436,7 +1445,8 @@ class ProjectedDynamics:
             return self._actuated_default
         mask = np.asarray(actuated)
         if mask.dtype != bool:  # names or indices
-            idx = [self.model.joint_index(x) if isinstance(x, str) else int(x) for x in mask.ravel()]
+            idx = [self.model.joint_index(x) if isinstance(x, str)
+                   else int(x) for x in mask.ravel()]
             mask = np.zeros(self._nv, bool)
             mask[idx] = True
         if mask.shape != (self._nv,):
@@ -1496,9 +1506,9 @@ class ProjectedDynamics:
         ok = True
         if residual > s.consistency_tol:
             ok = False
-            messages.append(f"the commanded acceleration violates A a + gamma = 0 by {residual:.3g} "
-                            f"(> consistency_tol {s.consistency_tol:g}); torques only reproduce its "
-                            "admissible part")
+            messages.append("the commanded acceleration violates A a + gamma = 0 by "
+                            f"{residual:.3g} (> consistency_tol {s.consistency_tol:g}); torques "
+                            "only reproduce its admissible part")
         passive = ~S
         if lam_d is not None:
             if np.any(passive):
@@ -1558,15 +1568,17 @@ class ProjectedDynamics:
             msg = (f"controllable: the constraint forces can balance every passive joint "
                    f"({', '.join(names) or 'none'}); rank[(I-S)(I-P)] = {rank} = n - k")
             return ControllabilityResult(True, msg, rank, need, proj.rank, names)
-        return ControllabilityResult(False, self._controllability_message(rank, passive, proj.rank),
+        return ControllabilityResult(False,
+                                     self._controllability_message(rank, passive, proj.rank),
                                      rank, need, proj.rank, names)
 
     def _controllability_message(self, rank, passive, constraint_rank):
         names = [n for n, p in zip(self.model.coordinate_names, passive) if p]
         need = len(names)
         dof = self._nv - constraint_rank
-        return (f"not controllable here (Aghili 2005 eq. 64): the constraints can hold only {rank} "
-                f"of the {need} passive joint(s) ({', '.join(names)}), rank[(I-S)(I-P)] = {rank} "
+        return ("not controllable here (Aghili 2005 eq. 64): the constraints can hold only "
+                f"{rank} of the {need} passive joint(s) ({', '.join(names)}), rank[(I-S)(I-P)] = "
+                f"{rank} "
                 f"< n - k = {need}. The mechanism has {dof} degree(s) of freedom but only "
                 f"{self._nv - need} actuated joint(s) act on them; actuate {need - rank} more "
                 "joint(s), or move away from a singular configuration")

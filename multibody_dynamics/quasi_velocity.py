@@ -286,7 +286,7 @@ def constrained_quasi_velocity(M, C, f, v, A, gamma, basis=None, basis_rate=None
         V1=V1, V2=V2, singular_values=sv, rank=r, residual=residual, success=ok, message=msg)
 
 
-# -- the model-level object -------------------------------------------------------------------------
+# -- the model-level object -----------------------------------------------------------------------
 class QuasiVelocityDynamics:
     """Quasi-velocity dynamics of a (constrained) model (Aghili 2010).
 
@@ -362,7 +362,8 @@ class QuasiVelocityDynamics:
         """The reduction at (q, v) without actuation (``tau = 0``): W, Lambda, its SVD, Gamma_r."""
         return self.forward_dynamics(q, v, np.zeros(self._nv), basis, basis_rate)
 
-    def inverse_dynamics(self, q, v, a, u_o=None) -> tuple[np.ndarray, ConstrainedQuasiVelocityResult]:
+    def inverse_dynamics(self, q, v, a,
+                         u_o=None) -> tuple[np.ndarray, ConstrainedQuasiVelocityResult]:
         """Actuation that produces the admissible acceleration ``a``, with ``u_o`` chosen.
 
         ``u_r = V2^T (W^T a + X^T nu + Gamma nu)`` (the motion, eq. 31a without the basis

@@ -59,7 +59,8 @@ class RequirementsResult:
         for j, name in enumerate(self.joint_names):
             w = self.wrenches[:, j, :]
             fn, tn = np.linalg.norm(w[:, :3], axis=1), np.linalg.norm(w[:, 3:], axis=1)
-            row = {"joint": name, **{c: float(np.max(np.abs(w[:, k]))) for k, c in enumerate(COMPONENTS)}}
+            row = {"joint": name,
+                   **{c: float(np.max(np.abs(w[:, k]))) for k, c in enumerate(COMPONENTS)}}
             row.update(force=float(fn.max()), t_force=float(self.t[fn.argmax()]),
                        torque=float(tn.max()), t_torque=float(self.t[tn.argmax()]))
             rows.append(row)
@@ -71,7 +72,8 @@ class RequirementsResult:
         lines = ["peak joint reaction loads (N, N m; joint frames)", head, "-" * len(head)]
         for r in self.peaks():
             lines.append(f"{r['joint']:14s}" + "".join(f"{r[c]:10.2f}" for c in COMPONENTS)
-                         + f"{r['force']:10.2f}{r['t_force']:7.2f}{r['torque']:10.2f}{r['t_torque']:7.2f}")
+                         + f"{r['force']:10.2f}{r['t_force']:7.2f}"
+                         f"{r['torque']:10.2f}{r['t_torque']:7.2f}")
         if self.passive_effort > 1e-9:
             lines.append(f"note: passive joints would need up to {self.passive_effort:.3g} N m; "
                          "this motion is not reachable by the actuators alone")

@@ -59,7 +59,8 @@ class Payload:
     def __post_init__(self):
         if not np.isfinite(self.mass) or self.mass < 0:
             raise InputError(f"payload mass: expected a finite number >= 0 kg, got {self.mass}")
-        for name in ("com", "force", "torque") + (("force_point",) if self.force_point is not None else ()):
+        for name in ("com", "force", "torque") + (("force_point",)
+                                                  if self.force_point is not None else ()):
             vec = as_vector(getattr(self, name), 3, f"payload {name}")
             if not np.all(np.isfinite(vec)):
                 raise InputError(f"payload {name}: expected finite numbers, got {vec.tolist()}")
@@ -70,7 +71,8 @@ class Payload:
         if inertia.shape != (3, 3):
             raise DimensionError(f"payload inertia: expected shape (3, 3), got {inertia.shape}")
         if not np.allclose(inertia, inertia.T) or np.linalg.eigvalsh(inertia)[0] < -1e-12:
-            raise DimensionError("payload inertia: expected a symmetric positive semi-definite matrix")
+            raise DimensionError("payload inertia: expected a symmetric positive semi-definite "
+                                 "matrix")
         object.__setattr__(self, "inertia", inertia)
 
     @property
@@ -85,7 +87,8 @@ def with_payload(model: MultibodyModel, payload: Payload) -> tuple[pin.Model, in
     """
     frame_name = payload.frame or model.end_effector
     if frame_name is None:
-        raise DimensionError(f"{model.name}: the model has no end_effector; name the payload frame")
+        raise DimensionError(f"{model.name}: the model has no end_effector; "
+                             "name the payload frame")
     fid = model.frame_id(frame_name)
     pm = model.pin_model.copy()
     frame = pm.frames[fid]
@@ -187,7 +190,8 @@ class RigidDynamics:
         return pin.nonLinearEffects(self._pm, self._data, self._q(q), self._v(v, "v"))
 
     def gravity_forces(self, q) -> np.ndarray:
-        """Generalized gravity load g(q) (nv,): the tau that holds the robot at rest, springs excluded."""
+        """Generalized gravity load g(q) (nv,): the tau that holds the robot at rest, springs
+        excluded."""
         return pin.computeGeneralizedGravity(self._pm, self._data, self._q(q))
 
     def coriolis_matrix(self, q, v) -> np.ndarray:
@@ -249,11 +253,13 @@ class RigidDynamics:
 
 
 def payload_forces(pm: pin.Model, data: pin.Data, q, payload: Payload, fid: int, jid: int):
-    """External forces of ``payload`` as pinocchio expects them in ``rnea``: per joint, local frame."""
+    """External forces of ``payload`` as pinocchio expects them in ``rnea``: per joint, local
+    frame."""
     fext = [pin.Force.Zero() for _ in range(pm.njoints)]
     if payload.has_loads:
         pin.framesForwardKinematics(pm, data, q)
-        point_local = np.array(payload.force_point if payload.force_point is not None else payload.com)
+        point_local = np.array(payload.force_point
+                               if payload.force_point is not None else payload.com)
         point_world = data.oMf[fid].act(point_local)
         force = np.array(payload.force)
         world = pin.Force(force, np.cross(point_world, force) + np.array(payload.torque))

@@ -20,7 +20,8 @@ two wheels' lateral conditions are the same row, because both wheels sit on one 
 it is kept once so that ``A`` has full rank 3.  The bias ``gamma = A'(q, v) v`` follows from
 ``dA/dt = theta' dA/dtheta``::
 
-    gamma_long = theta' (-x' sin(theta) + y' cos(theta)),    gamma_lat = -theta' (x' cos(theta) + y' sin(theta)).
+    gamma_long = theta' (-x' sin(theta) + y' cos(theta)),
+    gamma_lat = -theta' (x' cos(theta) + y' sin(theta)).
 
 Yesiloglu's formulation drops the lateral row from the dynamics and asks to monitor it; here
 all three rows enter the projection (Aghili 2005), so the simulator enforces all three, and
@@ -91,7 +92,8 @@ def differential_drive(model: MultibodyModel, radius: float, half_track: float,
     return fn, ("left.longitudinal", "right.longitudinal", "axle.lateral")
 
 
-def add_differential_drive(constraints: Constraints, radius: float, half_track: float | None = None,
+def add_differential_drive(constraints: Constraints, radius: float,
+                           half_track: float | None = None,
                            **names) -> None:
     """Add the three rolling rows of :func:`differential_drive` to ``constraints``.
 

@@ -197,7 +197,8 @@ class SimulatorConfig:
             raise InputError(f"position_tol: expected a positive tolerance in m | rad, got "
                              f"{self.position_tol}")
         if not (isinstance(self.max_newton_iter, int) and self.max_newton_iter >= 1):
-            raise InputError(f"max_newton_iter: expected an integer >= 1, got {self.max_newton_iter!r}")
+            raise InputError("max_newton_iter: expected an integer >= 1, got "
+                             f"{self.max_newton_iter!r}")
         if self.velocity_metric not in VELOCITY_METRICS:
             raise InputError(f"velocity_metric: expected one of {', '.join(VELOCITY_METRICS)}, "
                              f"got {self.velocity_metric!r}")
@@ -446,7 +447,8 @@ class SimulationResult:
         if self.lam_labels:
             ax = axes[panels.index("residual")]
             floor = 1e-17  # zero residuals on a log axis
-            ax.semilogy(self.t, np.maximum(self.residual, floor), lw=1.1, label="max |phi| [m | rad]")
+            ax.semilogy(self.t, np.maximum(self.residual, floor), lw=1.1,
+                        label="max |phi| [m | rad]")
             ax.semilogy(self.t, np.maximum(self.velocity_residual, floor), lw=1.1,
                         label="max |A v| [m/s | rad/s]")
             ax.set_ylabel("residual")
@@ -460,7 +462,8 @@ class SimulationResult:
         ax.set_xlabel("t [s]")
         for a in axes:
             a.grid(alpha=0.3)
-        fig.suptitle(title or ("simulation" + ("" if self.success else f" (FAILED: {self.message})")),
+        fig.suptitle(title
+                     or ("simulation" + ("" if self.success else f" (FAILED: {self.message})")),
                      fontsize=10)
         return save_figure(fig, path)
 
@@ -687,7 +690,8 @@ class _Recorder:
                 self.lam[k], self.res[k], self.vres[k] = lam, res, vres
             self.k = k + 1
             return
-        self.t[k], self.q[k], self.v[k], self.tau[k], self.e[k] = sim.t, sim.q, sim.v, tau, sim.energy()
+        self.t[k], self.q[k], self.v[k] = sim.t, sim.q, sim.v
+        self.tau[k], self.e[k] = tau, sim.energy()
         if constrained:
             self.lam[k], self.res[k], self.vres[k] = sim.sample(tau)
         self.k = k + 1
@@ -992,8 +996,9 @@ def _run_adaptive(sim: Simulator, t_out: np.ndarray, u_at, rec: _Recorder, bar):
             return np.concatenate([ddelta, sim._accel(q, v, u)])
 
         init_evals = 1 if h_prev is not None else 2  # f(t0, y0), plus one to pick the first step
+        first = None if h_prev is None else min(h_prev, t1 - t0)
         solver = solver_cls(rhs, t0, np.concatenate([np.zeros(nv), sim.v]), t1, rtol=cfg.rtol,
-                            atol=cfg.atol, first_step=None if h_prev is None else min(h_prev, t1 - t0))
+                            atol=cfg.atol, first_step=first)
         accepted, h_before, y_stop, t_stop, nfev_steps = 0, solver.h_abs, None, None, None
         while solver.status == "running":
             h_before, t_old = solver.h_abs, solver.t

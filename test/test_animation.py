@@ -50,7 +50,8 @@ def test_scene_places_links_by_closed_form_and_closes_the_loop(slider_crank_resu
     c12, s12 = np.cos(q1[k] + q2[k]), np.sin(q1[k] + q2[k])
     # closed-form planar kinematics, independent of pinocchio; 1e-9 m: the scene rounds
     # (to 0.01 mm) only in to_json, so here the agreement is to round-off
-    np.testing.assert_allclose(scene.poses[:, crank, :2], np.column_stack([L / 2 * c1, L / 2 * s1]),
+    np.testing.assert_allclose(scene.poses[:, crank, :2],
+                               np.column_stack([L / 2 * c1, L / 2 * s1]),
                                atol=1e-9)
     np.testing.assert_allclose(scene.poses[:, rod, :2],
                                np.column_stack([L * c1 + L / 2 * c12, L * s1 + L / 2 * s12]),

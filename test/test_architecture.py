@@ -191,5 +191,6 @@ def test_print_finder_finds_a_print():
     # the checker itself: a nested bare print is found, a method named print is not
     tree = ast.parse("def f(x):\n    if x:\n        print('a', flush=True)\n    x.print()\n")
     assert print_calls(tree) == [3]
-    assert is_cli_module("multibody_control.cli") and is_cli_module("multibody_control.animate_cli")
+    assert is_cli_module("multibody_control.cli")
+    assert is_cli_module("multibody_control.animate_cli")
     assert not is_cli_module("multibody_control.scenarios.flexible")

@@ -32,7 +32,8 @@ def spatial_spec(ctype):
 
 def fd_velocity(c, pm, q, v, h=FD_STEP):
     """d/dt phi(q(t)) along q(t) = q (+) t v, central differences on the manifold."""
-    return (c.residual(pin.integrate(pm, q, h * v)) - c.residual(pin.integrate(pm, q, -h * v))) / (2 * h)
+    return (c.residual(pin.integrate(pm, q, h * v))
+            - c.residual(pin.integrate(pm, q, -h * v))) / (2 * h)
 
 
 def fd_acceleration(c, pm, q, v, a, h=1e-5):

@@ -61,7 +61,8 @@ def test_computed_torque_error_follows_pd_error_dynamics(models):
 
 
 def scaled_gains(model, q):
-    """kp = w^2 M_ii, kd = 2 w M_ii: per-joint gains for similar bandwidth on light and heavy joints."""
+    """kp = w^2 M_ii, kd = 2 w M_ii: per-joint gains for similar bandwidth on light and heavy
+    joints."""
     m = np.diag(RigidDynamics(model).mass_matrix(q))
     return tuple(W**2 * m), tuple(2 * W * m)
 

@@ -131,7 +131,8 @@ def test_run_scenario_output_error_follows_the_closed_form_to_first_order_in_dt(
     deviates from the closed form of e'' + kd e' + kp e = 0 only by the zero-order hold, so the
     deviation halves when the control rate doubles (first order in dt: measured ratio 1.99
     between 1 and 2 kHz; bound [1.8, 2.2]), while the passive joints stay bounded (minimum
-    phase) and the output error decays (below 1 % of the 0.02 initial error at the end; measured 0.25 %)."""
+    phase) and the output error decays (below 1 % of the 0.02 initial error at the end; measured
+    0.25 %)."""
     from multibody_control.scenarios import load_run_scenario, run_scenario
     from multibody_dynamics.model.resources import share_dir
 
@@ -155,7 +156,8 @@ def test_run_scenario_refuses_a_bad_output(tmp_path):
     from multibody_control.scenarios import load_run_scenario
 
     base = ("robot: passive_arm_minphase\nduration: 0.1\nreference:\n  joints:\n    t0: 0.0\n"
-            "    tf: 0.1\n    start: {x: 0.0}\n    end: {x: 0.1}\ncontroller:\n  law: feedback_linearization\n")
+            "    tf: 0.1\n    start: {x: 0.0}\n    end: {x: 0.1}\ncontroller:\n  law: "
+            "feedback_linearization\n")
     cases = {"": "missing; feedback_linearization needs the output rows",
              "  options: {output: [x, alpha1]}\n": "2 rows for 3 inputs",
              "  options: {output: [x, alpha1, gamma]}\n": "unknown joint 'gamma'"}

@@ -75,7 +75,8 @@ def test_design(nominal):
                                                     interpolation="linear"),
                                    t=res.t[:n], q=res.q[:n], v=res.v[:n], u=res.u[:n])
     K = lin.design.K
-    np.testing.assert_allclose(lin.gain(lin.design.t[k] + 0.25 * DT), 0.75 * K[k] + 0.25 * K[k + 1],
+    np.testing.assert_allclose(lin.gain(lin.design.t[k] + 0.25 * DT),
+                               0.75 * K[k] + 0.25 * K[k + 1],
                                rtol=1e-12)
 
 

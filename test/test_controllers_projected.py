@@ -211,7 +211,8 @@ def test_compiled_step_matches_numpy_path(models, rng, robot, force):
         q[ind] += rng.uniform(-0.3, 0.3, ind.size)
         q = fast.assemble(q)
         v = fast.dependent_velocity(q, rng.uniform(-2, 2, ind.size))
-        ref = Reference(q + rng.uniform(-0.05, 0.05, model.nq), v + rng.uniform(-0.5, 0.5, model.nv),
+        ref = Reference(q + rng.uniform(-0.05, 0.05, model.nq),
+                        v + rng.uniform(-0.5, 0.5, model.nv),
                         rng.uniform(-3, 3, model.nv),
                         lambda_d=rng.uniform(-50, 50, m) if force else None)
         lam = rng.uniform(-50, 50, m) if force and i else None

@@ -1,4 +1,5 @@
-"""Resolved-motion rate control on the 7-DOF arm with one directly commanded joint (NASA App. D)."""
+"""Resolved-motion rate control on the 7-DOF arm with one directly commanded joint (NASA App.
+D)."""
 
 import numpy as np
 import pinocchio as pin

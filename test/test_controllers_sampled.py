@@ -1,4 +1,5 @@
-"""The sampled-loop stability check of controller_node's gains (multibody_control.controllers.sampled)."""
+"""The sampled-loop stability check of controller_node's gains
+(multibody_control.controllers.sampled)."""
 
 import numpy as np
 import pytest

@@ -170,7 +170,8 @@ def test_infeasible_and_raising_designs_are_records_not_crashes():
 
     with open_executor("inprocess") as backend:
         (failed, seconds), = evaluate_batch(backend, NoPenalty(), np.array([[0.5]]))
-    assert math.isinf(failed.value) and failed.message == "evaluation raised ZeroDivisionError: bug"
+    assert math.isinf(failed.value)
+    assert failed.message == "evaluation raised ZeroDivisionError: bug"
 
 
 def test_a_design_that_kills_its_pool_process_is_failed_alone():

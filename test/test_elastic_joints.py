@@ -114,7 +114,7 @@ def test_reduced_forward_and_inverse_dynamics_match_full_model(elastic, robot, r
                                    atol=1e-9 * max(1.0, np.abs(tau_drive).max()))
 
 
-# (2) the expm step against solve_ivp --------------------------------------------------------------
+# (2) the expm step against solve_ivp -------------------------------------------------------------
 @pytest.mark.parametrize("h", [1e-3, 0.05, 0.5])
 def test_expm_step_equals_solve_ivp_of_frozen_linear_ode(elastic, rng, h):
     ej = elastic["passive_arm_minphase"]
@@ -132,7 +132,8 @@ def test_expm_step_equals_solve_ivp_of_frozen_linear_ode(elastic, rng, h):
                     rtol=1e-13, atol=1e-14)
     # expm is exact to round-off; DOP853 at rtol 1e-13 is the looser of the two: 1e-10
     np.testing.assert_allclose(theta, sol.y[:ej.ne, -1], atol=1e-10)
-    np.testing.assert_allclose(dtheta, sol.y[ej.ne:, -1], atol=1e-10 * max(1.0, np.abs(dtheta).max()))
+    np.testing.assert_allclose(dtheta, sol.y[ej.ne:, -1],
+                               atol=1e-10 * max(1.0, np.abs(dtheta).max()))
 
 
 def test_step_at_rest_equals_solve_ivp_of_frozen_system(elastic, rng):
@@ -162,7 +163,7 @@ def test_step_at_rest_equals_solve_ivp_of_frozen_system(elastic, rng):
     np.testing.assert_allclose(np.concatenate([v1[r], v1[e]]), y1[nr + ne:], atol=1e-9)
 
 
-# (3) convergence to the full forward dynamics ------------------------------------------------------
+# (3) convergence to the full forward dynamics ----------------------------------------------------
 def test_prescribed_motion_converges_first_order_to_computed_torque_aba(elastic):
     ej = elastic["passive_arm_minphase"]
     e = ej.iv_elastic
@@ -306,7 +307,8 @@ def test_bad_configuration(config, error, match):
 
 def test_springless_passive_joint_is_not_elastic():
     with pytest.raises(InputError, match="stiffness"):
-        ElasticJoints(load_model("two_wheeled_cart"), ElasticJointsConfig(joints=("chassis_theta",)))
+        ElasticJoints(load_model("two_wheeled_cart"),
+                      ElasticJointsConfig(joints=("chassis_theta",)))
 
 
 def test_bad_arguments(elastic):

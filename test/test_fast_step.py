@@ -41,7 +41,8 @@ def test_rigid_body_terms_match_pinocchio(name):
     n = pm.nv
     frames = list(range(len(pm.frames)))
     fi = np.array([pm.frames[f].parentJoint - 1 for f in frames], np.int64)
-    ff = np.array([np.r_[pm.frames[f].placement.rotation.ravel(), pm.frames[f].placement.translation]
+    ff = np.array([np.r_[pm.frames[f].placement.rotation.ravel(),
+                         pm.frames[f].placement.translation]
                    for f in frames])
     rng = np.random.default_rng(7)
     for _ in range(3):
@@ -56,12 +57,14 @@ def test_rigid_body_terms_match_pinocchio(name):
         scale = max(1.0, np.abs(Mp).max())
         # round-off of a few dozen products: 1e-13 relative
         np.testing.assert_allclose(M, Mp, rtol=0, atol=1e-13 * scale)
-        np.testing.assert_allclose(nle, data.nle, rtol=0, atol=1e-12 * max(1.0, np.abs(data.nle).max()))
+        np.testing.assert_allclose(nle, data.nle, rtol=0,
+                                   atol=1e-12 * max(1.0, np.abs(data.nle).max()))
         np.testing.assert_allclose(J, data.J, rtol=0, atol=1e-13)
         np.testing.assert_allclose(dJ, data.dJ, rtol=0, atol=1e-12)
         for s, f in enumerate(frames):
             if fi[s] >= 0:
-                np.testing.assert_allclose(H[s, :3], data.oMf[f].homogeneous[:3], rtol=0, atol=1e-13)
+                np.testing.assert_allclose(H[s, :3],
+                                           data.oMf[f].homogeneous[:3], rtol=0, atol=1e-13)
         assert pot == pytest.approx(pin.computePotentialEnergy(pm, data, q), abs=1e-12)
 
 

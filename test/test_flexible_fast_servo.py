@@ -1,4 +1,5 @@
-"""Compiled internal dynamics of the flexible output designs (multibody_dynamics.flexible.fast_servo).
+"""Compiled internal dynamics of the flexible output designs
+(multibody_dynamics.flexible.fast_servo).
 
 Oracle: the Python path of the same inverse model (``FlexibleServo.internal_rhs``: numpy table
 look-up, the chain's ``dynamics_terms`` and a 7 x 7 ``numpy.linalg.solve`` of (5.22)), which the

@@ -62,7 +62,8 @@ def test_point_kinematics_matches_finite_differences(chain):
     np.testing.assert_allclose(J, J_fd, atol=1e-8 * np.abs(J).max())
 
     def rate(t):  # r' along q(t) = q + v t + a t^2 / 2
-        return chain.point_kinematics(q + v * t + 0.5 * a * t * t, v + a * t, "arm2")[1] @ (v + a * t)
+        jac = chain.point_kinematics(q + v * t + 0.5 * a * t * t, v + a * t, "arm2")[1]
+        return jac @ (v + a * t)
 
     h = 1e-5
     acc_fd = (rate(h) - rate(-h)) / (2 * h)
@@ -153,21 +154,23 @@ def test_bad_inputs(chain):
     with pytest.raises(InputError, match="method: expected one of"):
         invert_flexible(chain, line(), "exact")
     with pytest.raises(InputError, match="'<body>.x', '<body>.y'"):
-        invert_flexible(chain, Task(TimeLaw(0.0, 1.0), (straight_line("arm2", (0.4, 0), (0.4, 0.1),
-                                                                       plane=("x", "z")),)), "rigid")
+        move = straight_line("arm2", (0.4, 0), (0.4, 0.1), plane=("x", "z"))
+        invert_flexible(chain, Task(TimeLaw(0.0, 1.0), (move,)), "rigid")
     far = invert_flexible(chain, line(start=(0.9, 0.0), end=(1.0, 0.0)), "rigid")
     assert not far.success and "within reach" in far.message
     with pytest.raises(InputError, match="nothing to track"):
         track_flexible(chain, far, line())
 
 
-SCENARIO = Path(__file__).resolve().parent.parent / "config/scenarios/invert_flexible_manipulator.yaml"
+SCENARIO = (Path(__file__).resolve().parent.parent
+            / "config/scenarios/invert_flexible_manipulator.yaml")
 
 
 @pytest.mark.slow
 def test_cli_runs_the_flexible_scenario(tmp_path, capsys):
     # the rigid design only (fast); the shipped scenario runs all four in `make bench`
-    assert main(["invert", str(SCENARIO), "--method", "rigid", "--out", str(tmp_path), "--quiet"]) == 0
+    assert main(["invert", str(SCENARIO), "--method", "rigid", "--out", str(tmp_path),
+                 "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "rigid" in out and " mm" in out
     csv = tmp_path / "invert_flexible_manipulator.rigid.csv"
@@ -212,7 +215,8 @@ def test_cli_check_flexible_models(tmp_path, capsys):
     # the first clamped frequency of arm 2 with its rigid end parts (modal data: Me, Ke)
     assert "6 (2 joint + 4 elastic)" in out and "arm2.e2" in out and "Hz" in out
     bad = tmp_path / "bad.yaml"
-    text = (Path(__file__).resolve().parent.parent / "config/robots/flexible_manipulator.yaml").read_text()
+    text = (Path(__file__).resolve().parent.parent
+            / "config/robots/flexible_manipulator.yaml").read_text()
     bad.write_text(text.replace("elements: 20", "elements: -3", 1))
     assert main(["check", str(bad)]) == 2
     assert "elements" in capsys.readouterr().err

@@ -157,7 +157,8 @@ def test_tool_split_depends_on_the_long_arms_highest_shape():
     here; undamped the 7 stable and 7 unstable eigenvalues are hyperbolic and 22 lie on the
     imaginary axis (the book's counts if these are taken as "right half plane")."""
     big = flexible_parallel_tool(modes_long=14, modes_short=6)
-    long_modes = bending_shapes(big.chain.bodies[2])  # 13 bending modes (the 13th FE mode is axial)
+    # 13 bending modes (the 13th FE mode is axial)
+    long_modes = bending_shapes(big.chain.bodies[2])
     assert long_modes.shape[1] == 13
     shapes = {"long_arm": long_modes[:, [*range(11), 12]]}
     counts = {}

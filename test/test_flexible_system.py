@@ -268,7 +268,8 @@ def test_shipped_flexible_models_load():
 
 
 def test_one_directory_two_schemas():
-    """config/robots/ holds every shipped model; the schema (a 'bodies' list) puts each file in exactly one listing."""
+    """config/robots/ holds every shipped model; the schema (a 'bodies' list) puts each file in
+    exactly one listing."""
     files = {p.stem: p for p in robots_dir().glob("*.yaml")}
     rigid, flexible = shipped_robots(), shipped_flexible_models()
     assert not set(rigid) & set(flexible)
@@ -411,10 +412,12 @@ def test_cli_simulates_flexible_models(tmp_path, capsys):
     assert "--tau: flexible_manipulator is a flexible model: expected 2 joint inputs" in \
         capsys.readouterr().err
     # a run shorter than the output spacing still ends at its duration
-    assert main(["simulate", "flexible_manipulator", "--duration", "0.004", "--out", str(csv)]) == 0
+    assert main(["simulate", "flexible_manipulator", "--duration", "0.004",
+                 "--out", str(csv)]) == 0
     assert np.genfromtxt(csv, delimiter=",", names=True)["t"][-1] == pytest.approx(0.004)
     capsys.readouterr()
     # a closed loop: projected on the closure at every sample
-    assert main(["simulate", "flexible_parallel_tool", "--duration", "0.02", "--tau", "1", "0"]) == 0
+    assert main(["simulate", "flexible_parallel_tool", "--duration", "0.02",
+                 "--tau", "1", "0"]) == 0
     out = capsys.readouterr().out
     assert "flexible_parallel_tool: ok" in out and "short_arm.e6" in out

@@ -118,7 +118,8 @@ def _load_or_clear_error(load, path):
 MODEL_FILES = sorted(robots_dir().glob("*.yaml"))
 SCENARIO_FILES = sorted((share_dir() / "config" / "scenarios").glob("*.yaml"))
 # FUZZ_EXAMPLES=500 for a longer local search; 60 keeps the suite fast
-FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 60)), deadline=None, derandomize=not os.environ.get("FUZZ_EXAMPLES"),
+FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 60)), deadline=None,
+                derandomize=not os.environ.get("FUZZ_EXAMPLES"),
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
 

@@ -54,7 +54,8 @@ def leg_ik(base_x, p, dp, ddp, elbow):
 
 
 def five_bar_ik(p, dp, ddp, elbows=ELBOWS):
-    """(q, q', q'') (N, 4) in the model's order (left_motor, left_elbow, right_motor, right_elbow)."""
+    """(q, q', q'') (N, 4) in the model's order (left_motor, left_elbow, right_motor,
+    right_elbow)."""
     legs = [leg_ik(b, p, dp, ddp, e) for b, e in zip(BASE_X, elbows)]
     return tuple(np.hstack([legs[0][k], legs[1][k]]) for k in range(3))
 
@@ -256,7 +257,8 @@ def test_scenario_runs_through_the_cli(tmp_path, capsys):
 
     from multibody_control.cli import main
 
-    path = Path(__file__).resolve().parents[1] / "config" / "scenarios" / "invert_five_bar_path.yaml"
+    path = (Path(__file__).resolve().parents[1] / "config" / "scenarios"
+            / "invert_five_bar_path.yaml")
     assert main(["invert", str(path), "--out", str(tmp_path), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "classical: ok" in text and "open-loop check" in text, text
@@ -277,7 +279,8 @@ def test_scenario_ik_guess_forms_and_errors(tmp_path):
 
     from multibody_control.inversion.scenario import load_inversion_scenario
 
-    shipped = Path(__file__).resolve().parents[1] / "config" / "scenarios" / "invert_five_bar_path.yaml"
+    shipped = (Path(__file__).resolve().parents[1] / "config" / "scenarios"
+               / "invert_five_bar_path.yaml")
     text = shipped.read_text()
     line = "ik_guess: {left_motor: 2.0, left_elbow: -1.2, right_motor: 1.1, right_elbow: 1.2}"
     assert line in text

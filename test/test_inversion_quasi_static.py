@@ -27,7 +27,8 @@ def tracked_path_error(model, result, task):
     """Max end-effector distance from the path [m] with the feedforward plus a 10 Hz joint PD."""
     pm, data = model.pin_model, model.pin_model.createData()
     ia = np.flatnonzero(~model.passive)
-    qs, vs, us = (CubicSpline(result.t, x, axis=0) for x in (result.q[:, ia], result.v[:, ia], result.u))
+    qs, vs, us = (CubicSpline(result.t, x, axis=0)
+                  for x in (result.q[:, ia], result.v[:, ia], result.u))
     Ma = np.diag(np.diag(pin.crba(pm, data, result.q[0]))[ia])
     w = 2 * np.pi * 10.0
     Kp, Kd = Ma * w * w, Ma * 2 * w

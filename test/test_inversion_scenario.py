@@ -19,7 +19,8 @@ from multibody_control.inversion.scenario import (
 )
 from multibody_dynamics.errors import InputError, MultibodyError
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "config" / "scenarios").glob("invert_*.yaml"))
+SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "config" / "scenarios")
+                   .glob("invert_*.yaml"))
 
 GOOD = """\
 robot: passive_arm_minphase

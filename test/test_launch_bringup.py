@@ -19,7 +19,8 @@ formula (``multibody_control.trajectories.rest_to_rest``), not taken from the co
 
 Timing on a shared 2-core machine: node start-up (imports, model) takes 3-15 s there, so
 ``STARTUP`` is generous; the move lasts ``demo.duration`` (2 s) and ``HOLD`` s of holding
-follow (1 s, 3 s for the joint PD).  The reference starts when the controller receives it (header stamp zero), which the
+follow (1 s, 3 s for the joint PD).  The reference starts when the controller receives it (header
+stamp zero), which the
 test knows to within the DDS delivery latency; ``LAG`` s of slack in time absorb it (the
 error is taken as the smallest over reference times within +-LAG of the message stamp).
 
@@ -56,7 +57,8 @@ BRINGUP = sorted((ROOT / "config" / "bringup").glob("*.yaml"))
 ROBOTS = [p.stem for p in BRINGUP if not is_flexible_model(p.stem)]
 FLEXIBLE = [p.stem for p in BRINGUP if is_flexible_model(p.stem)]
 STARTUP = 90.0   # s until /joint_states and the controller's subscription (loaded 2-core box)
-HOLD = {"pd": 3.0, "pid": 3.0}  # s recorded after the end of the move (joint PD converges slowly); else 1
+# s recorded after the end of the move (joint PD converges slowly); else 1
+HOLD = {"pd": 3.0, "pid": 3.0}
 LAG = 0.05       # s of slack between the test's clock for the start and the controller's
 #: Bounds [rad | m] on the moved joints: (largest tracking error over the move and the hold,
 #: distance from the goal at the end of the hold).  The move is 0.1-1 rad in 2 s.  Measured
@@ -216,8 +218,9 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot, controlle
         errors = np.array(errors)
         final = np.abs(_positions(recorded[-1], moved) - q_goal[imoved]).max()
         print(f"{robot} ({law}): {len(recorded)} states ({rate:.0f} Hz), tracking error last "
-              f"{errors[-1]:.2e} max (at t = {_stamp(recorded[int(np.argmax(errors))]) - t_sent:.3f} s) "
-              f"{errors.max():.2e}, final {final:.2e} rad | m")
+              f"{errors[-1]:.2e} max (at t = "
+              f"{_stamp(recorded[int(np.argmax(errors))]) - t_sent:.3f} s) {errors.max():.2e}, "
+              f"final {final:.2e} rad | m")
         during, at_end = ERROR_BOUND[law]
         at_end = at_end or 0.75 * max(abs(d) for d in move.values())
         if lockstep:

@@ -453,7 +453,8 @@ def _check_joints(robot, parent):
 @pytest.mark.parametrize("sim", ["embedded", "gazebo", "hardware"])
 @pytest.mark.parametrize("robot", ROBOTS)
 def test_xacro_expands(robot, sim):
-    """xacro output: one ros2_control system, the plugin of `sim`, and the same tree for pinocchio."""
+    """xacro output: one ros2_control system, the plugin of `sim`, and the same tree for
+    pinocchio."""
     xacro = pytest.importorskip("xacro")
     pin = pytest.importorskip("pinocchio")
     controllers = str(ROOT / "config" / "controllers" / f"{robot}.yaml")
@@ -485,7 +486,8 @@ def test_xacro_expands(robot, sim):
 def test_xacro_hardware_plugin_argument():
     xacro = pytest.importorskip("xacro")
     doc = xacro.process_file(str(ROOT / "urdf" / "arm7.urdf.xacro"),
-                             mappings={"sim": "hardware", "hardware_plugin": "my_driver/ArmSystem"})
+                             mappings={"sim": "hardware",
+                                       "hardware_plugin": "my_driver/ArmSystem"})
     root = ET.fromstring(doc.toxml())
     assert root.find("ros2_control/hardware/plugin").text.strip() == "my_driver/ArmSystem"
 

@@ -125,7 +125,8 @@ def test_zoh_matches_fine_integration(models, rng, name):
 
 
 def test_zoh_of_a_double_integrator():
-    """x'' = u: Phi = [[1, dt], [0, 1]], Theta = [dt^2/2, dt] (A singular: Van Loan still works)."""
+    """x'' = u: Phi = [[1, dt], [0, 1]], Theta = [dt^2/2, dt] (A singular: Van Loan still
+    works)."""
     A = np.array([[0.0, 1.0], [0.0, 0.0]])
     B = np.array([[0.0], [1.0]])
     Phi, Theta = discretize_zoh(A, B, 0.1)
@@ -161,12 +162,14 @@ def test_bad_input_is_rejected(models):
     lz = Linearizer(model)
     cases = [
         (lambda: lz.linearize(q[:-1], v), DimensionError, ["q", f"({model.nq},)"]),
-        (lambda: lz.linearize(q, v, np.zeros(model.nu + 1)), DimensionError, ["u", f"({model.nu},)"]),
+        (lambda: lz.linearize(q, v, np.zeros(model.nu + 1)), DimensionError,
+         ["u", f"({model.nu},)"]),
         (lambda: lz.linearize(q, np.full(model.nv, np.nan)), InputError, ["v", "non-finite"]),
         (lambda: discretize_zoh(np.eye(2), np.ones((2, 1)), 0.0), InputError, ["dt", "positive"]),
         (lambda: discretize_zoh(np.eye(2), np.ones((2, 1)), -1e-3), InputError, ["dt"]),
         (lambda: discretize_zoh(np.eye(2), np.ones((2, 1)), "fast"), InputError, ["dt"]),
-        (lambda: discretize_zoh(np.ones((2, 3)), np.ones((2, 1)), 0.1), DimensionError, ["A", "square"]),
+        (lambda: discretize_zoh(np.ones((2, 3)), np.ones((2, 1)), 0.1),
+         DimensionError, ["A", "square"]),
         (lambda: discretize_zoh(np.eye(2), np.ones(2), 0.1), DimensionError, ["B", "(2, m)"]),
         (lambda: discretize_zoh(np.eye(2), np.ones((3, 1)), 0.1), DimensionError, ["B", "(2,"]),
         (lambda: lz.along([0.0, 0.1, 0.1], np.tile(q, (3, 1)), np.zeros((3, model.nv))),

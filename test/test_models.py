@@ -11,7 +11,8 @@ from conftest import ROBOTS
 from multibody_dynamics.errors import FrameNotFound, ModelError
 from multibody_dynamics.model import load_model, share_dir
 
-EXPECTED = {  # robot: (nq, nu, passive joints, closures) from the source documents / docs/derivations.md
+# robot: (nq, nu, passive joints, closures) from the source documents / docs/derivations.md
+EXPECTED = {
     "cart_double_pendulum": (3, 3, (), 0),
     "passive_arm": (4, 3, ("beta",), 0),
     "passive_arm_minphase": (5, 3, ("beta1", "beta2"), 0),
@@ -84,13 +85,16 @@ def test_valid_copy_loads(robot_dir):
     (BASE.replace("arm.urdf", "nowhere.urdf"), ["nowhere.urdf", "not found"]),
     (BASE + "gravity: [0, 0]\n", ["gravity", "3 numbers"]),
     (BASE + "passive_joints:\n  elbow: {}\n", ["passive_joints.elbow", "unknown joint", "alpha1"]),
-    (BASE + "passive_joints:\n  beta: {stiffness: -1}\n", ["passive_joints.beta.stiffness", ">= 0"]),
+    (BASE + "passive_joints:\n  beta: {stiffness: -1}\n",
+     ["passive_joints.beta.stiffness", ">= 0"]),
     (BASE + "actuation:\n  matrix: [[1, 0], [0, 1]]\n", ["actuation.matrix", "expected 4 rows"]),
     (BASE + "actuation:\n  inputs: [F, T1]\n", ["actuation.inputs", "expected 4 names"]),
     (BASE + "closures:\n  - {type: revolute, frame_a: tip, frame_b: link3, axis: [0, 0, 1]}\n",
      ["closures[0]", "same body"]),
-    (BASE + "closures:\n  - {type: hinge, frame_a: tip, frame_b: cart}\n", ["closures[0].type", "hinge"]),
-    (BASE + "closures:\n  - {type: revolute, frame_a: tip, frame_b: cart}\n", ["closures[0].axis", "missing"]),
+    (BASE + "closures:\n  - {type: hinge, frame_a: tip, frame_b: cart}\n",
+     ["closures[0].type", "hinge"]),
+    (BASE + "closures:\n  - {type: revolute, frame_a: tip, frame_b: cart}\n",
+     ["closures[0].axis", "missing"]),
     (BASE + "closures:\n  - {type: spherical, frame_a: nib, frame_b: cart}\n",
      ["closures[0].frame_a", "unknown frame", "nib"]),
     (BASE + "end_effector: hand\n", ["end_effector", "hand"]),

@@ -48,8 +48,10 @@ def test_manifest_format_and_name(manifest):
 def test_manifest_depends(manifest):
     exec_depends = {d.name for d in manifest.exec_depends}
     test_depends = {d.name for d in manifest.test_depends}
-    assert EXEC_DEPENDS <= exec_depends, f"missing exec_depend {sorted(EXEC_DEPENDS - exec_depends)}"
-    assert TEST_DEPENDS <= test_depends, f"missing test_depend {sorted(TEST_DEPENDS - test_depends)}"
+    assert EXEC_DEPENDS <= exec_depends, (
+        f"missing exec_depend {sorted(EXEC_DEPENDS - exec_depends)}")
+    assert TEST_DEPENDS <= test_depends, (
+        f"missing test_depend {sorted(TEST_DEPENDS - test_depends)}")
 
 
 def test_manifest_version_matches_setup(manifest):

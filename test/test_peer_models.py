@@ -178,7 +178,8 @@ def test_bench_runs_all_tools_and_records_a_missing_peer(monkeypatch):
     entries = bench_peers.run()
     by = {e["name"]: e for e in entries}
     assert set(by) == {f"{r} {t}" for r in ROBOTS for t in (
-        "multibody_suite RK4 + projection", "MuJoCo RK4", "MuJoCo RK4, solref 2 ms", "MuJoCo semi-implicit Euler",
+        "multibody_suite RK4 + projection", "MuJoCo RK4", "MuJoCo RK4, solref 2 ms",
+        "MuJoCo semi-implicit Euler",
         "Exudyn generalized-alpha", "Drake SAP (discrete)")}
     for r in ROBOTS:
         assert by[f"{r} Drake SAP (discrete)"]["skipped"] == "not installed"

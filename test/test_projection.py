@@ -67,8 +67,10 @@ def test_forward_dynamics_equals_kkt_and_partitioning(models, rng, robot, varian
         k = kkt.forward_dynamics_result(q, v, tau)
         s = scale(k.a)
         np.testing.assert_allclose(res.a, k.a, rtol=0, atol=RTOL * s)
-        np.testing.assert_allclose(res.a, kkt_lu.forward_dynamics_result(q, v, tau).a, rtol=0, atol=RTOL * s)
-        np.testing.assert_allclose(res.a, cp.forward_dynamics_result(q, v, tau).a, rtol=0, atol=RTOL * s)
+        np.testing.assert_allclose(res.a, kkt_lu.forward_dynamics_result(q, v, tau).a, rtol=0,
+                                   atol=RTOL * s)
+        np.testing.assert_allclose(res.a, cp.forward_dynamics_result(q, v, tau).a, rtol=0,
+                                   atol=RTOL * s)
         # multipliers: unique for full-rank A; same sign convention M a + h = tau + A^T lam
         np.testing.assert_allclose(res.lam, k.lam, rtol=0, atol=RTOL * scale(k.lam) * s)
         # the acceleration constraint A a + gamma = 0 holds; this also fixes the sign of the
@@ -77,7 +79,8 @@ def test_forward_dynamics_equals_kkt_and_partitioning(models, rng, robot, varian
 
 
 def test_sign_of_the_velocity_term(models, rng):
-    """Flipping the sign of M C q' in eq. 22 breaks A a + gamma = 0 (numerical check of C = -A^+ A')."""
+    """Flipping the sign of M C q' in eq. 22 breaks A a + gamma = 0 (numerical check of C = -A^+
+    A')."""
     model = models["five_bar"]
     q, v, tau = assembled(model, rng, GUESS["five_bar"])
     c = Constraints(model)
@@ -115,7 +118,8 @@ def test_spherical_closure_equals_pinocchio(tmp_path, rng, base, frames):
     assert res.rank == 2
     s = scale(res.a)
     for rf in (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED):
-        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics_result(q, v, tau)
+        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics_result(
+            q, v, tau)
         assert p.success
         # pinocchio's proximal solve converges to its eps = 1e-12 in a few iterations
         np.testing.assert_allclose(p.a, res.a, rtol=0, atol=RTOL * s)
@@ -154,7 +158,8 @@ def test_spatial_closure_equals_pinocchio(tmp_path, rng, arm7_target, ctype, ran
                         gravity=(0.0, 0.0, -9.81))
     pd = ProjectedDynamics(model)
     c = Constraints(model)
-    np.testing.assert_allclose(c.residual(q0), 0.0, atol=1e-12)  # assembled by construction [m, rad]
+    # assembled by construction [m, rad]
+    np.testing.assert_allclose(c.residual(q0), 0.0, atol=1e-12)
     q = pd.project_position(q0 + 0.01 * rng.normal(size=7)).q
     v = pd.project_velocity(q, rng.normal(size=7))
     tau = 5.0 * rng.normal(size=7)
@@ -164,7 +169,8 @@ def test_spatial_closure_equals_pinocchio(tmp_path, rng, arm7_target, ctype, ran
     np.testing.assert_allclose(res.a, KKTDynamics(model).forward_dynamics_result(q, v, tau).a,
                                rtol=0, atol=RTOL * s)
     for rf in (pin.ReferenceFrame.LOCAL, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED):
-        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics_result(q, v, tau)
+        p = PinocchioConstraintDynamics(model, reference_frame=rf).forward_dynamics_result(
+            q, v, tau)
         # eps = 1e-12 of the proximal solver, well-conditioned full-rank closure
         np.testing.assert_allclose(p.a, res.a, rtol=0, atol=RTOL * s)
 
@@ -176,7 +182,7 @@ def test_pinocchio_baseline_rejects_other_closures(models):
         PinocchioConstraintDynamics(models["five_bar"], mu=0.0)
 
 
-# -- redundant and singular constraints --------------------------------------------------------------
+# -- redundant and singular constraints -----------------------------------------------------------
 def test_four_bar_redundant_closure(models, rng):
     """5 rows of rank 2: projection and minimum-norm KKT agree; plain LU on KKT fails."""
     model = models["four_bar"]
@@ -186,7 +192,8 @@ def test_four_bar_redundant_closure(models, rng):
     k = KKTDynamics(model).forward_dynamics_result(q, v, tau)
     s = scale(res.a)
     np.testing.assert_allclose(res.a, k.a, rtol=0, atol=RTOL * s)
-    np.testing.assert_allclose(res.a, CoordinatePartitioning(model).forward_dynamics_result(q, v, tau).a,
+    np.testing.assert_allclose(res.a,
+                               CoordinatePartitioning(model).forward_dynamics_result(q, v, tau).a,
                                rtol=0, atol=RTOL * s)
     # both multipliers are the minimum-norm ones (lstsq and (A^T)^+ f_c)
     np.testing.assert_allclose(res.lam, k.lam, rtol=0, atol=RTOL * s * scale(k.lam))
@@ -266,7 +273,8 @@ def test_projector_and_theorem_2(seed, n, data):
         Mc = constrained_mass_matrix(M, P, variant)
         # positive definite: the symmetric part is PD (for eq. 24 it equals M)
         assert np.linalg.eigvalsh(0.5 * (Mc + Mc.T))[0] > 0
-    np.testing.assert_allclose(0.5 * (constrained_mass_matrix(M, P) + constrained_mass_matrix(M, P).T),
+    np.testing.assert_allclose(0.5 * (constrained_mass_matrix(M, P)
+                                      + constrained_mass_matrix(M, P).T),
                                M, atol=1e-12 * np.abs(M).max())
     # all variants give the minimum-norm KKT accelerations for a consistent bias
     gamma = A @ rng.normal(size=n)
@@ -286,7 +294,7 @@ def test_projector_threshold():
     assert null_space_projector(np.zeros((0, 3))).rank == 0
 
 
-# -- inverse dynamics, passive joints, controllability ---------------------------------------------
+# -- inverse dynamics, passive joints, controllability --------------------------------------------
 def test_five_bar_inverse_dynamics(models, rng):
     model = models["five_bar"]
     pd = ProjectedDynamics(model)
@@ -299,7 +307,8 @@ def test_five_bar_inverse_dynamics(models, rng):
     np.testing.assert_allclose(res.tau[model.passive], 0.0, atol=1e-12 * s)
     assert res.passive_residual < 1e-12 * s and res.residual < 1e-9 * scale(a)
     # forward dynamics with it reproduces the commanded acceleration
-    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, res.tau).a, a, rtol=0, atol=RTOL * scale(a))
+    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, res.tau).a, a,
+                               rtol=0, atol=RTOL * scale(a))
     # admissible torques: tau + A^T mu with zero passive rows; for the five-bar (2 passive rows,
     # A of rank 2) mu = 0 is the only one, so the minimum norm is also the unique torque
     A = pd.constraints.jacobian(q)
@@ -314,7 +323,8 @@ def test_five_bar_inverse_dynamics(models, rng):
 
 
 def test_minimum_norm_with_redundant_actuation(models, rng):
-    """Three actuated joints: a one-parameter family of admissible torques; eq. 62 is its minimum."""
+    """Three actuated joints: a one-parameter family of admissible torques; eq. 62 is its
+    minimum."""
     model = models["five_bar"]
     pd = ProjectedDynamics(model)
     q, v, tau0 = assembled(model, rng, GUESS["five_bar"])
@@ -333,7 +343,8 @@ def test_minimum_norm_with_redundant_actuation(models, rng):
     t = -(B @ (tau_any + A.T @ mu0)) / (B @ B)  # minimize ||tau_any + A^T (mu0 + t n)||
     best = tau_any + A.T @ (mu0 + t * n)
     np.testing.assert_allclose(res.tau, best, atol=1e-10 * scale(best))  # two least-squares solves
-    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, res.tau).a, a, atol=RTOL * scale(a))
+    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, res.tau).a, a,
+                               atol=RTOL * scale(a))
 
 
 def test_controllability(models, rng):
@@ -359,7 +370,8 @@ def test_inverse_dynamics_inconsistent_motion(models, rng):
 
 
 def test_constraint_force_allocation(models, rng):
-    """Fully actuated five-bar: tau = tau_par + (I-P)(M a + h) - A^T lam_d gives f_c = A^T lam_d."""
+    """Fully actuated five-bar: tau = tau_par + (I-P)(M a + h) - A^T lam_d gives f_c = A^T
+    lam_d."""
     model = models["five_bar"]
     pd = ProjectedDynamics(model)
     q, v, tau0 = assembled(model, rng, GUESS["five_bar"])
@@ -408,7 +420,7 @@ def test_springs_are_applied_forces(tmp_path, rng):
                                atol=RTOL * scale(a))
 
 
-# -- manifold projection ----------------------------------------------------------------------------
+# -- manifold projection --------------------------------------------------------------------------
 def test_newton_projection_converges_quadratically(models):
     model = models["five_bar"]
     pd = ProjectedDynamics(model)
@@ -441,7 +453,8 @@ def test_settings_validation():
 
 
 def test_kkt_baumgarte(models, rng):
-    """Off the manifold, the stabilized KKT solve enforces A a + gamma + 2 alpha A v + beta^2 phi = 0."""
+    """Off the manifold, the stabilized KKT solve enforces A a + gamma + 2 alpha A v + beta^2 phi =
+    0."""
     model = models["five_bar"]
     c = Constraints(model)
     q = np.array(GUESS["five_bar"], float)  # not assembled: phi != 0

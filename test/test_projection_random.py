@@ -58,7 +58,8 @@ def random_loop_model(folder: Path, lengths, masses, q_star):
     return load_model(folder / "r.yaml")
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(3, 5), seed=st.integers(0, 2**31 - 1))
 def test_projection_equals_min_norm_kkt_on_random_redundant_loops(tmp_path_factory, n, seed):
     rng = np.random.default_rng(seed)
@@ -91,5 +92,6 @@ def test_projection_equals_min_norm_kkt_on_random_redundant_loops(tmp_path_facto
     # the constraint force lies in the row space of A and reproduces the dynamics
     M = pin.crba(model.pin_model, model.create_data(), q)
     h = pin.nonLinearEffects(model.pin_model, model.create_data(), q, v)
-    np.testing.assert_allclose(M @ proj.a + h - tau, proj.f_c, atol=1e-8 * max(1.0, np.abs(h).max()))
+    np.testing.assert_allclose(M @ proj.a + h - tau, proj.f_c,
+                               atol=1e-8 * max(1.0, np.abs(h).max()))
     np.testing.assert_allclose(Pn @ proj.f_c, 0.0, atol=1e-8 * max(1.0, np.abs(proj.f_c).max()))

@@ -119,8 +119,10 @@ def _chain(n):
     model, parent = pin.Model(), 0
     for i in range(n):
         joint = pin.JointModelRZ() if i % 2 else pin.JointModelRY()
-        parent = model.addJoint(parent, joint, pin.SE3(np.eye(3), np.array([0.0, 0.0, 0.3])), f"j{i}")
-        model.appendBodyToJoint(parent, pin.Inertia.FromBox(1.0, 0.05, 0.05, 0.3), pin.SE3.Identity())
+        parent = model.addJoint(parent, joint,
+                                pin.SE3(np.eye(3), np.array([0.0, 0.0, 0.3])), f"j{i}")
+        model.appendBodyToJoint(parent,
+                                pin.Inertia.FromBox(1.0, 0.05, 0.05, 0.3), pin.SE3.Identity())
     return model
 
 

@@ -39,7 +39,7 @@ def matrices(model, q, v, tau):
     return M, C, f
 
 
-# -- unconstrained terms ---------------------------------------------------------------------------
+# -- unconstrained terms --------------------------------------------------------------------------
 @pytest.mark.parametrize("robot", ["arm7", "prr_surface", "five_bar"])
 def test_gamma_skew_and_equation_of_motion(models, rng, robot):
     """Gamma skew-symmetric, nu^T Gamma nu = 0 (13), and (7a) reproduces pinocchio's ABA."""
@@ -91,7 +91,7 @@ def test_cholesky_of_an_indefinite_matrix_fails():
         QuasiVelocitySettings(rank_atol=-1.0)
 
 
-# -- constrained: agreement with the projection method ----------------------------------------------
+# -- constrained: agreement with the projection method --------------------------------------------
 @pytest.mark.parametrize("robot", CLOSED)
 def test_forward_dynamics_equals_projection(models, rng, robot):
     """Accelerations equal ProjectedDynamics; lam (33) equals its minimum-norm multiplier.
@@ -165,13 +165,14 @@ def test_u_o_sets_the_constraint_force(models, rng):
     np.testing.assert_allclose(red.u_o, u_o, atol=1e-12)  # round-off of V1^T W^-1 W V1
     lam = red.U1 @ ((red.Gamma_o_nu_r - u_o) / red.S)
     np.testing.assert_allclose(red.lam, lam, atol=1e-12 * scale(lam))
-    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, tau).lam, red.lam, atol=1e-9 * scale(lam))
+    np.testing.assert_allclose(pd.forward_dynamics_result(q, v, tau).lam,
+                               red.lam, atol=1e-9 * scale(lam))
     # actuation() reproduces the same torque from (u_o, u_r)
     np.testing.assert_allclose(qd.actuation(q, v, red.u_o, red.u_r, red), tau,
                                atol=1e-12 * scale(tau))
 
 
-# -- gauge invariance (Sect. 4.3) -------------------------------------------------------------------
+# -- gauge invariance (Sect. 4.3) -----------------------------------------------------------------
 def test_gauge_invariance_prismatic_in_millimetres(models, rng):
     """q = T q~ with q~_1 in mm: motion, quasi-quantities and lam are unchanged."""
     model = models["prr_surface"]
@@ -193,7 +194,7 @@ def test_gauge_invariance_prismatic_in_millimetres(models, rng):
     np.testing.assert_allclose(new.W, T @ ref.W, atol=1e-13 * scale(ref.W))
 
 
-# -- null-space basis along a trajectory -------------------------------------------------------------
+# -- null-space basis along a trajectory ----------------------------------------------------------
 def test_align_basis_removes_sign_flips_and_rotations(rng):
     V = np.linalg.qr(rng.normal(size=(5, 3)))[0]
     R = np.linalg.qr(rng.normal(size=(3, 3)))[0]
@@ -229,7 +230,7 @@ def test_reduced_motion_equation_along_a_trajectory(models, rng):
     np.testing.assert_allclose(rate, 0.0, atol=1e-15)  # a sign flip is not a motion
 
 
-# -- Aghili (2010) Sect. 5: PRR arm on a surface -----------------------------------------------------
+# -- Aghili (2010) Sect. 5: PRR arm on a surface --------------------------------------------------
 def test_prr_surface_example(models, rng):
     """A(q) = [1, l(c23 + c2), l c23] and the derived mass matrix, m = 5 kg, l = 1 m."""
     model = models["prr_surface"]
@@ -242,7 +243,8 @@ def test_prr_surface_example(models, rng):
         np.testing.assert_allclose(A, [[1.0, ell * (c23 + c2), ell * c23]], atol=1e-14)
         M_ref = m * np.array([
             [3.0, ell * (1.5 * c2 + 0.5 * c23), 0.5 * ell * c23],
-            [ell * (1.5 * c2 + 0.5 * c23), ell * ell * (5 / 3 + c3), ell * ell * (1 / 3 + 0.5 * c3)],
+            [ell * (1.5 * c2 + 0.5 * c23), ell * ell * (5 / 3 + c3),
+             ell * ell * (1 / 3 + 0.5 * c3)],
             [0.5 * ell * c23, ell * ell * (1 / 3 + 0.5 * c3), ell * ell / 3],
         ])
         # URDF inertias are rounded to 10 digits

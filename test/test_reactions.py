@@ -27,7 +27,9 @@ from multibody_dynamics.rigid import Payload, RigidDynamics
 
 # ---------------------------------------------------------------- the oracle
 def _floats(text, default):
-    return np.array([float(x) for x in text.split()]) if text is not None else np.array(default, float)
+    if text is None:
+        return np.array(default, float)
+    return np.array([float(x) for x in text.split()])
 
 
 def _rpy(r, p, y):
@@ -416,7 +418,8 @@ def test_csv_reader_differentiates_positions(tmp_path):
 
 
 def test_csv_reader_acceleration_at_a_moving_end(tmp_path):
-    """q = sin(2 t) on [0, 1]: a(1) = -4 sin 2 = -3.64 rad/s^2, not zero (no natural-spline end)."""
+    """q = sin(2 t) on [0, 1]: a(1) = -4 sin 2 = -3.64 rad/s^2, not zero (no natural-spline
+    end)."""
     t = np.linspace(0.0, 1.0, 201)
     got = read_trajectory_csv(_write_positions(tmp_path / "s.csv", t, np.sin(2 * t)[:, None],
                                                ("x",)), ("x",))

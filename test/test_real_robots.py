@@ -76,5 +76,6 @@ def test_zero_mass_with_inertia_is_refused(tmp_path):
     bad = tmp_path / "bad.urdf"
     bad.write_text(re.sub(r'<mass\s+value="[^"]*"', '<mass value="0.0"', urdf, count=1))
     assert bad.read_text() != urdf
-    with pytest.raises(ModelError, match="mass must be positive .kg. for a body with a rotational inertia, got 0"):
+    with pytest.raises(ModelError, match="mass must be positive .kg. for a body with a rotational "
+                       "inertia, got 0"):
         load_robot(bad)

@@ -91,7 +91,8 @@ def test_closed_loop_route(models):
     m = models["five_bar"]
     moves = (linear_move("left_motor", 2.0, 2.1), linear_move("right_motor", 1.1, 1.0))
     opts = ForwardOptions(dt=1e-2, ik_guess=[2.0, -1.2, 1.1, 1.2], t_end=0.35)
-    res = invert(m, Output(m, [n for mv in moves for n in mv.names]), Task(TimeLaw(0.1, 0.3), moves),
+    res = invert(m, Output(m, [n for mv in moves for n in mv.names]),
+                 Task(TimeLaw(0.1, 0.3), moves),
                  "classical", options=opts)
     assert res.success, res.message
     check_agreed(res, (res.y, res.y_desired))

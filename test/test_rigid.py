@@ -73,7 +73,8 @@ def test_prr_surface_mass_matrix_matches_notes(models, rng):
     model = models["prr_surface"]
     pm = model.pin_model
     m = pm.inertias[1].mass
-    np.testing.assert_allclose([pm.inertias[j].mass for j in (2, 3)], m)  # docs/derivations.md: m for all three
+    # docs/derivations.md: m for all three
+    np.testing.assert_allclose([pm.inertias[j].mass for j in (2, 3)], m)
     l = 1.0  # noqa: E741 -- the link length of the docs/derivations.md formula
     dyn = RigidDynamics(model)
     for _ in range(20):
@@ -102,7 +103,8 @@ def test_forward_inverse_round_trip(models, rng, name):
         np.testing.assert_allclose(dyn.forward_dynamics(q, v, tau), a, rtol=1e-9, atol=1e-9)
         # and M a + h - tau_s == tau from the separately computed terms
         rebuilt = dyn.mass_matrix(q) @ a + dyn.nonlinear_effects(q, v) - dyn.spring_forces(q, v)
-        np.testing.assert_allclose(rebuilt, tau, rtol=1e-10, atol=1e-10)  # round-off of O(100) terms
+        # round-off of O(100) terms
+        np.testing.assert_allclose(rebuilt, tau, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("name", OPEN_CHAIN)
@@ -112,7 +114,8 @@ def test_kinetic_energy_is_quadratic_form(models, rng, name):
     for _ in range(5):
         q, v, _ = random_state(model, rng, scale=2.0)
         expected = 0.5 * v @ dyn.mass_matrix(q) @ v
-        assert dyn.kinetic_energy(q, v) == pytest.approx(expected, rel=1e-12, abs=1e-12)  # round-off
+        # round-off
+        assert dyn.kinetic_energy(q, v) == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 
 @pytest.mark.parametrize("name", SPRUNG)

@@ -68,7 +68,8 @@ def values(**changes):
      QuasiVelocityController),
     ("arm7", {"law": "computed_torque"}, ComputedTorqueController),
     ("arm7", {"law": "rmrc"}, RMRCController),
-    ("arm7", {"law": "rmrc", "rmrc_redundant_joint": "joint3", "rmrc_inner": "pd"}, RMRCController),
+    ("arm7", {"law": "rmrc", "rmrc_redundant_joint": "joint3", "rmrc_inner": "pd"},
+     RMRCController),
     ("arm7", {"law": "tv_lqr"}, PDController),                    # the fallback runs first
     ("passive_arm", {"law": "tv_lqr", "kp": [1e3], "kd": [10.0], "lqr_r": [0.1]}, PDController),
     ("passive_arm", {"law": "tv_lqr", "fallback_law": "zero"}, type(None)),
@@ -155,7 +156,8 @@ def test_nominal_motion(models):
         nominal_motion(arm_pa, c_pa, TrajectoryInterpolator(wp.t, wp.q, wp.v, wp.a), 0.01)
     effort = np.zeros((t.size, 4))
     effort[:, :3] = np.arange(3.0) + 1.0  # B selects x, alpha1, alpha2; beta is passive
-    nom = nominal_motion(arm_pa, c_pa, TrajectoryInterpolator(wp.t, wp.q, wp.v, wp.a, effort), 0.01)
+    nom = nominal_motion(arm_pa, c_pa,
+                         TrajectoryInterpolator(wp.t, wp.q, wp.v, wp.a, effort), 0.01)
     np.testing.assert_allclose(nom["u"], np.tile([1.0, 2.0, 3.0], (101, 1)), atol=1e-12)
 
 
@@ -265,7 +267,8 @@ def test_trajectories_refused_as_joint_trajectory_controller_does(node, models):
     n = node(robot="arm7", law="computed_torque")
     n._on_state(_state(model, np.zeros(7)))
     cases = [
-        ([0.0, 2.5, 0, 0, 0, 0, 0], None, r"joint2 at 2.5, outside its URDF limits \[-2.09, 2.09\]"),
+        ([0.0, 2.5, 0, 0, 0, 0, 0], None,
+         r"joint2 at 2.5, outside its URDF limits \[-2.09, 2.09\]"),
         ([0.0, 0, 0, 0, 0, 0, 1e300], None, r"1e\+300 at index 6 is beyond \+-1e\+06"),
         ([0.0, 0.1, 0, 0, 0, 0, 0], 1.0, "ends in the past"),
     ]

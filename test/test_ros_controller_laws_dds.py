@@ -185,6 +185,7 @@ def test_rmrc_twist_over_dds(launch, probe):
     # commands reach the node within one wake of the probe (50 ms) and hold up to the 0.2 s
     # timeout: the travel lies between 70 % of the commanded one and 0.25 s more of it
     assert 0.7 * speed * moved < dp[0] < speed * (moved + 0.25)
-    assert np.all(np.abs(dp[1:]) < 0.1 * dp[0])  # straight along x: off-axis drift is the servo error
+    # straight along x: off-axis drift is the servo error
+    assert np.all(np.abs(dp[1:]) < 0.1 * dp[0])
     assert all_finite(states, "position") and all_finite(commands, "data")
     assert ctl.alive and sim.alive

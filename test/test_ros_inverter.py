@@ -85,7 +85,8 @@ def library(tmp_path_factory):
 
 
 def output_request(sc, times, names=None, nan=False, shuffle=False) -> JointTrajectory:
-    """Desired outputs of the scenario's task at ``times`` (positions, velocities, accelerations)."""
+    """Desired outputs of the scenario's task at ``times`` (positions, velocities,
+    accelerations)."""
     y, yd, ydd = sc.task(np.asarray(times, float))
     names = list(names or sc.task.names)
     order = list(range(len(names)))
@@ -180,7 +181,8 @@ def test_publishes_feedforward_latched_and_rejects_bad_requests(launch, probe, l
 
 
 def library_tracking_error(sc, interp, coords, delay_steps: int, feedforward=True) -> float:
-    """Max |q - q_ref| of the same PD + feedforward on Simulator, commands delayed by ``delay_steps``.
+    """Max |q - q_ref| of the same PD + feedforward on Simulator, commands delayed by
+    ``delay_steps``.
 
     The reference (positions, velocities, accelerations, effort) is interpolated exactly
     as controller_node does it (TrajectoryInterpolator on the published points).
@@ -205,7 +207,8 @@ def test_closed_loop_with_a_late_controller(launch, probe, library):
     """inverter_node, then controller_node (PD + the trajectory's effort), then simulator_node.
 
     The controller starts after the trajectory was published and gets it from the latched
-    topic; it starts it at its first control tick with a state.  Bound: MARGIN x the library run of the same PD, feedforward and Simulator with
+    topic; it starts it at its first control tick with a state.  Bound: MARGIN x the library run of
+    the same PD, feedforward and Simulator with
     the commands delayed by DELAY_STEPS (20 ms).  On an idle machine the DDS loop has 1-2
     steps of delay; 20 ms covers a loaded 2-core one (the error grows with the delay: the
     delayed feedforward excites the passive links), and the factor 1.5 covers timer jitter

@@ -113,7 +113,8 @@ def test_tracking_over_dds(launch, probe):
 
     wp = waypoints()
     interp = TrajectoryInterpolator(wp.t, wp.q, wp.v, wp.a)
-    errors, t_seen = ros_helpers.tracking_errors(states, model.coordinate_names, interp, start, -LEAD / 2,
+    errors, t_seen = ros_helpers.tracking_errors(states, model.coordinate_names,
+                                                 interp, start, -LEAD / 2,
                                      T_END + 0.3)
     assert max(t_seen) > T_MOVE[1], "the motion was not observed to its end"
     err_dds = max(errors)
@@ -123,7 +124,8 @@ def test_tracking_over_dds(launch, probe):
           f"bound {bound:.3g} rad")
     assert err_dds < bound
     # the robot really moved: the final position is the target, not the start
-    last = np.asarray(states[-1].position)[[states[-1].name.index(n) for n in model.coordinate_names]]
+    last = np.asarray(states[-1].position)[[states[-1].name.index(n)
+                                            for n in model.coordinate_names]]
     np.testing.assert_allclose(last, Q0 + STEP, atol=bound)  # same bound: tracking error at rest
     assert all_finite(states, "position") and all_finite(commands, "data")
     assert ctl.alive and sim.alive
@@ -153,7 +155,8 @@ def _set(prb, node: str, name: str, value):
 
 
 def test_robustness(launch, probe):
-    """Bad messages and out-of-range parameters are rejected; the nodes live on and never emit NaN."""
+    """Bad messages and out-of-range parameters are rejected; the nodes live on and never emit
+    NaN."""
     states = probe.record(JointState, "/joint_states", depth=1000)
     commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=1000)
     wrenches = probe.record(Float64MultiArray, "/dynamics_node/reaction_wrenches", depth=100)
@@ -249,7 +252,8 @@ def _subscriber_names(probe, topic: str) -> set[str]:
 
 
 @pytest.mark.parametrize("executable, params, message", [
-    ("simulator_node", {"robot": "five_bar", "initial_positions": [0.0, 0.0]}, "expected 4 values"),
+    ("simulator_node",
+     {"robot": "five_bar", "initial_positions": [0.0, 0.0]}, "expected 4 values"),
     ("controller_node", {"robot": "passive_arm", "law": "computed_torque"}, "fully actuated"),
     ("simulator_node", {"robot": "arm7", "rate_hz": 250}, "expected a double"),
 ])

@@ -257,7 +257,8 @@ def test_node_diagnostics_status_and_failures(ros_context):
         diag = NodeDiagnostics(node, "test", "arm7", collect)
         assert diag.enabled
         st = diag.status()
-        assert (st.level, st.name, st.hardware_id) == (DiagnosticStatus.OK, "diag_test: test", "arm7")
+        assert (st.level, st.name, st.hardware_id) == (DiagnosticStatus.OK,
+                                                       "diag_test: test", "arm7")
         assert [(kv.key, kv.value) for kv in st.values] == [("rate [Hz]", "999.457"), ("n", "3")]
         assert diag.status().level == DiagnosticStatus.WARN
         st = diag.status()

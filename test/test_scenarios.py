@@ -197,7 +197,8 @@ def test_passive_arm_disturbances_about_double_the_path_error(passive_arm_runs):
     ref = sample_reference(load_run_scenario(DIR / "run_passive_arm_lqr.yaml", over))
     rms = {}
     for kind in ("lqr", "lqr_disturbed"):
-        res = run_scenario(load_run_scenario(DIR / f"run_passive_arm_{kind}.yaml", over), reference=ref)
+        res = run_scenario(load_run_scenario(DIR / f"run_passive_arm_{kind}.yaml", over),
+                           reference=ref)
         assert res.success, res.message
         rms[kind] = res.metrics["path_error_rms"]
     assert 2e-3 < rms["lqr"] < 8e-3  # the combined-output approximation (README: 6 mm peak)

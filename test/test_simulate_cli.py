@@ -30,7 +30,8 @@ def test_simulate_slider_crank_csv_and_plot(tmp_path, capsys):
 def test_simulate_adaptive_and_pfaffian(tmp_path, capsys):
     out = tmp_path / "cart.csv"
     rc = main(["simulate", "two_wheeled_cart", "--duration", "0.2", "--rtol", "1e-8",
-               "--v0", "0.5", "0", "0", "5", "5", "--tau", "0.2", "-0.1", "--quiet", "--out", str(out)])
+               "--v0", "0.5", "0", "0", "5", "5", "--tau", "0.2", "-0.1",
+               "--quiet", "--out", str(out)])
     assert rc == 0
     assert "adaptive" in capsys.readouterr().out
     header = out.read_text().splitlines()[0].split(",")

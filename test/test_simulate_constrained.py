@@ -42,7 +42,8 @@ def energy_balance_error(res, model):
     sample), so its work is exactly sum tau_k . (q_{k+1} - q_k) (nq = nv here); the damper's
     dissipation by Simpson's rule.
     """
-    work = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", res.tau[:-1], np.diff(res.q, axis=0)))])
+    work = np.concatenate([[0.0],
+                           np.cumsum(np.einsum("ij,ij->i", res.tau[:-1], np.diff(res.q, axis=0)))])
     dissipated = cumulative_simpson(np.einsum("ij,j,ij->i", res.v, model.damping, res.v), x=res.t,
                                     initial=0.0)
     return float(np.max(np.abs(res.energy - res.energy[0] - work + dissipated)))
@@ -191,7 +192,8 @@ def momentum(model, q, v):
     data = model.create_data()
     h = pin.computeCentroidalMomentum(model.pin_model, data, q, v)
     com = data.com[0]
-    return np.array([h.linear[0], h.linear[1], h.angular[2] + com[0] * h.linear[1] - com[1] * h.linear[0]])
+    return np.array([h.linear[0], h.linear[1], h.angular[2]
+                     + com[0] * h.linear[1] - com[1] * h.linear[0]])
 
 
 def test_dual_arm_load(models):
@@ -240,7 +242,8 @@ def test_cart_wheel_radius_matches_urdf():
 def test_divergence_is_reported_and_samples_kept(models):
     model = models["four_bar"]
     cfg = SimulatorConfig(dt=1e-3, max_speed=4.0)
-    res = simulate(model, 1.0, q0=assembled_q(model, GUESS["four_bar"]), tau=[2.0, 0, 0], config=cfg)
+    res = simulate(model, 1.0, q0=assembled_q(model, GUESS["four_bar"]),
+                   tau=[2.0, 0, 0], config=cfg)
     assert not res.success and "max_speed" in res.message
     assert 1 < res.t.size < 1001 and np.all(np.isfinite(res.q))
 

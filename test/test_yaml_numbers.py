@@ -29,7 +29,8 @@ def test_scenario_with_exponent_numbers(tmp_path):
     assert "kp: 100.0" in text and "rate: 1000.0" in text
     edited = tmp_path / "run.yaml"
     edited.write_text(text.replace("kp: 100.0", "kp: 1e2").replace("rate: 1000.0", "rate: 1e3")
-                      .replace("robot: slider_crank", f"robot: {robots_dir() / 'slider_crank.yaml'}"))
+                      .replace("robot: slider_crank",
+                               f"robot: {robots_dir() / 'slider_crank.yaml'}"))
     a, b = load_run_scenario(shipped), load_run_scenario(edited)
     assert b.controller == a.controller
     assert b.rate == a.rate == 1000.0
@@ -42,5 +43,6 @@ def test_model_yaml_with_exponent_numbers(tmp_path):
     urdf = share_dir() / "urdf"
     edited = tmp_path / "passive_arm.yaml"
     edited.write_text(text.replace("stiffness: 50.0", "stiffness: 5e1")
-                      .replace("urdf: ../../urdf/passive_arm.urdf", f"urdf: {urdf / 'passive_arm.urdf'}"))
+                      .replace("urdf: ../../urdf/passive_arm.urdf",
+                               f"urdf: {urdf / 'passive_arm.urdf'}"))
     assert load_model(edited).stiffness.max() == load_model(src).stiffness.max() == 50.0

@@ -71,8 +71,8 @@ class Urdf:
             self.lines.append(f'    <axis xyz="{vec(*axis)}"/>')
         if limit is not None:
             lo, hi, effort, velocity = limit
-            self.lines.append(f'    <limit lower="{fmt(lo)}" upper="{fmt(hi)}" effort="{fmt(effort)}" '
-                              f'velocity="{fmt(velocity)}"/>')
+            self.lines.append(f'    <limit lower="{fmt(lo)}" upper="{fmt(hi)}" '
+                              f'effort="{fmt(effort)}" velocity="{fmt(velocity)}"/>')
         elif jtype in ("revolute", "prismatic"):
             raise ValueError(f"joint {name}: revolute and prismatic joints need limits")
         self.lines.append("  </joint>")
@@ -141,7 +141,8 @@ def cart_double_pendulum():
 
 def passive_arm():
     # Seifried (2014) Sect. 4.2.7, Table 4.2 (horizontal plane, homogeneous links).
-    u = Urdf("passive_arm", "Seifried (2014) Sect. 4.2.7, Table 4.2: cart + 3 links, last joint passive")
+    u = Urdf("passive_arm",
+             "Seifried (2014) Sect. 4.2.7, Table 4.2: cart + 3 links, last joint passive")
     cart(u, 3.0)
     chain(u, "cart", [("alpha1", "link1", 1.0, 6.875, 0.5743, 0.5),
                       ("alpha2", "link2", 0.5, 3.438, 0.0723, 0.25),
@@ -249,7 +250,8 @@ def five_bar():
         for part, length in (("proximal", 0.20), ("distal", 0.30)):
             lname = f"{side}_{part}"
             m = ALUMINIUM * length * w * t
-            u.link(lname, m, com=(length / 2, 0, 0), inertia=bar_inertia(m, length, w, t, axis="x"),
+            u.link(lname, m, com=(length / 2, 0, 0),
+                   inertia=bar_inertia(m, length, w, t, axis="x"),
                    box=(length, w, t), box_origin=(length / 2, 0, 0))
             jname = f"{side}_motor" if part == "proximal" else f"{side}_elbow"
             u.joint(jname, "revolute", parent, lname, xyz=xyz,
@@ -270,12 +272,18 @@ def arm7():
     # (joint origin xyz, rpy, axis, mass, com, (radius, length, cylinder axis), limit, effort)
     spec = [
         ((0, 0, 0.1575), (0, 0, 0), 4.0, (0, -0.03, 0.12), (0.08, 0.25, "z"), 2.97, 320),
-        ((0, 0, 0.2025), (math.pi / 2, 0, math.pi), 4.0, (0, 0.059, 0.042), (0.08, 0.25, "y"), 2.09, 320),
-        ((0, 0.2045, 0), (math.pi / 2, 0, math.pi), 3.0, (0, 0.03, 0.13), (0.07, 0.25, "z"), 2.97, 176),
-        ((0, 0, 0.2155), (math.pi / 2, 0, 0), 2.7, (0, 0.067, 0.034), (0.07, 0.22, "y"), 2.09, 176),
-        ((0, 0.1845, 0), (-math.pi / 2, math.pi, 0), 1.7, (0, 0.021, 0.076), (0.06, 0.2, "z"), 2.97, 110),
-        ((0, 0, 0.2155), (math.pi / 2, 0, 0), 1.8, (0, 0.0006, 0.0004), (0.06, 0.12, "y"), 2.09, 40),
-        ((0, 0.081, 0), (-math.pi / 2, math.pi, 0), 0.3, (0, 0, 0.02), (0.04, 0.05, "z"), 3.05, 40),
+        ((0, 0, 0.2025), (math.pi / 2, 0, math.pi), 4.0, (0, 0.059, 0.042),
+         (0.08, 0.25, "y"), 2.09, 320),
+        ((0, 0.2045, 0), (math.pi / 2, 0, math.pi), 3.0, (0, 0.03, 0.13),
+         (0.07, 0.25, "z"), 2.97, 176),
+        ((0, 0, 0.2155), (math.pi / 2, 0, 0), 2.7, (0, 0.067, 0.034),
+         (0.07, 0.22, "y"), 2.09, 176),
+        ((0, 0.1845, 0), (-math.pi / 2, math.pi, 0), 1.7, (0, 0.021, 0.076),
+         (0.06, 0.2, "z"), 2.97, 110),
+        ((0, 0, 0.2155), (math.pi / 2, 0, 0), 1.8, (0, 0.0006, 0.0004),
+         (0.06, 0.12, "y"), 2.09, 40),
+        ((0, 0.081, 0), (-math.pi / 2, math.pi, 0), 0.3, (0, 0, 0.02),
+         (0.04, 0.05, "z"), 3.05, 40),
     ]
     parent = "link0"
     for k, (xyz, rpy, m, com, (r, length, ax), lim, effort) in enumerate(spec, start=1):
@@ -332,9 +340,11 @@ def dual_arm_load():
         parent, xyz, prev = "base", (x0, 0.2, 0.0), 0.0
         for k, (length, m, phi) in enumerate(zip(lengths, masses, absolute[arm]), start=1):
             lname = f"arm{arm}_link{k}"
-            u.link(lname, m, com=(length / 2, 0, 0), inertia=bar_inertia(m, length, 0.04, 0.04, "x"),
+            u.link(lname, m, com=(length / 2, 0, 0),
+                   inertia=bar_inertia(m, length, 0.04, 0.04, "x"),
                    box=(length, 0.04, 0.04), box_origin=(length / 2, 0, 0))
-            u.joint(f"arm{arm}_joint{k}", "revolute", parent, lname, xyz=xyz, rpy=(0, 0, phi - prev),
+            u.joint(f"arm{arm}_joint{k}", "revolute", parent, lname,
+                    xyz=xyz, rpy=(0, 0, phi - prev),
                     limit=(-2 * math.pi, 2 * math.pi, 50.0, 5.0))
             parent, xyz, prev = lname, (length, 0, 0), phi
         u.frame(f"arm{arm}_tip", parent, (lengths[2], 0, 0))
@@ -342,7 +352,8 @@ def dual_arm_load():
            box=(0.5, 0.06, 0.06), box_origin=(0.25, 0, 0))
     u.joint("load_fixed", "fixed", "arm1_tip", "load")
     u.link("load_grasp")  # far end of the load, turned by pi: aligned with arm 2's tip frame
-    u.joint("load_grasp_fixed", "fixed", "load", "load_grasp", xyz=(0.5, 0, 0), rpy=(0, 0, math.pi))
+    u.joint("load_grasp_fixed", "fixed", "load", "load_grasp",
+            xyz=(0.5, 0, 0), rpy=(0, 0, math.pi))
     return u
 
 
@@ -448,7 +459,8 @@ def ros2_control_xacro(robot: Urdf) -> str:
         "     Generated by tools/make_robots.py from the URDF and config/robots/"
         f"{name}.yaml. -->",
         f"<!-- xacro {name}.urdf.xacro sim:=embedded|gazebo|hardware",
-        "       [hardware_plugin:=package/SystemClass] [controllers:=/abs/path/controllers.yaml] -->",
+        "       [hardware_plugin:=package/SystemClass] [controllers:=/abs/path/controllers.yaml] "
+        "-->",
         f'<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="{name}">',
         '  <xacro:arg name="sim" default="hardware"/>',
         '  <xacro:arg name="hardware_plugin" default="mock_components/GenericSystem"/>',

@@ -138,7 +138,9 @@ def _shape_pose(chain, qk: np.ndarray, fr, builder) -> pin.SE3:
         def node(n):
             return p + R @ np.r_[d.node_positions[n] + d.node_shapes[n, :2] @ qe, 0.0]
 
-        return segment_placement(node(a), node(c)) if what == "seg" else pin.SE3(np.eye(3), node(a))
+        if what == "seg":
+            return segment_placement(node(a), node(c))
+        return pin.SE3(np.eye(3), node(a))
     if what == "bar":
         return segment_placement(p, p + R @ np.r_[chain.bodies[i].distal, 0.0])
     if what == "block":

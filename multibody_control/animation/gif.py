@@ -162,7 +162,8 @@ def write_mp4(scene: Scene, path: str | Path, size=(480, 400), dpi: int = 80) ->
     first = next(frames)
     h, w = first.shape[:2]
     cmd = [ffmpeg, "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
-           "-s", f"{w}x{h}", "-r", f"{1 / dt:g}", "-i", "-", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2",
+           "-s", f"{w}x{h}", "-r", f"{1 / dt:g}", "-i", "-", "-vf",
+           "pad=ceil(iw/2)*2:ceil(ih/2)*2",
            "-pix_fmt", "yuv420p", "-vcodec", "libx264", str(path)]
     with subprocess.Popen(cmd, stdin=subprocess.PIPE) as proc:
         proc.stdin.write(first.tobytes())

@@ -41,8 +41,9 @@ body {{ display: flex; flex-direction: column; }}
 <div id="bar"><button id="play">pause</button>
 <input id="slider" type="range" min="0" max="0" step="1" value="0">
 <span id="time"></span>
-<label>speed <select id="speed"><option value="0.1">0.1x</option><option value="0.25">0.25x</option>
-<option value="0.5">0.5x</option><option value="1" selected>1x</option><option value="2">2x</option>
+<label>speed <select id="speed"><option value="0.1">0.1x</option>
+<option value="0.25">0.25x</option><option value="0.5">0.5x</option>
+<option value="1" selected>1x</option><option value="2">2x</option>
 </select></label></div>
 <script id="scene-data" type="application/json">{scene}</script>
 <script>/* three.js r{three_revision} (MIT licence, https://threejs.org), bundled by

@@ -1,4 +1,5 @@
-"""Tracking controllers: one module per control law, one ``step(t, q, v, reference) -> u`` interface."""
+"""Tracking controllers: one module per control law, one ``step(t, q, v, reference) -> u``
+interface."""
 
 import numpy as np
 
@@ -51,7 +52,8 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
     if law == "pid":
         return PDController(model, PDConfig(kp, kd, ki, integral_limit, effort_limit))
     if law == "computed_torque":
-        return ComputedTorqueController(model, ComputedTorqueConfig(kp, kd, effort_limit=effort_limit))
+        return ComputedTorqueController(model,
+                                        ComputedTorqueConfig(kp, kd, effort_limit=effort_limit))
     if law == "projected_inverse_dynamics":
         constraints = options.pop("constraints", None)
         return ProjectedInverseDynamicsController(model, ProjectedInverseDynamicsConfig(

@@ -55,18 +55,21 @@ def gain_vector(value, n: int, name: str, *, positive: bool = True, unit: str = 
 
 
 def check_gain_config(value, name: str, *, positive: bool = True):
-    """Config-time check of a gain (scalar or sequence); the length is checked against the model later."""
+    """Config-time check of a gain (scalar or sequence); the length is checked against the model
+    later."""
     arr = np.asarray(value, dtype=float)
     if arr.ndim > 1:
         raise DimensionError(f"{name}: expected a scalar or a 1-D sequence, got shape {arr.shape}")
-    if np.any(np.isnan(arr)) or (positive and np.any(arr <= 0)) or (not positive and np.any(arr < 0)):
+    if (np.any(np.isnan(arr)) or (positive and np.any(arr <= 0))
+            or (not positive and np.any(arr < 0))):
         bound = "> 0" if positive else ">= 0"
         raise InputError(f"{name}: expected values {bound}, got {arr.tolist()}")
     return float(arr) if arr.ndim == 0 else tuple(arr.tolist())
 
 
 def inputs_from_generalized(model: MultibodyModel, tau, name: str = "effort") -> np.ndarray:
-    """Inputs ``u`` (nu,) with ``B u = tau`` for a generalized force ``tau`` (nv,) the actuators can produce.
+    """Inputs ``u`` (nu,) with ``B u = tau`` for a generalized force ``tau`` (nv,) the actuators
+    can produce.
 
     Raises
     ------
@@ -123,5 +126,6 @@ def require_fully_actuated(model: MultibodyModel, law: str) -> np.ndarray:
     if B.shape[0] != B.shape[1] or np.linalg.matrix_rank(B) < B.shape[0]:
         passive = ", ".join(model.passive_joint_names) or "none"
         raise ModelError(f"{law}: needs a fully actuated model (B square and invertible); "
-                         f"{model.name} has nv={model.nv}, nu={model.nu}, passive joints: {passive}")
+                         f"{model.name} has nv={model.nv}, nu={model.nu}, passive joints: "
+                         f"{passive}")
     return np.linalg.inv(B)

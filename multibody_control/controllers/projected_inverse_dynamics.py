@@ -131,10 +131,12 @@ class ProjectedInverseDynamicsConfig(ControllerConfig):
                 tuple(self.independent)
             if not names or not all(isinstance(n, str) for n in names) or \
                     len(set(names)) != len(names):
-                raise InputError(f"independent: expected distinct joint names, got {self.independent!r}")
+                raise InputError("independent: expected distinct joint names, got "
+                                 f"{self.independent!r}")
             object.__setattr__(self, "independent", names)
         if self.projection is not None and not isinstance(self.projection, ProjectionSettings):
-            raise InputError(f"projection: expected ProjectionSettings, got {type(self.projection).__name__}")
+            raise InputError("projection: expected ProjectionSettings, got "
+                             f"{type(self.projection).__name__}")
 
 
 class ProjectedInverseDynamicsController(Controller):
@@ -276,7 +278,7 @@ class ProjectedInverseDynamicsController(Controller):
         self.integral = np.zeros(self._m)
         self._t_prev: float | None = None
 
-    # -- assembly helper -----------------------------------------------------------------------------
+    # -- assembly helper --------------------------------------------------------------------------
     def assemble(self, q, tol: float = 1e-13, max_iter: int = 30) -> np.ndarray:
         """q with the independent coordinates kept and the dependent ones solved from phi(q) = 0.
 

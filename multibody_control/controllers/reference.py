@@ -81,7 +81,8 @@ class TrajectoryInterpolator:
         def opt(x, name):
             return None if x is None else require_finite(as_matrix(x, (t.size, n), name), name)
 
-        v, a, e = opt(velocities, "velocities"), opt(accelerations, "accelerations"), opt(effort, "effort")
+        v, a = opt(velocities, "velocities"), opt(accelerations, "accelerations")
+        e = opt(effort, "effort")
         if a is not None and v is None:
             raise InputError("accelerations: need velocities too (quintic Hermite)")
         self.t, self.n = t, n

@@ -106,7 +106,8 @@ class RMRCConfig(ControllerConfig):
 
     def __post_init__(self):
         if self.inner not in INNER_LOOPS:
-            raise InputError(f"inner: expected one of {', '.join(INNER_LOOPS)}, got {self.inner!r}")
+            raise InputError(f"inner: expected one of {', '.join(INNER_LOOPS)}, "
+                             f"got {self.inner!r}")
         for name, low in (("damping", 0.0), ("pose_gain", 0.0)):
             val = getattr(self, name)
             if not (isinstance(val, (int, float)) and np.isfinite(val) and val >= low):
@@ -241,7 +242,8 @@ class RMRCController(Controller):
         self.v_c = v_c
         e = pin.difference(pm, q, self.q_c)
         if c.inner == "computed_torque":
-            tau = self.dynamics.inverse_dynamics(q, v, self.a_c + self.kd * (v_c - v) + self.kp * e)
+            tau = self.dynamics.inverse_dynamics(q, v, self.a_c
+                                                 + self.kd * (v_c - v) + self.kp * e)
         else:
             tau = self.kp * e + self.kd * (v_c - v) + self.dynamics.gravity_forces(q)
             if self.model.has_springs:

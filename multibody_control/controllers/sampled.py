@@ -11,7 +11,8 @@ message of the previous plant step).  For one coordinate of inertia ``M`` [kg m^
 
 (exact integration of a constant force over a period, one period of delay).  It is stable iff
 the spectral radius of its matrix is at most 1; :func:`unstable_gains` refuses a loop that
-grows faster than ``GROWTH_LIMIT`` at ``dt`` or at ``PERIOD_MARGIN`` times ``dt``.  The continuous-time design ignores this: a
+grows faster than ``GROWTH_LIMIT`` at ``dt`` or at ``PERIOD_MARGIN`` times ``dt``.  The
+continuous-time design ignores this: a
 velocity gain with ``kd dt / M`` of order 1 or more makes the sampled loop diverge however
 well damped the continuous one is (e.g. kd = 20 N m s/rad on a joint of 2.4e-4 kg m^2 at
 500 Hz: kd dt / M = 167).  Laws whose gains are error-dynamics gains (computed torque,

@@ -278,8 +278,8 @@ def attenuation(model: MultibodyModel, gamma, q_u0, v_u0=None, *, t1: float = 3.
     criterion within 5e-6 relative).  ``method="rk4"``: the compiled fixed-step RK4 of
     :mod:`.fast_zero` with ``h max|lambda| = omega_h`` from the linearized eigenvalues (at
     the default 0.08 closer to a tight DOP853 run, rtol 1e-10, than DOP853 at rtol 1e-6 is,
-    on every design measured: :mod:`.fast_zero` notes); it falls back to the reference where the kernel does not
-    apply (no numba, or a joint the compiled tree does not handle).
+    on every design measured: :mod:`.fast_zero` notes); it falls back to the reference where the
+    kernel does not apply (no numba, or a joint the compiled tree does not handle).
 
     Parameters
     ----------

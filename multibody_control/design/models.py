@@ -44,7 +44,8 @@ from multibody_dynamics.model import MultibodyModel, load_model
 from .problem import per_thread
 
 __all__ = ["ArmDesign", "ArmLayout", "Balancing", "Bar", "LinkParameters", "PASSIVE_ARM2",
-           "PASSIVE_ARM4", "ParametricArm", "evaluate_printed", "gamma_arm2", "gamma_arm4", "parametric_arm"]
+           "PASSIVE_ARM4", "ParametricArm", "evaluate_printed", "gamma_arm2",
+           "gamma_arm4", "parametric_arm"]
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ rad/s: kp = 400 1/s^2, kd = 40 1/s), the PID gains (kp = 1000 N/m | N m/rad, kd 
 ki = 1000; with 400, 80, 400 as in run_passive_arm_pid.yaml the error is 3.5 instead of 3.2 mm),
 the control rate (1 kHz, zero-order hold) and the inversion step (1 ms). The book's
 feedback linearization is continuous in time; with the zero-order hold the exact-output error
-is first order in the control period, so :func:`fig_7_8` also runs that case at 20 kHz. Which index of
-"mechanical energy" the book compares is not stated; :func:`fig_7_8` reports the actuators'
+is first order in the control period, so :func:`fig_7_8` also runs that case at 20 kHz. Which index
+of "mechanical energy" the book compares is not stated; :func:`fig_7_8` reports the actuators'
 positive work of the feedforward of both designs along the task: classical inversion of
 the exact output on the optimum, stable inversion of the combined output on the initial design
 (the route the book takes for it; the stable inversion of the exact output does not find the
@@ -177,8 +177,8 @@ def load_disturbance(model, fraction: float, load_mass: float, load_inertia: flo
     new = old + extra
     c_old, c_new = np.asarray(old.lever), np.asarray(new.lever)
     if np.linalg.norm(np.cross(c_old, c_new)) > 1e-12 * max(1.0, float(c_old @ c_old)):
-        raise ModelError(f"load_disturbance: the load at frame {frame!r} moves the CoM of the last "
-                         "body off its line; a relative CoM change cannot describe it")
+        raise ModelError(f"load_disturbance: the load at frame {frame!r} moves the CoM of the "
+                         "last body off its line; a relative CoM change cannot describe it")
     return {"mass": new.mass / old.mass - 1.0,
             "com": float(np.linalg.norm(c_new) / np.linalg.norm(c_old)) - 1.0,
             "inertia": float(new.inertia[2, 2] / old.inertia[2, 2]) - 1.0}

@@ -27,5 +27,6 @@ from .servo import ServoConstraints
 
 __all__ = ["METHODS", "CausalInversionResult", "CausalOptions", "DesiredOutput",
            "ForwardOptions", "Index2EulerOptions", "InverseModel", "InversionOptions",
-           "InversionInterrupted", "InversionResult", "QuasiStaticOptions", "ServoConstraints", "StableOptions",
+           "InversionInterrupted", "InversionResult", "QuasiStaticOptions",
+           "ServoConstraints", "StableOptions",
            "end_effector_error", "invert"]

@@ -98,7 +98,8 @@ class ClosedOutputServo(ElasticServo):
         self.on_evaluate = None
 
     def configuration(self, y, qe) -> np.ndarray:
-        """Tree coordinates q (nv,) with output ``y`` and elastic coordinates ``qe`` on the loop."""
+        """Tree coordinates q (nv,) with output ``y`` and elastic coordinates ``qe`` on the
+        loop."""
         return self._configuration(np.asarray(y, float), np.asarray(qe, float))[0]
 
     def _configuration(self, y, qe):
@@ -120,8 +121,9 @@ class ClosedOutputServo(ElasticServo):
             if np.max(np.abs(res)) < 1e-9:
                 break
         else:
-            raise SolverError(f"{sysm.name}: rigid coordinates for output {np.asarray(y).tolist()} "
-                              f"not found (max residual {np.max(np.abs(res)):.3g})")
+            raise SolverError(f"{sysm.name}: rigid coordinates for output "
+                              f"{np.asarray(y).tolist()} not found (max residual "
+                              f"{np.max(np.abs(res)):.3g})")
         self._qr = q[:nr].copy()
         return q, C
 
@@ -374,7 +376,8 @@ def _reconstruct(servo, ytraj, t, eta, ok, msg, progress):
 
 def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter: int = 60,
                      progress: bool = False):
-    """Stable inversion by dichotomy sweeps (Devasia, Chen and Paden 1996); see :func:`invert_closed`.
+    """Stable inversion by dichotomy sweeps (Devasia, Chen and Paden 1996); see
+    :func:`invert_closed`.
 
     ``servo`` needs ``internal_rhs_batch(y, yd, ydd, eta)`` (any inverse model with internal
     states ``η``); ``Q`` is the zero-dynamics Jacobian at ``eta0`` and must be hyperbolic.

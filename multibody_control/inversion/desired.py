@@ -37,8 +37,9 @@ class DesiredOutput:
         self.exact = tuple(output.names) == tuple(task.names)
         if not self.exact:
             if len(task.names) != model.nu:
-                raise InputError(f"task has {len(task.names)} coordinates ({', '.join(task.names)}) "
-                                 f"but {model.name} has {model.nu} inputs")
+                raise InputError(f"task has {len(task.names)} coordinates "
+                                 f"({', '.join(task.names)}) but {model.name} has {model.nu} "
+                                 "inputs")
             self.task_map = Output(model, task.names)
             self.ia = np.flatnonzero(~model.passive)
             # passive joints stay at rest; the last solution warm-starts the next call
@@ -68,7 +69,8 @@ class DesiredOutput:
         return tuple(np.array([r[k] for r in rows]) for k in range(3))
 
     def tabulate(self, t_grid) -> TabulatedOutput:
-        """A fast interpolant through exact samples on ``t_grid`` (see :class:`TabulatedOutput`)."""
+        """A fast interpolant through exact samples on ``t_grid`` (see
+        :class:`TabulatedOutput`)."""
         return TabulatedOutput(np.asarray(t_grid, float), *self.sample(t_grid))
 
 
@@ -118,7 +120,8 @@ class TabulatedOutput:
 
 
 def end_effector_error(model: MultibodyModel, task: Task, t, q) -> np.ndarray:
-    """Euclidean distance [m] between the task's frame coordinates reached by q (N, nq) and desired.
+    """Euclidean distance [m] between the task's frame coordinates reached by q (N, nq) and
+    desired.
 
     Only task coordinates that are frame coordinates ('frame.x') count; joint coordinates are
     excluded (they are not end-effector positions).

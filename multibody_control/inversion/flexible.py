@@ -229,7 +229,8 @@ class FlexibleServo(ElasticServo):
         return float(np.linalg.det(M[nr:, nr:] - M[nr:, :nr] @ self.gamma))
 
     def _rest_residual(self, y, qe):
-        """Elastic rows of the statics, ``(f_e - g)_e`` at rest: ``K_e q_e = g_e`` at equilibrium."""
+        """Elastic rows of the statics, ``(f_e - g)_e`` at rest: ``K_e q_e = g_e`` at
+        equilibrium."""
         _, _, g, fe = self.chain.dynamics_terms(self.assemble(y, qe), np.zeros(self.chain.nv))
         return (fe - g)[self.nr:]
 
@@ -294,8 +295,8 @@ class RigidInverseKinematics:
         self.qr = qr
         _, J, _ = self._point(qr, zero)
         if np.linalg.cond(J[:, fr]) > 1e8:
-            raise SolverError(f"rigid inverse kinematics singular at t = {t:g} s (arm stretched or "
-                              "folded): choose a path away from the workspace boundary")
+            raise SolverError(f"rigid inverse kinematics singular at t = {t:g} s (arm stretched "
+                              "or folded): choose a path away from the workspace boundary")
         vr = np.zeros_like(qr)
         vr[fx] = sd
         vr[fr] = np.linalg.solve(J[:, fr], pd - J[:, fx] @ sd)
@@ -334,7 +335,8 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
     t_end : float, optional
         End of the result [s]; default ``tf + t_post`` for ``"stable"`` (also the earliest end
         it accepts), ``tf + 0.3`` s otherwise.
-    decay_tol, bvp_tol, max_nodes, guess : as in :func:`~multibody_control.inversion.methods.invert`
+    decay_tol, bvp_tol, max_nodes, guess
+        As in :func:`~multibody_control.inversion.methods.invert`.
     ik_guess : (nq_r,), optional
         Joint angles near the first point of the path (elbow branch); default 0.5 rad each.
     check_decoupling : bool
@@ -401,7 +403,8 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
         grid = np.unique(np.concatenate([np.arange(ta, tb + dt, min(dt, 1e-3)), [t0, tf]]))
         ytraj = ik.tabulate(grid)
         if method == "stable":
-            if guess is None:  # the quasi-static deformation is close to the exact one (Sect. 6.4.1)
+            # the quasi-static deformation is close to the exact one (Sect. 6.4.1)
+            if guess is None:
                 guess = _quasi_static_guess(chain, ik.body, servo, ytraj, t_out, t0, tf)
                 if check_decoupling:
                     _check_decoupling(servo, ytraj, t_out, guess)
@@ -522,8 +525,8 @@ def _check_decoupling(servo, ytraj, t, guess):
     flips = np.flatnonzero(np.sign(det[1:]) != np.sign(det[:-1]))
     if flips.size:
         raise SolverError(
-            f"the output y = q_r + Γ q_e loses relative degree 2 on this motion: det(M_ee - M_er Γ) "
-            f"= {rest:.3g} at rest changes sign along the quasi-static deformation (first at "
+            "the output y = q_r + Γ q_e loses relative degree 2 on this motion: det(M_ee - M_er "
+            f"Γ) = {rest:.3g} at rest changes sign along the quasi-static deformation (first at "
             f"t = {t[flips[0] + 1]:.3f} s, range {det.min():.3g} to {det.max():.3g}), so the zero "
             "dynamics are singular on the path and the boundary value problem has no solution "
             "to converge to; change Γ (Seifried Sect. 6.4 changed Γ_21, Γ_22 of (6.38) to "
@@ -568,7 +571,8 @@ def track_flexible(chain: FlexibleChain, result: InversionResult, task: Task, *,
     the start (a collocated PD law: it cannot destabilise the elastic modes).
     """
     if not result.success:
-        raise InputError(f"the {result.method} inversion failed ({result.message}): nothing to track")
+        raise InputError(f"the {result.method} inversion failed ({result.message}): nothing to "
+                         "track")
     if not frequency > 0 or not damping > 0:
         raise InputError(f"frequency and damping must be positive, got {frequency}, {damping}")
     nr, nv = chain.nq_r, chain.nv
@@ -596,7 +600,8 @@ def track_flexible(chain: FlexibleChain, result: InversionResult, task: Task, *,
     sol = solve_ivp(rhs, (t_eval[0], t_eval[-1]), x0, method="DOP853", t_eval=t_eval,
                     rtol=rtol, atol=atol, max_step=10 * dt)
     if sol.status != 0:
-        raise SolverError(f"simulation of the tracking failed at t = {sol.t[-1]:.4g} s: {sol.message}")
+        raise SolverError(f"simulation of the tracking failed at t = {sol.t[-1]:.4g} s: "
+                          f"{sol.message}")
     q, v = sol.y[:nv].T, sol.y[nv:].T
     ik_body = RigidInverseKinematics(chain, task).body
     p_des = task(sol.t)[0]

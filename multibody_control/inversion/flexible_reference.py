@@ -40,8 +40,8 @@ def joint_reference(chain, result: InversionResult) -> InversionResult:
         for an open chain; a closed loop's actuated joints).
     result : InversionResult or ClosedInversion
         Of :func:`~multibody_control.inversion.flexible.invert_flexible` on ``chain`` (or
-        :func:`~multibody_control.inversion.closed_flexible.invert_closed` on a closed loop): ``q``,
-        ``v``, ``a`` of shape (N, nq) with the joints first.
+        :func:`~multibody_control.inversion.closed_flexible.invert_closed` on a closed loop):
+        ``q``, ``v``, ``a`` of shape (N, nq) with the joints first.
 
     Returns
     -------

@@ -39,7 +39,8 @@ from ..scenarios.report import (
 
 __all__ = ["BOOK_TOOL_ERROR_MM", "BOOK_ZERO_DYNAMICS", "CLOSED_METHODS", "CLOSED_OUTPUTS",
            "ClosedDesign", "ClosedDesignSpec", "ClosedInversionScenario",
-           "ClosedScenarioInterrupted", "FlexibleInversionScenario", "FlexibleScenarioInterrupted", "closed_grid", "closed_output", "closed_summary",
+           "ClosedScenarioInterrupted", "FlexibleInversionScenario", "FlexibleScenarioInterrupted",
+           "closed_grid", "closed_output", "closed_summary",
            "closed_task_outputs", "closed_task_path", "closed_zero_dynamics",
            "flexible_summary", "is_flexible_scenario", "load_flexible_scenario",
            "parallel_tool_task", "plot_closed", "plot_flexible", "run_closed_design",

@@ -220,8 +220,9 @@ def solve_stable(servo: InverseModel, ytraj, t_out, eta0, etaf, Q0, Qf, max_node
     eta = sol.sol(t_out).T
     if not sol.success:
         return eta, False, (f"boundary value problem did not converge ({sol.message}; "
-                            f"{sol.niter} iterations, max residual {np.max(sol.rms_residuals):.3g}); "
-                            "give a better initial guess (e.g. the linearly combined output's "
+                            f"{sol.niter} iterations, max residual "
+                            f"{np.max(sol.rms_residuals):.3g}); give a better initial guess (e.g. "
+                            "the linearly combined output's "
                             "solution) or loosen bvp_tol")
     return eta, True, f"converged in {sol.niter} iterations on {sol.x.size} nodes"
 
@@ -253,8 +254,8 @@ def index2_euler(servo, ytraj, ta, tb, h, eta0, limit):
         vn = (qn - q_prev) / h
         servo.counters["dynamics"] += 1
         M = dyn.mass_matrix(qn)
-        dyn_res = D.T @ (M @ (qn - q_prev - h * v_prev) - h * h * (dyn.spring_forces(qn, vn)
-                                                                    - dyn.nonlinear_effects(qn, vn)))
+        dyn_res = D.T @ (M @ (qn - q_prev - h * v_prev)
+                         - h * h * (dyn.spring_forces(qn, vn) - dyn.nonlinear_effects(qn, vn)))
         return np.concatenate([dyn_res, out.value(qn) - y_next])
 
     for k in range(steps):

@@ -120,7 +120,8 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
             if exact_kinematics:
                 q[k] = task_map.solve(q[k], ia, task(tk)[0], tol=1e-12)
                 dqa = q[k, ia] - qa
-            u[k] = ud + np.linalg.solve(Ba, G[np.ix_(ia, ia)] @ dqa + G[np.ix_(ia, iu)] @ qu + h[ia])
+            u[k] = ud + np.linalg.solve(Ba, G[np.ix_(ia, ia)] @ dqa
+                                        + G[np.ix_(ia, iu)] @ qu + h[ia])
     except (MultibodyError, np.linalg.LinAlgError) as exc:
         success = False
         message = f"quasi-static compensation failed at t = {t[k]:.4g} s: {exc}"
@@ -140,7 +141,8 @@ def invert_quasi_static(model: MultibodyModel, task: Task, *, dt: float = 1e-3,
     eta = np.hstack([q[:, iu], v[:, iu]])
     err = float(np.max(np.abs(y - y_des))) if len(t) else np.inf
     return InversionResult(t, q, v, a, u, y_des, y, eta, err, t0, tf, 0.0, 0.0, np.zeros(0),
-                           success, message, "quasi_static" if compensate else "rigid", nfev, time.perf_counter() - start,
+                           success, message, "quasi_static" if compensate else "rigid", nfev,
+                           time.perf_counter() - start,
                            model.input_names, tuple(task.names))
 
 

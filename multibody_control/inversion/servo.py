@@ -47,11 +47,13 @@ class ServoConstraints:
             raise InputError(f"{model.name}: servo-constraint inversion of models with loop "
                              "closures is not available; use a model without closures")
         if model.nq != model.nv:
-            raise InputError(f"{model.name}: inversion needs nq == nv (got {model.nq}, {model.nv})")
+            raise InputError(f"{model.name}: inversion needs nq == nv "
+                             f"(got {model.nq}, {model.nv})")
         if output.m != model.nu:
             raise InputError(f"output has {output.m} rows ({', '.join(output.names)}) but "
-                             f"{model.name} has {model.nu} inputs ({', '.join(model.input_names)}); "
-                             "the inverse model needs a square system")
+                             f"{model.name} has {model.nu} inputs "
+                             f"({', '.join(model.input_names)}); the inverse model needs a square "
+                             "system")
         self.model, self.output = model, output
         self.dyn = RigidDynamics(model)
         self.B = model.B
@@ -212,7 +214,8 @@ class ServoConstraints:
             q[:, ia] = self._batch_guess(K)
             H = self._batch_newton(q, y)
             Ha = H[:, :, ia]
-            v[:, ia] = np.linalg.solve(Ha, (yd - np.einsum("kij,kj->ki", H[:, :, iu], vu))[..., None])[..., 0]
+            rhs = yd - np.einsum("kij,kj->ki", H[:, :, iu], vu)
+            v[:, ia] = np.linalg.solve(Ha, rhs[..., None])[..., 0]
             hbar = self.output.bias_batch(q, v)
         pm, data = self.dyn._pm, self.dyn._data
         rows = self._D_rows
@@ -233,7 +236,8 @@ class ServoConstraints:
             a = np.linalg.solve(A, b[..., None])[..., 0]
         except np.linalg.LinAlgError:
             raise SolverError(f"decoupling matrix H M^-1 B singular along the trajectory: the "
-                              f"output {self.output.names} does not have relative degree 2") from None
+                              f"output {self.output.names} does not have relative degree "
+                              "2") from None
         return np.hstack([v[:, iu], a[:, iu]])
 
     def _batch_guess(self, K):

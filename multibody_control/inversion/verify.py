@@ -45,7 +45,8 @@ class VerificationResult:
     message: str
 
 
-def verify(model: MultibodyModel, result: InversionResult, task: Task, output: Output | None = None,
+def verify(model: MultibodyModel, result: InversionResult, task: Task,
+           output: Output | None = None,
            rtol: float = 1e-10, atol: float = 1e-12) -> VerificationResult:
     """Simulate the plant open loop with ``result.u`` from the result's first state.
 

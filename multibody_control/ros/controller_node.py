@@ -511,7 +511,8 @@ def _position_limits(model, coords: JointCoordinates):
 
 
 class ControllerNode(Node):
-    """Tracking controller publishing effort commands for forward_command_controller-style plants."""
+    """Tracking controller publishing effort commands for forward_command_controller-style
+    plants."""
 
     node_name = "controller_node"
 
@@ -598,7 +599,8 @@ class ControllerNode(Node):
         watch = self._locked(self._watch_latched)  # a callback without arguments: no TimerInfo
         self.create_timer(LATCHED_WATCH, lambda: watch(),
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self.create_subscription(TwistStamped, "~/twist_command", self._locked(self._on_twist), qos)
+        self.create_subscription(TwistStamped, "~/twist_command",
+                                 self._locked(self._on_twist), qos)
         self._last_msg: tuple[JointTrajectory, float] | None = None
         self._pending_msg: JointTrajectory | None = None
         self._timer = None

@@ -61,7 +61,8 @@ flexible_manipulator)
     :func:`~multibody_control.inversion.flexible_scenario.run_flexible_scenario` for its
     method only (its ``compare`` list is left to ``multibody invert``; its tracking check runs
     when ``verify`` is true and is part of the logged summary); ``method`` chooses among the
-    flexible designs ``rigid``, ``collocated``, ``quasi_static``, ``stable``, ``classical`` (the methods of
+    flexible designs ``rigid``, ``collocated``, ``quasi_static``, ``stable``, ``classical`` (the
+    methods of
     rigid robots are refused with that list, as the flexible designs are on a rigid robot).
     The output is the end point of one body in the plane, ``output_names`` ``["<body>.x",
     "<body>.y"]`` (empty: the scenario's task, or the model's end effector); a scenario fixes
@@ -149,7 +150,8 @@ from ..tasks import TimeLaw
 
 DEFAULT_DT = 0.01      # s, sample spacing without a scenario
 DEFAULT_METHOD = "stable"
-ALL_METHODS = tuple(dict.fromkeys(tuple(METHODS) + FLEXIBLE_METHODS))  # rigid robots', then flexible
+# rigid robots', then flexible
+ALL_METHODS = tuple(dict.fromkeys(tuple(METHODS) + FLEXIBLE_METHODS))
 
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file; a "
@@ -342,7 +344,8 @@ class InverterNode(Node):
         self._stop = False
 
         self._pub = self.create_publisher(JointTrajectory, "~/joint_trajectory", LATCHED)
-        self.create_subscription(JointTrajectory, "~/output_trajectory", self._on_output_trajectory,
+        self.create_subscription(JointTrajectory, "~/output_trajectory",
+                                 self._on_output_trajectory,
                                  QoSProfile(depth=10))
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._progress_timer = self.create_timer(p["progress_period"], self._progress,
@@ -423,8 +426,9 @@ class InverterNode(Node):
     def _make_closed_setup(self, values, sc: ClosedInversionScenario | None) -> _Setup:
         name = self.model.name
         if sc is None:
-            raise InputError(f"{name} is a closed flexible loop: inverter_node inverts the task of "
-                             "its scenario file (e.g. scenario:=invert_flexible_parallel_tool); "
+            raise InputError(f"{name} is a closed flexible loop: inverter_node inverts the task "
+                             "of its scenario file (e.g. "
+                             "scenario:=invert_flexible_parallel_tool); "
                              "~/output_trajectory requests are not taken for closed loops")
         if values["output_names"]:
             raise InputError(f"output_names {list(values['output_names'])}: a closed flexible "

@@ -34,7 +34,8 @@ Sect. 6.5) take the same top-level keys with these meanings::
     method: stable                  # classical | stable (invert_closed)
     output: combined                # collocated (y = [s1, alpha], Γ = 0, the book's name)
                                     # | actuated (y = [s1, s2], Γ = 0) | combined ((6.39), Γ of
-                                    # parallel_tool_outputs); or {name: combined, gamma: [[..],[..]]}
+                                    # parallel_tool_outputs); or
+                                    # {name: combined, gamma: [[..],[..]]}
                                     # with a given Γ (nu x nq_e) replacing the rule's
     compare:                        # further designs, each {method: ..., output: ...}
       - {method: classical, output: collocated}
@@ -160,7 +161,8 @@ def load_flexible_scenario(path: str | Path):  # noqa: C901
     guess = raw.get("ik_guess")
     if guess is not None:
         if not isinstance(guess, list) or len(guess) != chain.nq_r:
-            raise _err(path, "ik_guess", f"expected {chain.nq_r} joint angles [rad], got {guess!r}")
+            raise _err(path, "ik_guess",
+                       f"expected {chain.nq_r} joint angles [rad], got {guess!r}")
         guess = np.array([_number(path, "ik_guess", g) for g in guess])
     dt = _number(path, "dt", raw.get("dt", 1e-3), positive=True)
     options = dict(_mapping(path, "options", raw.get("options") or {}, _OPTIONS))
@@ -321,7 +323,8 @@ class ClosedDesign:
 
 def parallel_tool_task(t0: float | None = None, tf: float | None = None,
                        order: int | None = None) -> Task:
-    """The machine tool's test motion :data:`~multibody_dynamics.flexible.closed.PARALLEL_TOOL_TASK`
+    """The machine tool's test motion
+    :data:`~multibody_dynamics.flexible.closed.PARALLEL_TOOL_TASK`
     as a :class:`Task` (times and order may be changed)."""
     d = PARALLEL_TOOL_TASK
     law = TimeLaw(d["t0"] if t0 is None else t0, d["tf"] if tf is None else tf,
@@ -438,7 +441,8 @@ def _closed_output_spec(path, key, raw, system, method):
     if isinstance(raw, dict):
         raw = _mapping(path, key, raw, {"name", "gamma"})
         if "name" not in raw:
-            raise _err(path, f"{key}.name", f"missing; expected one of {', '.join(CLOSED_OUTPUTS)}")
+            raise _err(path, f"{key}.name",
+                       f"missing; expected one of {', '.join(CLOSED_OUTPUTS)}")
         if raw.get("gamma") is not None:
             gamma = _matrix(path, f"{key}.gamma", raw["gamma"], (system.nu, system.nq_e),
                             "outputs x elastic coordinates")
@@ -495,7 +499,8 @@ def _load_closed(path: Path, raw: dict, system: ClosedFlexibleChain) -> ClosedIn
             options[k] = _number(path, f"options.{k}", v, positive=k not in ("t_pre", "t_post"))
             if options[k] < 0:
                 raise _err(path, f"options.{k}", f"expected a number >= 0 [s], got {v!r}")
-    if any(d.method == "stable" for d in designs) and min(options["t_pre"], options["t_post"]) <= 0:
+    stable = any(d.method == "stable" for d in designs)
+    if stable and min(options["t_pre"], options["t_post"]) <= 0:
         raise _err(path, "options.t_pre", "stable inversion needs t_pre > 0 and t_post > 0 [s] "
                    "(pre- and post-actuation)")
     tracking = {"frequency": 10.0, "damping": 1.0, "sample": 1e-3}

@@ -117,7 +117,8 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
         if name not in model.coordinate_names:
             raise _err(path, f"task.joints.{name}", f"unknown joint; expected one of "
                        f"{', '.join(model.coordinate_names)}")
-        comps.append(linear_move(name, _number(path, f"task.joints.{name}.start", spec.get("start")),
+        comps.append(linear_move(name,
+                                 _number(path, f"task.joints.{name}.start", spec.get("start")),
                                  _number(path, f"task.joints.{name}.end", spec.get("end"))))
     for name, spec in _named(path, "task.arcs", t.get("arcs")).items():
         key = f"task.arcs.{name}"
@@ -132,7 +133,8 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
         key = f"task.lines.{name}"
         spec = _mapping(path, key, spec, {"start", "end"})
         model.frame_id(name)
-        comps.append(straight_line(name, *(xy(path, f"{key}.{k}", spec.get(k)) for k in ("start", "end"))))
+        comps.append(straight_line(name, *(xy(path, f"{key}.{k}", spec.get(k))
+                                           for k in ("start", "end"))))
     if not comps:
         raise _err(path, "task", "expected at least one of joints, arcs, lines")
     task = Task(law, tuple(comps))
@@ -190,14 +192,16 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
     if isinstance(spec, list):  # all coordinates, as in the flexible scenarios
         if len(spec) != model.nq:
             raise _err(path, "ik_guess", f"expected {model.nq} values ("
-                       f"{', '.join(model.coordinate_names)}) or a mapping joint: value, got {spec!r}")
+                       f"{', '.join(model.coordinate_names)}) or a mapping joint: value, got "
+                       f"{spec!r}")
         ik_guess = np.array([_number(path, "ik_guess", x) for x in spec])
     elif spec is not None:
         spec = _mapping(path, "ik_guess", spec, model.coordinate_names)
         ik_guess = model.q_rest.copy()
         pm = model.pin_model
         for name, value in spec.items():
-            ik_guess[pm.joints[pm.getJointId(name)].idx_q] = _number(path, f"ik_guess.{name}", value)
+            ik_guess[pm.joints[pm.getJointId(name)].idx_q] = _number(path,
+                                                                     f"ik_guess.{name}", value)
     verify_flag = _flag(path, "verify", raw.get("verify", True))
     return InversionScenario(file_path, model, task, output, method, dt, options,
                              verify_flag, gamma, str(raw.get("description", "")), ik_guess)

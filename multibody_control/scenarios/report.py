@@ -39,7 +39,7 @@ __all__ = ["LARGE_END_EFFECTOR_ERROR", "closed_summary", "flexible_summary",
            "write_run_csv"]
 
 
-# -- closed-loop runs ------------------------------------------------------------------------------
+# -- closed-loop runs -----------------------------------------------------------------------------
 
 
 def run_summary(res: RunResult) -> str:
@@ -235,25 +235,27 @@ def inversion_summary(result: InversionResult, verification: VerificationResult 
     lam = ", ".join(f"{z.real:.4g}{z.imag:+.4g}j" if abs(z.imag) > 1e-9 else f"{z.real:.4g}"
                     for z in result.eigenvalues)
     lines = [
-        f"method            {result.method}: {'ok' if result.success else 'FAILED'} - {result.message}",
+        f"method            {result.method}: {'ok' if result.success else 'FAILED'} - "
+        f"{result.message}",
         f"output            y = [{', '.join(result.output_names)}]",
         f"zero dynamics     eigenvalues [{lam}] 1/s",
     ]
     if result.t.size:
         lines += [
-            f"interval          {result.t[0]:.4g} s .. {result.t[-1]:.4g} s (motion {result.t0:g} .. "
-            f"{result.tf:g} s; pre-actuation {result.t_pre:.3g} s, post {result.t_post:.3g} s)",
+            f"interval          {result.t[0]:.4g} s .. {result.t[-1]:.4g} s (motion {result.t0:g} "
+            f".. {result.tf:g} s; pre-actuation {result.t_pre:.3g} s, post {result.t_post:.3g} s)",
             f"output error      {result.output_error:.3g} (inverse model)",
             "peak feedforward  " + ", ".join(f"{n} {v:.4g}" for n, v in
-                                              zip(result.input_names, np.abs(result.u).max(axis=0))),
+                                              zip(result.input_names,
+                                                  np.abs(result.u).max(axis=0))),
         ]
     lines.append(f"cpu time          {result.wall_time:.3g} s, {result.nfev} dynamics evaluations")
     if result.method == "quasi_static":
         lines.append("open-loop check   not run: the compensated reference is for a feedback law "
                      "(Seifried Sect. 6.1); run it closed loop with `multibody run`")
     if verification is not None:
-        lines.append(f"open-loop check   end-effector error {verification.max_error * 1e3:.4g} mm, "
-                     f"output error {verification.output_error:.3g}")
+        lines.append(f"open-loop check   end-effector error {verification.max_error * 1e3:.4g} "
+                     f"mm, output error {verification.output_error:.3g}")
         if result.success and verification.max_error > LARGE_END_EFFECTOR_ERROR:
             why = (" (the causal route shapes the output with its free parameters: a different "
                    "motion by design; compare the stable inversion)"
@@ -277,8 +279,8 @@ def flexible_summary(sc, runs) -> str:
         err = "-" if track is None else f"{track.max_error * 1e3:9.4g} mm"
         during = "-" if track is None else f"{track.max_error_motion * 1e3:9.4g} mm"
         peak = "-" if not res.success else ", ".join(f"{v:.3g}" for v in np.abs(res.u).max(axis=0))
-        lines.append(f"{method:14s} {'ok' if res.success else 'FAILED':8s} {err:>12s} {during:>12s} "
-                     f"{peak:>18s} {res.wall_time:7.3g}s  {res.message}")
+        lines.append(f"{method:14s} {'ok' if res.success else 'FAILED':8s} {err:>12s} "
+                     f"{during:>12s} {peak:>18s} {res.wall_time:7.3g}s  {res.message}")
     first = runs[sc.methods[0]][0]
     if first.eigenvalues.size:
         lam = ", ".join(f"{z.real:.4g}{z.imag:+.4g}j" if abs(z.imag) > 1e-9 else f"{z.real:.4g}"
@@ -394,8 +396,8 @@ def closed_summary(sc: ClosedInversionScenario, runs) -> str:
     worst = max((d.output_error for d in runs.values() if np.isfinite(d.output_error)),
                 default=float("nan"))
     lines.append(f"tool error: distance of the tool point ({sc.body} tip) from the task; inverse "
-                 f"model (max, and until tf), and simulated closed plant with feedforward + cart PD "
-                 f"({f:g} Hz){'' if sc.verify else ' (verify: false, not simulated)'}; "
+                 "model (max, and until tf), and simulated closed plant with feedforward + cart "
+                 f"PD ({f:g} Hz){'' if sc.verify else ' (verify: false, not simulated)'}; "
                  f"output reproduced to {worst:.2g}")
     return "\n".join(lines)
 

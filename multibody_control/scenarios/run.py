@@ -412,7 +412,7 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
                        max_speed, limit, dist, noise_q, noise_v, seed, iq, iv, desc)
 
 
-# -- plant -----------------------------------------------------------------------------------------
+# -- plant ----------------------------------------------------------------------------------------
 def perturbed_model(model: MultibodyModel, disturbances: Disturbances) -> MultibodyModel:
     """A copy of ``model`` with the parameter changes of ``disturbances`` (the controller keeps
     the nominal model).
@@ -438,7 +438,7 @@ def perturbed_model(model: MultibodyModel, disturbances: Disturbances) -> Multib
                                name=f"{model.name} (perturbed)")
 
 
-# -- reference ---------------------------------------------------------------------------------------
+# -- reference ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SampledReference:
     """The reference at the control instants: t (N,), q (N, nq), v, a (N, nv), u_ff (N, nu) or
@@ -485,8 +485,9 @@ def _complete(model, output: Output, y, yd, ydd, q_guess, what: str):
             K = np.vstack([H, Ac])
             if np.linalg.matrix_rank(K) < nv:
                 raise SolverError(f"{what}: the {output.m} reference rows and the closures do "
-                                  f"not fix the motion at sample {k} (rank {np.linalg.matrix_rank(K)}"
-                                  f" < nv = {nv}): a singular configuration, or too few rows")
+                                  f"not fix the motion at sample {k} (rank "
+                                  f"{np.linalg.matrix_rank(K)} < nv = {nv}): a singular "
+                                  "configuration, or too few rows")
             v = np.linalg.lstsq(K, np.concatenate([yd[k], np.zeros(Ac.shape[0])]), rcond=None)[0]
             _, gamma = cons.jacobian_and_bias(q, v)
             rhs = np.concatenate([ydd[k] - output.bias(q, v), -gamma])
@@ -603,7 +604,7 @@ def build_controller(sc: RunScenario, ref: SampledReference) -> Controller:
         raise InputError(f"{sc.path or 'scenario'}: controller: {exc}") from None
 
 
-# -- run -----------------------------------------------------------------------------------------------
+# -- run ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunResult:
     """Samples and summary of a closed-loop run.

@@ -403,7 +403,8 @@ def _validate_config(cfg, section_type, supports) -> None:
         object.__setattr__(cfg, "rotary_inertia", cfg.theory == "timoshenko")
     for side in ("left", "right"):
         if getattr(cfg, side) not in supports:
-            raise InputError(f"{side} must be one of {sorted(supports)}, got {getattr(cfg, side)!r}")
+            raise InputError(f"{side} must be one of {sorted(supports)}, got "
+                             f"{getattr(cfg, side)!r}")
     for name in ("rayleigh_alpha", "rayleigh_beta"):
         value = float(getattr(cfg, name))
         if not np.isfinite(value) or value < 0.0:
@@ -444,14 +445,16 @@ class BeamModel:
         return self.M.shape[0]
 
     def dof(self, node: int, component: str) -> int:
-        """Global index of ``component`` (one of ``COMPONENTS``) at ``node`` (negative: from end)."""
+        """Global index of ``component`` (one of ``COMPONENTS``) at ``node`` (negative: from
+        end)."""
         n_nodes = self.nodes.size
         if isinstance(node, bool) or not isinstance(node, (int, np.integer)):
             raise InputError(f"node must be an integer, got {node!r}")
         if not -n_nodes <= node < n_nodes:
             raise InputError(f"node must lie in [-{n_nodes}, {n_nodes}), got {node}")
         if component not in self.COMPONENTS:
-            raise InputError(f"component must be one of {list(self.COMPONENTS)}, got {component!r}")
+            raise InputError(f"component must be one of {list(self.COMPONENTS)}, "
+                             f"got {component!r}")
         return len(self.COMPONENTS) * (node % n_nodes) + self.COMPONENTS.index(component)
 
     def reduced(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

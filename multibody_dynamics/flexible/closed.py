@@ -224,7 +224,8 @@ class ClosedFlexibleChain:
         spec = []
         for c in closures:
             ends = []
-            for body, node, key in ((c.body_a, c.node_a, "body_a"), (c.body_b, c.node_b, "body_b")):
+            for body, node, key in ((c.body_a, c.node_a, "body_a"),
+                                    (c.body_b, c.node_b, "body_b")):
                 if body is None:
                     if key == "body_a":
                         raise ModelError(f"{self.name}: closure {c.name!r}: body_a is required")
@@ -567,7 +568,8 @@ class ClosedFlexibleChain:
         q, v = self._vec(q, "q"), self._vec(v, "v").copy()
         C = self.constraint_jacobian(q)
         if partitioned:
-            v[self.idx_d] = -np.linalg.solve(C[:, self.idx_d], C[:, self.idx_min] @ v[self.idx_min])
+            v[self.idx_d] = -np.linalg.solve(C[:, self.idx_d],
+                                             C[:, self.idx_min] @ v[self.idx_min])
             return v
         return v - np.linalg.lstsq(C, C @ v, rcond=None)[0]
 
@@ -747,8 +749,9 @@ class LumpedMass:
         for key in ("position", "mass", "inertia"):
             val = float(getattr(self, key))
             if not np.isfinite(val) or (key != "position" and val < 0):
-                raise InputError(f"LumpedMass.{key} must be finite{'' if key == 'position' else ' and >= 0'}, "
-                                 f"got {getattr(self, key)!r}")
+                raise InputError(f"LumpedMass.{key} must be "
+                                 f"finite{'' if key == 'position' else ' and >= 0'}, got "
+                                 f"{getattr(self, key)!r}")
 
 
 def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,  # noqa: C901

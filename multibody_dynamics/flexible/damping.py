@@ -31,7 +31,8 @@ def check_damping_ratio(zeta) -> float:
     try:
         z = float(zeta)
     except (TypeError, ValueError):
-        raise InputError(f"modal damping ratio: expected a number in [0, 1), got {zeta!r}") from None
+        raise InputError(f"modal damping ratio: expected a number in [0, 1), "
+                         f"got {zeta!r}") from None
     if not (np.isfinite(z) and 0.0 <= z < 1.0):
         raise InputError(f"modal damping ratio: expected a number in [0, 1), got {zeta!r}")
     return z

@@ -413,7 +413,8 @@ def _config_from(w: YamlChecker, raw,  # noqa: C901
         rj = w.mapping(rb["joint"], f"{key}.joint", _JOINT)
         jtype = rj.get("type", "revolute")
         if jtype not in ("revolute", "prismatic"):
-            raise w.error(f"{key}.joint.type", f"expected 'revolute' or 'prismatic', got {jtype!r}")
+            raise w.error(f"{key}.joint.type",
+                          f"expected 'revolute' or 'prismatic', got {jtype!r}")
         if bname == WORLD:
             raise w.error(f"{key}.name", f"{WORLD!r} is reserved for the world (joint.parent)")
         if bname in names:

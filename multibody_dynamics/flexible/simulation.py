@@ -58,12 +58,13 @@ class FlexibleSimulation(SimulationResult):
         rel = f" ({change / abs(e0):.3g} relative)" if abs(e0) > 1e-9 else ""
         lines = [f"{'ok' if self.success else 'FAILED'}: {self.message}",
                  f"simulated    {span:.6g} s in {self.wall_time:.3g} s wall "
-                 f"({span / max(self.wall_time, 1e-12):.3g} simulated s per wall s), {self.t.size} samples, "
-                 f"{self.nfev} dynamics evaluations",
+                 f"({span / max(self.wall_time, 1e-12):.3g} simulated s per wall s), "
+                 f"{self.t.size} samples, {self.nfev} dynamics evaluations",
                  f"energy       E(0) = {e0:.6g} J, max change {change:.3g} J{rel} "
                  "(constant only without inputs and damping)"]
         if np.any(self.residual):
-            lines.append(f"residual     max closure residual before projection {self.residual.max():.3g}")
+            lines.append("residual     max closure residual before projection "
+                         f"{self.residual.max():.3g}")
         ne = sum("." in n for n in self.names)
         if ne:
             peak = np.abs(self.q[:, -ne:]).max(axis=0)

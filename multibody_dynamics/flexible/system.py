@@ -617,19 +617,22 @@ class FlexibleChain:
         if cfg.source:
             lines.append(f"  source: {cfg.source}")
         lines.append(f"  coordinates: {self.nq} ({self.nq_r} joint + {self.nq_e} elastic), "
-                     f"inputs: {self.nu} (joint drives, B = [I; 0]), gravity {list(cfg.gravity)} m/s^2")
+                     f"inputs: {self.nu} (joint drives, B = [I; 0]), gravity {list(cfg.gravity)} "
+                     "m/s^2")
         for i, b in enumerate(self.bodies):
             parent = "world" if cfg.parents[i] < 0 else self.bodies[cfg.parents[i]].name
             if b.flexible:
                 d = b.modal_data
                 lam = np.linalg.eigvals(np.linalg.solve(d.Me, d.Ke)).real
-                freqs = ", ".join(f"{np.sqrt(max(x, 0.0)) / (2 * np.pi):.4g}" for x in np.sort(lam))
+                freqs = ", ".join(f"{np.sqrt(max(x, 0.0)) / (2 * np.pi):.4g}"
+                                  for x in np.sort(lam))
                 what = (f"flexible, {d.nq} modes (clamped {freqs} Hz), mass {d.mass:.4g} kg, "
                         f"length {d.node_positions[b.distal_node][0]:.4g} m")
             else:
                 what = f"rigid, mass {b.mass:.4g} kg"
             lines.append(f"  {b.name}: {b.joint_type} joint {b.joint!r} on {parent}; {what}")
-        lines.append(f"  elastic coordinates: {', '.join(self.coordinate_names[self.nq_r:]) or '-'}")
+        lines.append("  elastic coordinates: "
+                     f"{', '.join(self.coordinate_names[self.nq_r:]) or '-'}")
         return "\n".join(lines)
 
     # -- the model summary shared by every robot (multibody_dynamics.robot.RobotModel) -----
@@ -867,9 +870,11 @@ class FlexibleChain:
         a = self.forward_dynamics(q, v, u)
         nv, eye = self.nv, np.eye(self.nv)
         K = np.column_stack([(self.inverse_dynamics(q + step * e, v, a)
-                              - self.inverse_dynamics(q - step * e, v, a)) / (2 * step) for e in eye])
+                              - self.inverse_dynamics(q - step * e, v, a)) / (2 * step)
+                             for e in eye])
         C = np.column_stack([(self.inverse_dynamics(q, v + step * e, a)
-                              - self.inverse_dynamics(q, v - step * e, a)) / (2 * step) for e in eye])
+                              - self.inverse_dynamics(q, v - step * e, a)) / (2 * step)
+                             for e in eye])
         M = self.mass_matrix(q)
         A = np.zeros((2 * nv, 2 * nv))
         A[:nv, nv:] = eye
@@ -993,7 +998,8 @@ class FlexibleChain:
                                     s * local[:, 0] + c * local[:, 1]])
 
     def point_kinematics(self, q, v, body: int | str, node: int | None = None):
-        """Position, Jacobian and acceleration bias of a point of ``body`` (see :meth:`point_position`).
+        """Position, Jacobian and acceleration bias of a point of ``body`` (see
+        :meth:`point_position`).
 
         Returns
         -------

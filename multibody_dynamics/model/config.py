@@ -59,7 +59,8 @@ CLOSURE_ROWS = {
     "point_on_line": 1,  # in-plane: point stays on the line through frame_b along axis
 }
 _NEEDS_AXIS = {"revolute", "prismatic", "planar_prismatic", "point_on_line"}
-_NEEDS_NORMAL = {"point_on_plane", "planar_weld", "planar_revolute", "planar_prismatic", "point_on_line"}
+_NEEDS_NORMAL = {"point_on_plane", "planar_weld", "planar_revolute",
+                 "planar_prismatic", "point_on_line"}
 
 _TOP_KEYS = {
     "name", "description", "source", "urdf", "gravity", "end_effector",
@@ -235,7 +236,8 @@ class YamlChecker:
         if unknown:
             where = f"{key}." if key else ""
             raise self.error(
-                f"{where}{unknown[0]}", f"unknown key; expected one of {', '.join(sorted(allowed))}"
+                f"{where}{unknown[0]}",
+                f"unknown key; expected one of {', '.join(sorted(allowed))}"
             )
         return value
 
@@ -277,10 +279,12 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C90
         if "inputs" in act:
             names = act["inputs"]
             if not isinstance(names, list) or not names:
-                raise w.error("actuation.inputs", f"expected a non-empty list of names, got {names!r}")
+                raise w.error("actuation.inputs",
+                              f"expected a non-empty list of names, got {names!r}")
             inputs = tuple(w.string(n, f"actuation.inputs[{i}]") for i, n in enumerate(names))
             if len(set(inputs)) != len(inputs):
-                raise w.error("actuation.inputs", f"input names must be unique, got {list(inputs)}")
+                raise w.error("actuation.inputs",
+                              f"input names must be unique, got {list(inputs)}")
         if "matrix" in act:
             try:
                 matrix = np.array(act["matrix"], dtype=float)
@@ -304,11 +308,14 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C90
                        CLOSURE_ROWS)
     for key, c, ctype, cname in heads:
         if ctype in _NEEDS_AXIS and "axis" not in c:
-            raise w.error(f"{key}.axis", f"missing; closure type {ctype!r} needs an axis (3 numbers)")
+            raise w.error(f"{key}.axis",
+                          f"missing; closure type {ctype!r} needs an axis (3 numbers)")
         axis = w.unit3(c["axis"], f"{key}.axis") if "axis" in c else None
-        normal = w.unit3(c.get("normal", [0, 0, 1]), f"{key}.normal") if ctype in _NEEDS_NORMAL else None
+        normal = (w.unit3(c.get("normal", [0, 0, 1]), f"{key}.normal")
+                  if ctype in _NEEDS_NORMAL else None)
         if axis is not None and normal is not None and abs(np.dot(axis, normal)) > 1e-9:
-            raise w.error(f"{key}.axis", "must be perpendicular to the plane normal of a planar closure")
+            raise w.error(f"{key}.axis",
+                          "must be perpendicular to the plane normal of a planar closure")
         closures.append(ClosureSpec(cname, ctype, w.string(c["frame_a"], f"{key}.frame_a"),
                                     w.string(c["frame_b"], f"{key}.frame_b"), axis, normal))
 
@@ -319,7 +326,8 @@ def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C90
         description=str(raw.get("description", "")).strip(),
         source=str(raw.get("source", "")).strip(),
         gravity=gravity,
-        end_effector=w.string(raw["end_effector"], "end_effector") if "end_effector" in raw else None,
+        end_effector=w.string(raw["end_effector"], "end_effector")
+        if "end_effector" in raw else None,
         passive_joints=passive,
         input_names=inputs,
         actuation_matrix=matrix,

@@ -28,8 +28,8 @@ result is handed to pinocchio, and the rest becomes the suite's model data:
   with ``site1``/``site2`` the two sites coincide (connect: their origins; weld: their
   frames).  The reading of relpose (the anchor frame's pose in body1, not body2's) is the
   one MuJoCo 3/4 evaluates, which the XML reference words loosely.  Two frames are added to
-  the model per constraint (``<name>_a`` on body1, ``<name>_b`` on body2 or the world) that coincide when
-  the constraint holds.
+  the model per constraint (``<name>_a`` on body1, ``<name>_b`` on body2 or the world) that
+  coincide when the constraint holds.
 * ``<actuator>`` entries with a joint transmission give the actuation map ``B``; the joints
   no actuator drives are passive, with the joint's ``stiffness``, ``damping`` and
   ``springref`` as their spring.  Without an ``<actuator>`` section every joint is actuated,

@@ -137,7 +137,8 @@ class MultibodyModel:
             return self.coordinate_names.index(name)
         except ValueError:
             valid = ", ".join(self.coordinate_names)
-            raise FrameNotFound(f"{self.name}: no joint named {name!r}; valid joints: {valid}") from None
+            raise FrameNotFound(f"{self.name}: no joint named {name!r}; "
+                                f"valid joints: {valid}") from None
 
     def total_mass(self) -> float:
         """Mass carried by the moving joints [kg] (bodies welded to the world excluded)."""
@@ -156,7 +157,8 @@ class MultibodyModel:
         ]
         for i in np.flatnonzero(self.stiffness + self.damping):
             lines.append(
-                f"  spring     {self.coordinate_names[i]}: k={self.stiffness[i]:g} d={self.damping[i]:g}"
+                f"  spring     {self.coordinate_names[i]}: k={self.stiffness[i]:g} "
+                f"d={self.damping[i]:g}"
             )
         lines.append(f"closures     {len(self.closures) or '-'}")
         for c in self.closures:

@@ -22,7 +22,8 @@ def _float_attr(elem, key, where, path):
     try:
         return float(raw)
     except (TypeError, ValueError):
-        raise ModelError(f"{path}: {where}: attribute '{key}' must be a number, got {raw!r}") from None
+        raise ModelError(f"{path}: {where}: attribute '{key}' must be a number, "
+                         f"got {raw!r}") from None
 
 
 def massless_links(root: ET.Element) -> list[str]:
@@ -84,7 +85,8 @@ def check_urdf(path: Path) -> ET.Element:
             if mass == 0.0:
                 continue
             raise ModelError(f"{path}: {where}: missing <inertia .../> (kg m^2)")
-        ixx, ixy, ixz, iyy, iyz, izz = (_float_attr(inertia_el, k, where, path) for k in _INERTIA_KEYS)
+        ixx, ixy, ixz, iyy, iyz, izz = (_float_attr(inertia_el, k, where, path)
+                                        for k in _INERTIA_KEYS)
         inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
         if mass == 0.0:
             if np.any(inertia != 0.0):

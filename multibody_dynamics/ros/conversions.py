@@ -193,7 +193,8 @@ def _finite_array(values, n: int, what: str, allow_empty: bool = False) -> np.nd
 
 @dataclass(frozen=True)
 class JointStateArrays:
-    """A validated ``JointState`` in model order: ``q`` (nq,), ``v`` (nv,) or None, ``effort`` or None."""
+    """A validated ``JointState`` in model order: ``q`` (nq,), ``v`` (nv,) or None, ``effort`` or
+    None."""
 
     stamp: float
     q: np.ndarray

@@ -101,7 +101,8 @@ class NodeDiagnostics:
             if level not in self._level:
                 raise ValueError(f"level {level!r}: expected one of {', '.join(LEVELS)}")
         except Exception as exc:  # a diagnostic must never take the node down
-            level, message, values = "error", f"diagnostics failed: {type(exc).__name__}: {exc}", {}
+            level, values = "error", {}
+            message = f"diagnostics failed: {type(exc).__name__}: {exc}"
         return DiagnosticStatus(
             level=self._level[level], name=self._name, message=str(message),
             hardware_id=self._hardware_id,

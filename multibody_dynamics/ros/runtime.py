@@ -50,7 +50,8 @@ class Throttle:
         self._last[key] = now
         n = self._suppressed.pop(key, 0)
         if n:
-            message = f"{message} ({n} similar message(s) suppressed in the last {now - last:.1f} s)"
+            message = (f"{message} ({n} similar message(s) suppressed in the last "
+                       f"{now - last:.1f} s)")
         return message
 
     # one call site per severity: rclpy refuses a call site whose severity changes

@@ -221,7 +221,8 @@ class SimulatorNode(Node):
         qos = QoSProfile(depth=10)
         self.topic = f"/{p['controller_name']}/commands"
         self._pub_js = self.create_publisher(JointState, "/joint_states", qos)
-        self._pub_clock = self.create_publisher(ClockMsg, "/clock", qos) if p["publish_clock"] else None
+        self._pub_clock = (self.create_publisher(ClockMsg, "/clock", qos)
+                           if p["publish_clock"] else None)
         # timing paced: the steps take the commands themselves (no executor wake-up per command)
         self._commands = None
         if p["timing"] == "paced" and not self._lockstep and node_executor(self) != "events":
@@ -238,7 +239,8 @@ class SimulatorNode(Node):
             self._pub_res = self.create_publisher(Float64MultiArray, "~/constraint_residual", qos)
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         # reused messages: the names and the layout are set once
-        self._js = joint_state_msg(self.coords, self.sim.q, self.sim.v, self.tau, sec_to_stamp(0.0))
+        self._js = joint_state_msg(self.coords, self.sim.q, self.sim.v,
+                                   self.tau, sec_to_stamp(0.0))
         # /joint_states goes out serialized: the message built once, stamp and arrays written in
         self._js_serialized = patched_or_none(self._js, ("position", "velocity", "effort"),
                                               "header.stamp", log=self.get_logger().info)
@@ -465,8 +467,8 @@ class SimulatorNode(Node):
                 sim.q, sim.v, sim.t = q, np.zeros_like(v), t + sim.config.dt
                 self._failed = True
                 self.get_logger().error(f"simulation failed at t = {t:.6g} s ({reason}); the "
-                                        "state is frozen at the last finite value; call ~/reset or "
-                                        "restart the node")
+                                        "state is frozen at the last finite value; call ~/reset "
+                                        "or restart the node")
 
     def _publish(self):
         sim, js = self.sim, self._js
@@ -478,7 +480,8 @@ class SimulatorNode(Node):
                 position, sim.v, self.tau, stamp=(stamp.sec, stamp.nanosec)))
         else:
             js.header.stamp = stamp
-            js.position, js.velocity, js.effort = position.tolist(), sim.v.tolist(), self.tau.tolist()
+            js.position, js.velocity = position.tolist(), sim.v.tolist()
+            js.effort = self.tau.tolist()
             self._pub_js.publish(js)
         if self._pub_clock is not None:
             # after the state: a use_sim_time controller ticks on /clock and then finds the
