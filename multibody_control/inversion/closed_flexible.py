@@ -343,7 +343,8 @@ def _classical_internal(servo, ytraj, t, eta0, rtol, atol, progress):
     finally:
         bar.close()
     if stopped is not None:
-        return sol.y.T, False, f"{INTERRUPTED} at t = {stopped:.6g} s; the samples until then are kept"
+        kept = "the samples until then are kept"
+        return sol.y.T, False, f"{INTERRUPTED} at t = {stopped:.6g} s; {kept}"
     return sol.y.T, sol.status == 0, f"forward integration: {sol.message}"
 
 

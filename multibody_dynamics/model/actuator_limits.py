@@ -1,4 +1,5 @@
-"""MuJoCo's actuator limits on a model's inputs: ``ctrlrange``, ``forcerange``, ``actuatorfrcrange``.
+"""MuJoCo's actuator limits on a model's inputs: ``ctrlrange``, ``forcerange`` and
+``actuatorfrcrange``.
 
 An MJCF actuator ``i`` on a hinge or slide ``j`` with gear ``g``, gain ``k`` and bias
 ``(b1, b2)`` applies (MuJoCo XML reference, *actuator* and *joint*; ``mj_fwdActuation``)::
