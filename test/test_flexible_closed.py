@@ -103,7 +103,9 @@ def test_kkt_equals_coordinate_partitioning(rng):
     system = parallelogram()
     q, v = assembled_state(system, -0.4, rng, elastic=0.01)
     u = rng.standard_normal(system.nu)
-    a, lam = system.forward_dynamics(q, v, u, return_multipliers=True)
+    res = system.forward_dynamics_result(q, v, u)
+    a, lam = res.a, res.lam
+    np.testing.assert_array_equal(system.forward_dynamics(q, v, u), a)  # the same solve
     a_min = system.minimal_forward_dynamics(q, v, u)
     # two linear solves of the same equations; accelerations ~1e5 from the random elastic rates
     np.testing.assert_allclose(a_min, a, atol=1e-9 * np.abs(a).max())
@@ -113,6 +115,8 @@ def test_kkt_equals_coordinate_partitioning(rng):
     M, k, g, fe = system.chain.dynamics_terms(q, v)
     np.testing.assert_allclose(M @ a + k + fe - g - system.B @ u, C.T @ lam,
                                atol=1e-8 * np.abs(M @ a).max())
+    np.testing.assert_array_equal(res.f_c, C.T @ lam)  # the same product
+    assert res.residual < 1e-8 * np.abs(bias).max()  # as C a = -bias above
 
 
 def test_projection_reaches_the_manifold(rng):

@@ -111,7 +111,8 @@ from .sid import ModalData
 from .simulation import ClosedSimulation
 from .system import FlexibleChain, FlexibleChainConfig
 
-__all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedSimulation", "ArmSegment",
+__all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedForwardDynamicsResult",
+           "ClosedSimulation", "ArmSegment",
            "LumpedMass", "segmented_arm_modal_data",
            "flexible_parallel_tool", "parallel_tool_outputs", "PARALLEL_TOOL_OVERRIDES",
            "PARALLEL_TOOL_TASK", "rigid_task_path", "point_error"]
@@ -174,6 +175,26 @@ class PlanarClosure:
     def rows(self) -> int:
         """Number of constraint rows (2 or 3)."""
         return 3 if self.angle else 2
+
+
+@dataclass(frozen=True)
+class ClosedForwardDynamicsResult:
+    """Forward dynamics of a closed flexible chain (:meth:`ClosedFlexibleChain.forward_dynamics_result`).
+
+    Attributes
+    ----------
+    a : (nv,)  accelerations [m/s^2 | rad/s^2 | modal]
+    lam : (nc,)  multipliers λ of (2.51) [N | N m]
+    f_c : (nv,)  generalized cut-joint reaction ``C^T λ``:
+        ``M a + k + f_e = g + tau + B u + f_c``
+    residual : float  ``max |C a - rhs|`` of the constraint rows (the bias and Baumgarte terms
+        on the right-hand side) [m/s^2 | rad/s^2]
+    """
+
+    a: np.ndarray
+    lam: np.ndarray
+    f_c: np.ndarray
+    residual: float
 
 
 class ClosedFlexibleChain:
@@ -404,9 +425,11 @@ class ClosedFlexibleChain:
         return self.constraint_terms(q)[1]
 
     # -- dynamics ------------------------------------------------------------------------
-    def forward_dynamics(self, q, v, u=None, tau=None, baumgarte: tuple[float, float] = (0.0, 0.0),
-                         return_multipliers: bool = False):
-        """Accelerations ``a`` (nv,) of the closed system from the index-1 form (2.51).
+    def forward_dynamics(self, q, v, u=None, tau=None, baumgarte: tuple[float, float] = (0.0, 0.0)
+                         ) -> np.ndarray:
+        """Accelerations ``a`` (nv,) of the closed system from the index-1 form (2.51): the
+        :class:`~multibody_dynamics.protocols.Dynamics` convention.  The multipliers:
+        :meth:`forward_dynamics_result` (same arguments).
 
         Parameters
         ----------
@@ -417,8 +440,6 @@ class ClosedFlexibleChain:
             Further generalized forces.
         baumgarte : (alpha, beta)
             Stabilization ``c'' + 2 alpha c' + beta^2 c = 0`` [1/s, 1/s]; default none.
-        return_multipliers : bool
-            Also return λ (nc,), the cut-joint reactions ``C^T λ`` [N | N m].
 
         Raises
         ------
@@ -426,11 +447,27 @@ class ClosedFlexibleChain:
             If ``[[M, -C^T], [C, 0]]`` is singular (redundant closures, a singular position).
         """
         q, v = self._vec(q, "q"), self._vec(v, "v")
+        return self._kkt(q, v, self._applied(u, tau), baumgarte)[0]
+
+    def forward_dynamics_result(self, q, v, u=None, tau=None,
+                                baumgarte: tuple[float, float] = (0.0, 0.0)
+                                ) -> ClosedForwardDynamicsResult:
+        """Accelerations and cut-joint multipliers of the index-1 form (2.51).
+
+        Arguments and errors as :meth:`forward_dynamics`; returns a
+        :class:`ClosedForwardDynamicsResult` (``a``, ``lam``, ``f_c = C^T λ``, ``residual``).
+        """
+        q, v = self._vec(q, "q"), self._vec(v, "v")
+        a, lam, C, rhs_c = self._kkt(q, v, self._applied(u, tau), baumgarte, terms=True)
+        residual = float(np.max(np.abs(C @ a - rhs_c))) if self.nc else 0.0
+        return ClosedForwardDynamicsResult(a, lam, C.T @ lam, residual)
+
+    def _applied(self, u, tau) -> np.ndarray:
+        """Generalized force ``tau + B u`` (nv,) [N | N m] of the optional inputs."""
         f = np.zeros(self.nv) if tau is None else self._vec(tau, "tau").copy()
         if u is not None:
             f += self.B @ self._vec(u, "u", self.nu)
-        a, lam = self._kkt(q, v, f, baumgarte)
-        return (a, lam) if return_multipliers else a
+        return f
 
     def inverse_dynamics(self, q, v, a) -> np.ndarray:
         """Minimum-norm generalized force ``tau = P (M a + k + f_e - g)`` (nv,) [N | N m] that
@@ -452,7 +489,9 @@ class ClosedFlexibleChain:
         """Mass matrix M(q) (nv, nv) of the spanning tree (Seifried eq. 2.139)."""
         return self.chain.mass_matrix(q)
 
-    def _kkt(self, q, v, f, baumgarte=(0.0, 0.0)):
+    def _kkt(self, q, v, f, baumgarte=(0.0, 0.0), terms: bool = False):
+        """``(a, λ)`` of (2.51) under the generalized force ``f`` (nv,); with ``terms`` also
+        ``C`` and the right-hand side ``C a = rhs_c`` of the constraint rows."""
         M, k, g, fe = self.chain.dynamics_terms(q, v)
         c, C, bias = self.constraint_terms(q, v)
         rhs_c = -bias
@@ -471,6 +510,8 @@ class ClosedFlexibleChain:
             raise SolverError(f"{self.name}: [[M, -C^T], [C, 0]] singular at q_r = "
                               f"{q[:self.nq_r].tolist()}: redundant closures or a singular "
                               "position of the loop") from None
+        if terms:
+            return x[:nv], x[nv:], C, rhs_c
         return x[:nv], x[nv:]
 
     def partition(self, q, v=None):
