@@ -255,10 +255,10 @@ def test_flexible_runs_give_simulation_results_with_the_common_calls(tmp_path):
 
 
 def test_closed_flexible_simulation_records_energy_and_input():
-    from multibody_dynamics.flexible.closed import flexible_parallel_tool
     from multibody_dynamics.flexible.simulation import ClosedSimulation
 
-    small = flexible_parallel_tool(modes_long=3, modes_short=1, link_elements=6)
+    small = load_robot("flexible_parallel_tool",
+                       parameters=dict(modes_long=3, modes_short=1, link_elements=6))
     q = np.zeros(small.nv)
     q[:4] = [0.0, 0.8, np.pi / 4, 2.4]
     q = small.project_position(q, partitioned=True)
