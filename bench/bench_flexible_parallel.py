@@ -23,8 +23,10 @@ import time
 import numpy as np
 
 from multibody_control.inversion.closed_flexible import (
+    PARALLEL_TOOL_TASK,
     ClosedOutputServo,
     invert_closed,
+    point_error,
     track_closed,
 )
 from multibody_control.inversion.desired import TabulatedOutput
@@ -39,12 +41,7 @@ from multibody_control.inversion.flexible_scenario import (
 )
 from multibody_control.inversion.internal import solve_stable
 from multibody_control.tasks import TimeLaw
-from multibody_dynamics.flexible.closed import (
-    PARALLEL_TOOL_TASK,
-    flexible_parallel_tool,
-    parallel_tool_outputs,
-    point_error,
-)
+from multibody_dynamics.robot import load_robot
 
 # the task, grid and branch are the library's (PARALLEL_TOOL_TASK; the scenario
 # config/scenarios/invert_flexible_parallel_tool.yaml runs the same pipeline on a 0.5 ms grid)
@@ -78,7 +75,7 @@ def plant_error(system, result, frequency=10.0):
 
 
 def eigen_split(system, output, q_r):
-    H, gamma = parallel_tool_outputs(system)[output]
+    H, gamma = system.outputs[output]
     lam = closed_zero_dynamics(system, H, gamma, q_r)
     real = np.abs(lam.imag) < 1e-9 * np.abs(lam).max()
     return {"stable": int(np.sum(lam.real < 0)), "unstable": int(np.sum(lam.real > 0)),
@@ -90,11 +87,12 @@ def bvp_cross_check() -> dict:
     """Reduced tool (3 + 1 modes): the dichotomy sweeps of ``invert_closed`` against the
     project's collocation driver ``multibody_control.inversion.internal.solve_stable`` (scipy
     ``solve_bvp``) on the same servo, 5 mm cart move in 0.3 s."""
-    small = flexible_parallel_tool(modes_long=3, modes_short=1, link_elements=6)
+    small = load_robot("flexible_parallel_tool",
+                       parameters=dict(modes_long=3, modes_short=1, link_elements=6))
     q = np.zeros(small.nv)
     q[:4] = Q_GUESS
     q = small.project_position(q, partitioned=True)
-    H, gamma = parallel_tool_outputs(small)["combined"]
+    H, gamma = small.outputs["combined"]
     servo = ClosedOutputServo(small, H, gamma, guess=q[:4])
     t = np.linspace(-0.3, 0.6, 601)
     law = TimeLaw(0.0, 0.3, 5)
@@ -121,7 +119,7 @@ def bvp_cross_check() -> dict:
 
 def run() -> list[dict]:
     start = time.perf_counter()
-    system = flexible_parallel_tool()
+    system = load_robot("flexible_parallel_tool")
     build = time.perf_counter() - start
     q = np.zeros(system.nv)
     q[:4] = Q_GUESS
@@ -135,7 +133,7 @@ def run() -> list[dict]:
     t = closed_grid(task(), DT, T_PRE, T_POST)
     path = closed_task_path(system, task(), t, Q_GUESS)
     results = {}
-    # the book's collocated output y = [s1, alpha] is "rigid" in parallel_tool_outputs and
+    # the book's collocated output y = [s1, alpha] is "rigid" in the model's outputs and
     # "collocated" in scenario files (closed_output)
     for output, method in (("rigid", "classical"), ("combined", "stable")):
         name = "collocated" if output == "rigid" else output

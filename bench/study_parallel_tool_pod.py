@@ -18,9 +18,10 @@ printed; the book's reference [12], Fehr and Eberhard 2011). Here:
    with two inner products: the FE mass matrix (kinetic-energy norm; since the fine eigenmodes
    are mass-orthonormal this is the Euclidean SVD of the modal coordinates, mapped back by
    ``Phi_fine``) and the Euclidean norm of the nodal values ``[u, w, theta]``;
-3. the POD model (``flexible_parallel_tool(shape_vectors=...)``, 12 + 6 POD shapes, same FE
-   models, frames and damping) and its combined output (Γ_i = Φ_i(tip) / l_l, the project's
-   rule, from the POD shapes) give the zero-dynamics split at the 45 deg pose, with the shipped
+3. the POD model (``load_flexible_model("flexible_parallel_tool", shape_vectors=...)``,
+   12 + 6 POD shapes, same FE models, frames and damping) and its combined output
+   (Γ_i = Φ_i(tip) / l_l, the project's rule, from the POD shapes) give the zero-dynamics
+   split at the 45 deg pose, with the shipped
    Rayleigh damping and undamped (``stable``/``unstable``: hyperbolic eigenvalues;
    ``imaginary_axis``: |Re| < 1e-7 max|λ|); with ``--errors`` also the tool errors of the
    classical (collocated) and stable (combined) inversions of the POD model.
@@ -62,8 +63,9 @@ from bench.bench_flexible_parallel import (
     tool_error,
 )
 from multibody_control.inversion.closed_flexible import ClosedOutputServo, invert_closed
-from multibody_dynamics.flexible.closed import flexible_parallel_tool, parallel_tool_outputs
+from multibody_dynamics.flexible.loader import load_flexible_model
 from multibody_dynamics.flexible.pod import pod_basis
+from multibody_dynamics.robot import load_robot
 
 KEEP = {"long_arm": 12, "short_arm": 6}  # the book's numbers of shape functions
 FINE = {"long_arm": 24, "short_arm": 12}  # eigenmodes of the snapshot model
@@ -80,7 +82,7 @@ def assembled(system):
 def spectrum(system, output="combined"):
     """Zero-dynamics eigenvalues of ``output`` at the 45 deg pose and their split."""
     q = assembled(system)
-    H, gamma = parallel_tool_outputs(system)[output]
+    H, gamma = system.outputs[output]
     servo = ClosedOutputServo(system, H, gamma, guess=q[:4])
     Q, _ = servo.zero_dynamics_jacobian(H @ q[:4])
     lam = np.linalg.eigvals(Q)
@@ -103,15 +105,17 @@ def bending_model(n_long, n_short, **parameters):
     rigid output get a real eigenvalue at +32588 1/s and its classical inversion fails, so the
     snapshot model keeps bending modes only (the POD of bending snapshots has no axial part).
     """
-    big = flexible_parallel_tool(modes_long=n_long + 4, modes_short=n_short + 3, **parameters)
+    big = load_robot("flexible_parallel_tool",
+                     parameters=dict(modes_long=n_long + 4, modes_short=n_short + 3, **parameters))
     shapes = {}
     for body, n in zip(big.chain.bodies[2:], (n_long, n_short)):
         sh = body.modal_data.node_shapes  # (nodes, [u, w, theta], modes)
         keep = [k for k in range(sh.shape[2])
                 if np.abs(sh[:, 0, k]).max() < np.abs(sh[:, 1, k]).max()][:n]
         shapes[body.name] = sh.reshape(-1, sh.shape[2])[:, keep]
-    return flexible_parallel_tool(modes_long=n_long, modes_short=n_short,
-                                  shape_vectors=shapes, **parameters)
+    return load_flexible_model("flexible_parallel_tool", shape_vectors=shapes,
+                               parameters=dict(modes_long=n_long, modes_short=n_short,
+                                               **parameters))
 
 
 def arm_data(system):
@@ -131,7 +135,7 @@ def snapshots(system, rtol=1e-8, atol=1e-10):
     inversion of the collocated output ``[s1, alpha]`` (``rtol``, ``atol`` of its DOP853)."""
     q = assembled(system)
     t = np.arange(T0 - T_PRE, TF + T_POST + DT / 2, DT)
-    H, gamma = parallel_tool_outputs(system)["rigid"]
+    H, gamma = system.outputs["rigid"]
     servo = ClosedOutputServo(system, H, gamma, guess=q[:4])
     start = time.perf_counter()
     res = invert_closed(servo, desired_outputs(system, H, t), t, method="classical",
@@ -180,7 +184,7 @@ def inversion_errors(system):
     """Tool errors of the bench's classical (rigid output) and stable (combined) inversions."""
     q = assembled(system)
     t = np.arange(T0 - T_PRE, TF + T_POST + DT / 2, DT)
-    outs = parallel_tool_outputs(system)
+    outs = system.outputs
     out = {}
     for output, method in (("rigid", "classical"), ("combined", "stable")):
         H, gamma = outs[output]
@@ -194,13 +198,14 @@ def inversion_errors(system):
 
 def run(errors=False, rtol=1e-8, atol=1e-10) -> list[dict]:
     undamped = {"rayleigh_alpha": 0.0, "rayleigh_beta": 0.0}
-    entries = [{"name": "eigenmodes 12 + 6 (shipped)", **spectrum(flexible_parallel_tool())},
+    entries = [{"name": "eigenmodes 12 + 6 (shipped)",
+                **spectrum(load_robot("flexible_parallel_tool"))},
                {"name": "eigenmodes 12 + 6, undamped",
-                **spectrum(flexible_parallel_tool(**undamped))}]
+                **spectrum(load_robot("flexible_parallel_tool", parameters=undamped))}]
     for n_long, n_short in ((16, 8), (24, 12)):
         entries.append({"name": f"eigenmodes {n_long} + {n_short} (with axial modes)",
-                        **spectrum(flexible_parallel_tool(modes_long=n_long,
-                                                          modes_short=n_short))})
+                        **spectrum(load_robot("flexible_parallel_tool", parameters=dict(
+                            modes_long=n_long, modes_short=n_short)))})
     fine = bending_model(FINE["long_arm"], FINE["short_arm"])
     entries.append({"name": f"bending eigenmodes {FINE['long_arm']} + {FINE['short_arm']} "
                             "(snapshot model)", **spectrum(fine),
@@ -217,8 +222,9 @@ def run(errors=False, rtol=1e-8, atol=1e-10) -> list[dict]:
         n_long = counts["long_arm"] or 12
         n_short = counts["short_arm"] or 6
         for damping, kw in (("shipped damping", {}), ("undamped", undamped)):
-            system = flexible_parallel_tool(shape_vectors=shapes, modes_long=n_long,
-                                            modes_short=n_short, **kw)
+            system = load_flexible_model("flexible_parallel_tool", shape_vectors=shapes,
+                                         parameters=dict(modes_long=n_long,
+                                                         modes_short=n_short, **kw))
             entry = {"name": f"{label}, {damping}", **spectrum(system), "pod": pinfo}
             if errors and not kw and keep is None and weighting == "mass":
                 entry.update(inversion_errors(system))

@@ -12,8 +12,11 @@ Two small :class:`typing.Protocol` classes, satisfied structurally (no base clas
     :class:`~multibody_dynamics.rigid.RigidDynamics` (open chains, passive and elastic
     joints as springs), :class:`~multibody_dynamics.projection.ProjectedDynamics` (closed
     loops), :class:`~multibody_dynamics.elastic_joints.ElasticJoints` (the reduced
-    elastic-joint form), :class:`~multibody_dynamics.flexible.system.FlexibleChain` and
-    :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain`.
+    elastic-joint form), :class:`~multibody_dynamics.quasi_velocity.QuasiVelocityDynamics`
+    (Aghili 2010; its inverse dynamics is the actuation of least ``f^T M^{-1} f``, not the
+    minimum-norm one), :class:`~multibody_dynamics.flexible.system.FlexibleChain` and
+    :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` (multipliers under
+    ``forward_dynamics_result``).
 
 :class:`PlantStepper`
     The fixed-step plant that ``multibody simulate`` and the simulator node advance one tick

@@ -154,6 +154,32 @@ class ConstrainedQuasiVelocityResult:
     message: str
 
 
+@dataclass(frozen=True)
+class QuasiVelocityInverseResult:
+    """Inverse dynamics in quasi-velocities
+    (:meth:`QuasiVelocityDynamics.inverse_dynamics_result`).
+
+    Attributes
+    ----------
+    tau : (nv,)  joint actuation [N m | N]
+    reduction : ConstrainedQuasiVelocityResult  the forward dynamics at (q, v, tau): its ``a``
+        is the commanded motion, ``lam`` the multipliers, ``u_o`` / ``u_r`` the quasi-forces
+    """
+
+    tau: np.ndarray
+    reduction: ConstrainedQuasiVelocityResult
+
+    @property
+    def success(self) -> bool:
+        """The reduction's success (finite accelerations and multipliers)."""
+        return self.reduction.success
+
+    @property
+    def message(self) -> str:
+        """The reduction's message."""
+        return self.reduction.message
+
+
 # -- kernels on matrices ------------------------------------------------------------------------
 def cholesky_factor(M) -> np.ndarray:
     """Lower-triangular ``W`` with ``M = W W^T`` (Aghili 2010 App. A eq. 48)."""
@@ -299,6 +325,11 @@ class QuasiVelocityDynamics:
 
     Notes
     -----
+    A :class:`~multibody_dynamics.protocols.Dynamics`: ``forward_dynamics`` returns the
+    accelerations and ``inverse_dynamics`` the actuation (the one of least ``f^T M^{-1} f``,
+    not :class:`~multibody_dynamics.projection.ProjectedDynamics`' minimum-norm one; passive
+    joints are not treated) as arrays; the reduction (multipliers, quasi-velocities, SVD of
+    Lambda) is under ``forward_dynamics_result`` / ``inverse_dynamics_result``.
     Owns one pinocchio ``Data`` (plus those of its constraints): one object per thread.
     """
 
@@ -331,8 +362,14 @@ class QuasiVelocityDynamics:
         tau = np.zeros(self._nv) if tau is None else as_vector(tau, self._nv, "tau")
         return quasi_velocity_terms(*self._matrices(q, v, tau), v)
 
-    def forward_dynamics(self, q, v, tau, basis=None, basis_rate=None
-                         ) -> ConstrainedQuasiVelocityResult:
+    def forward_dynamics(self, q, v, tau) -> np.ndarray:
+        """Accelerations a (nv,) [rad/s^2 | m/s^2] under actuation ``tau`` (nv,) [N m | N]: the
+        :class:`~multibody_dynamics.protocols.Dynamics` convention.  The multipliers and the
+        reduction (W, Lambda, its SVD, Gamma_r, ...): :meth:`forward_dynamics_result`."""
+        return self.forward_dynamics_result(q, v, tau).a
+
+    def forward_dynamics_result(self, q, v, tau, basis=None, basis_rate=None
+                                ) -> ConstrainedQuasiVelocityResult:
         """Constrained motion (31a), multipliers (33) and accelerations at (q, v).
 
         Parameters
@@ -350,8 +387,8 @@ class QuasiVelocityDynamics:
     def actuation(self, q, v, u_o, u_r, reduction: ConstrainedQuasiVelocityResult) -> np.ndarray:
         """Joint actuation ``tau = W (V1 u_o + V2 u_r) + g - tau_s`` (nv,) [N m | N].
 
-        ``reduction`` is the result of :meth:`forward_dynamics` or :meth:`reduce` at (q, v),
-        whose ``W``, ``V1`` and ``V2`` define ``u_o`` (r,) and ``u_r`` (nv - r,).
+        ``reduction`` is the result of :meth:`forward_dynamics_result` or :meth:`reduce` at
+        (q, v), whose ``W``, ``V1`` and ``V2`` define ``u_o`` (r,) and ``u_r`` (nv - r,).
         """
         q, v = self._state(q, v)
         u_o = as_vector(u_o, reduction.rank, "u_o")
@@ -360,10 +397,15 @@ class QuasiVelocityDynamics:
 
     def reduce(self, q, v, basis=None, basis_rate=None) -> ConstrainedQuasiVelocityResult:
         """The reduction at (q, v) without actuation (``tau = 0``): W, Lambda, its SVD, Gamma_r."""
-        return self.forward_dynamics(q, v, np.zeros(self._nv), basis, basis_rate)
+        return self.forward_dynamics_result(q, v, np.zeros(self._nv), basis, basis_rate)
 
-    def inverse_dynamics(self, q, v, a,
-                         u_o=None) -> tuple[np.ndarray, ConstrainedQuasiVelocityResult]:
+    def inverse_dynamics(self, q, v, a) -> np.ndarray:
+        """Actuation tau (nv,) [N m | N] of the admissible acceleration ``a`` (nv,) with
+        ``u_o = 0``, the least ``f^T M^{-1} f`` (:meth:`inverse_dynamics_result`): the
+        :class:`~multibody_dynamics.protocols.Dynamics` convention."""
+        return self.inverse_dynamics_result(q, v, a).tau
+
+    def inverse_dynamics_result(self, q, v, a, u_o=None) -> QuasiVelocityInverseResult:
         """Actuation that produces the admissible acceleration ``a``, with ``u_o`` chosen.
 
         ``u_r = V2^T (W^T a + X^T nu + Gamma nu)`` (the motion, eq. 31a without the basis
@@ -373,8 +415,9 @@ class QuasiVelocityDynamics:
 
         Returns
         -------
-        tau : (nv,) [N m | N]
-        reduction : ConstrainedQuasiVelocityResult  at (q, v, tau)
+        QuasiVelocityInverseResult
+            ``tau`` (nv,) [N m | N] and the ``reduction`` at (q, v, tau) (its ``a``, ``lam``,
+            ``u_o``, ``u_r``, ...).
         """
         q, v = self._state(q, v)
         a = as_vector(a, self._nv, "a")
@@ -384,7 +427,8 @@ class QuasiVelocityDynamics:
         u_r = red.V2.T @ (t.W.T @ a + X.T @ t.nu + t.Gamma @ t.nu)
         u_o = np.zeros(red.rank) if u_o is None else as_vector(u_o, red.rank, "u_o")
         tau = self._tau(q, v, red, u_o, u_r)
-        return tau, self.forward_dynamics(q, v, tau, basis=red.V2)
+        return QuasiVelocityInverseResult(tau, self.forward_dynamics_result(q, v, tau,
+                                                                            basis=red.V2))
 
     def _tau(self, q, v, red, u_o, u_r):
         f = red.W @ (red.V1 @ u_o + red.V2 @ u_r)
@@ -400,9 +444,20 @@ class QuasiVelocityDynamics:
         nu = W.T @ v
         return 0.5 * float(nu @ nu)
 
+    def mass_matrix(self, q) -> np.ndarray:
+        """Joint-space mass matrix ``M(q) = W W^T`` (nv, nv) [kg | kg m^2] (``crba``)."""
+        return self._rigid.mass_matrix(as_vector(q, self._nq, "q"))
+
+    def energy(self, q, v) -> float:
+        """Total mechanical energy ``T + V`` [J] (gravity and springs; the constraints do no
+        work); ``T`` equals :meth:`kinetic_energy`."""
+        q, v = self._state(q, v)
+        return self._rigid.energy(q, v)
+
 
 __all__ = [
-    "ConstrainedQuasiVelocityResult", "QuasiVelocityDynamics", "QuasiVelocitySettings",
-    "QuasiVelocityTerms", "align_basis", "basis_derivative", "cholesky_factor",
+    "ConstrainedQuasiVelocityResult", "QuasiVelocityDynamics", "QuasiVelocityInverseResult",
+    "QuasiVelocitySettings", "QuasiVelocityTerms", "align_basis", "basis_derivative",
+    "cholesky_factor",
     "constrained_quasi_velocity", "quasi_velocity_terms",
 ]

@@ -29,7 +29,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .errors import ModelError
+from .errors import InputError, ModelError
 from .model.resources import (
     flexible_schema_key,
     robots_dir,
@@ -123,7 +123,7 @@ def _model_file(robot: str | Path) -> Path:
     return path
 
 
-def load_robot(robot: str | Path, backend: str = "auto") -> RobotModel:
+def load_robot(robot: str | Path, backend: str = "auto", parameters=None) -> RobotModel:
     """Load a shipped model by name (``"arm7"``, ``"flexible_parallel_tool"``), any model
     YAML by path, whichever family it belongs to, a plain URDF (fully actuated, gravity
     -z, no closures; see :func:`~multibody_dynamics.model.multibody_model.plain_urdf_config`)
@@ -137,6 +137,9 @@ def load_robot(robot: str | Path, backend: str = "auto") -> RobotModel:
     backend : {"auto", "numba", "numpy"}
         Kernel of a flexible model (see
         :class:`~multibody_dynamics.flexible.system.FlexibleChain`); rigid models ignore it.
+    parameters : mapping, optional
+        ``{name: value}``: changes a flexible model file declares under ``parameters:``
+        (e.g. ``{"modes_long": 3}`` for ``flexible_parallel_tool``); rigid models have none.
 
     Returns
     -------
@@ -150,12 +153,17 @@ def load_robot(robot: str | Path, backend: str = "auto") -> RobotModel:
     ModelError
         For an unknown name (listing the shipped ones), a missing file, and every error of
         the file itself (naming the file, the key and what was expected).
+    InputError
+        For ``parameters`` the file does not declare (or any for a rigid model).
     """
     path = _model_file(robot)
     if flexible_schema_key(path) is not None:
         from .flexible.loader import load_flexible_model
 
-        return load_flexible_model(path, backend=backend)
+        return load_flexible_model(path, backend=backend, parameters=parameters)
+    if parameters:
+        raise InputError(f"parameters: {path} is a rigid model, which declares no parameters "
+                         f"(got {sorted(parameters)})")
     from .model import load_model
 
     return load_model(path)

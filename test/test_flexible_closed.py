@@ -13,14 +13,10 @@ from scipy.integrate import solve_ivp
 
 from multibody_control.inversion.closed_flexible import ClosedOutputServo, invert_closed
 from multibody_dynamics.errors import DimensionError, InputError, ModelError
-from multibody_dynamics.flexible.closed import (
-    ClosedFlexibleChain,
-    PlanarClosure,
-    flexible_parallel_tool,
-    parallel_tool_outputs,
-)
+from multibody_dynamics.flexible.closed import ClosedFlexibleChain, PlanarClosure
 from multibody_dynamics.flexible.loader import beam_modal_data
 from multibody_dynamics.flexible.system import ChainBody, FlexibleChain, FlexibleChainConfig
+from multibody_dynamics.robot import load_robot
 
 L, D = 0.5, 0.4  # m: crank/rocker and coupler length of the parallelogram
 WIDTH, HEIGHT, RHO = 0.02, 0.01, 2700.0  # m, m, kg/m^3 (aluminium bars)
@@ -62,7 +58,7 @@ def assembled_state(system, th1, rng=None, elastic=0.0):
 
 @pytest.fixture(scope="module")
 def tool():
-    return flexible_parallel_tool()
+    return load_robot("flexible_parallel_tool")
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +99,9 @@ def test_kkt_equals_coordinate_partitioning(rng):
     system = parallelogram()
     q, v = assembled_state(system, -0.4, rng, elastic=0.01)
     u = rng.standard_normal(system.nu)
-    a, lam = system.forward_dynamics(q, v, u, return_multipliers=True)
+    res = system.forward_dynamics_result(q, v, u)
+    a, lam = res.a, res.lam
+    np.testing.assert_array_equal(system.forward_dynamics(q, v, u), a)  # the same solve
     a_min = system.minimal_forward_dynamics(q, v, u)
     # two linear solves of the same equations; accelerations ~1e5 from the random elastic rates
     np.testing.assert_allclose(a_min, a, atol=1e-9 * np.abs(a).max())
@@ -113,6 +111,8 @@ def test_kkt_equals_coordinate_partitioning(rng):
     M, k, g, fe = system.chain.dynamics_terms(q, v)
     np.testing.assert_allclose(M @ a + k + fe - g - system.B @ u, C.T @ lam,
                                atol=1e-8 * np.abs(M @ a).max())
+    np.testing.assert_array_equal(res.f_c, C.T @ lam)  # the same product
+    assert res.residual < 1e-8 * np.abs(bias).max()  # as C a = -bias above
 
 
 def test_projection_reaches_the_manifold(rng):
@@ -231,7 +231,7 @@ def test_parallel_tool_input_matrix(tool, tool_state):
 
 
 def zero_dynamics_counts(tool, state, output):
-    H, gamma = parallel_tool_outputs(tool)[output]
+    H, gamma = tool.outputs[output]
     servo = ClosedOutputServo(tool, H, gamma, guess=state[:tool.nq_r])
     Q, eta0 = servo.zero_dynamics_jacobian(H @ state[:tool.nq_r])
     lam = np.linalg.eigvals(Q)
@@ -277,7 +277,7 @@ def test_errors_name_what_was_wrong():
 
 
 def test_servo_inputs_reproduce_the_accelerations(tool, tool_state, rng):
-    H, gamma = parallel_tool_outputs(tool)["combined"]
+    H, gamma = tool.outputs["combined"]
     servo = ClosedOutputServo(tool, H, gamma, guess=tool_state[:4])
     y = H @ tool_state[:4] + np.array([0.01, -0.02])
     qe, qed = 1e-3 * rng.standard_normal(tool.nq_e), 1e-2 * rng.standard_normal(tool.nq_e)
@@ -300,11 +300,12 @@ def test_stable_inversion_solves_the_internal_dynamics():
     rest at the start and the unstable part at rest at the end."""
     from multibody_control.inversion.desired import TabulatedOutput
 
-    small = flexible_parallel_tool(modes_long=3, modes_short=1, link_elements=6)
+    small = load_robot("flexible_parallel_tool",
+                       parameters=dict(modes_long=3, modes_short=1, link_elements=6))
     q = np.zeros(small.nv)
     q[:4] = [0.0, 0.8, np.pi / 4, 2.4]
     q = small.project_position(q, partitioned=True)
-    H, gamma = parallel_tool_outputs(small)["combined"]
+    H, gamma = small.outputs["combined"]
     servo = ClosedOutputServo(small, H, gamma, guess=q[:4])
     t = np.linspace(-0.3, 0.6, 601)  # 1.5 ms; pre-actuation 0.3 s: slowest unstable zero ~50 1/s
     s = np.clip(t / 0.3, 0.0, 1.0)  # quintic rest-to-rest of s1 by 5 mm in 0.3 s

@@ -12,7 +12,6 @@ from multibody_dynamics.flexible.closed import (
     ClosedFlexibleChain,
     LumpedMass,
     PlanarClosure,
-    flexible_parallel_tool,
     segmented_arm_modal_data,
 )
 from multibody_dynamics.flexible.loader import beam_modal_data, load_flexible_model
@@ -85,15 +84,73 @@ def test_parallel_tool_file_equals_the_python_model(rng):
     assert_same_model(yaml_model, python_parallel_tool(), rng)
 
 
-def test_parallel_tool_overrides_edit_the_file(rng):
-    """flexible_parallel_tool(**overrides) = the file with those keys changed."""
-    small = flexible_parallel_tool(backend="numpy", modes_long=3, modes_short=2,
-                                   link_elements=6, rayleigh_alpha=0.0, rayleigh_beta=2e-5)
+def test_parallel_tool_parameters_edit_the_file(rng):
+    """load_robot(..., parameters=...) = the file with the keys its parameters: section names
+    changed (the model built here independently from the changed numbers)."""
+    small = load_robot("flexible_parallel_tool", backend="numpy", parameters=dict(
+        modes_long=3, modes_short=2, link_elements=6, rayleigh_alpha=0.0, rayleigh_beta=2e-5))
     assert_same_model(small, python_parallel_tool(3, 2, 6, (0.0, 2e-5)), rng, states=2)
-    with pytest.raises(InputError, match="unknown parameters.*cart_mass"):
-        flexible_parallel_tool(cart_mass=2.0)
+    with pytest.raises(InputError, match=r"unknown \['cart_mass'\].*declares \['link_elements'"):
+        load_robot("flexible_parallel_tool", parameters={"cart_mass": 2.0})
     with pytest.raises(ModelError, match=r"bodies\[2\]\.beam\.modes"):
-        flexible_parallel_tool(modes_long=0)
+        load_robot("flexible_parallel_tool", parameters={"modes_long": 0})
+    with pytest.raises(InputError, match="rigid model, which declares no parameters"):
+        load_robot("four_bar", parameters={"modes_long": 3})
+
+
+def test_parallel_tool_outputs_from_the_file():
+    """The file's outputs: selections of s1, alpha (rigid) and s1, s2 (collocated) with Γ = 0,
+    and the combined output (6.39) whose Γ is the rotation of the long arm's chord (frame origin
+    to tool point), here by central differences of the tool point (chain kinematics)."""
+    tool = load_robot("flexible_parallel_tool", parameters=dict(modes_long=3, modes_short=2,
+                                                                link_elements=6))
+    names = tool.joint_names  # s1, s2, alpha, beta
+    assert set(tool.outputs) == {"combined", "rigid", "collocated"}
+    for key, joints in (("combined", ("s1", "alpha")), ("rigid", ("s1", "alpha")),
+                        ("collocated", ("s1", "s2"))):
+        H, gamma = tool.outputs[key]
+        np.testing.assert_array_equal(H, np.eye(4)[[names.index(j) for j in joints]])
+        assert gamma.shape == (2, tool.nq_e)
+        if key != "combined":
+            np.testing.assert_array_equal(gamma, 0.0)
+    q0 = np.r_[0.1, 0.8, 0.7, 2.4, np.zeros(tool.nq_e)]
+
+    def chord_angle(q):  # angle of the line cart 1 -> tool point, minus alpha
+        d = tool.chain.point_position(q, "long_arm") - np.array([q[0], 0.0])
+        return np.arctan2(d[1], d[0]) - q[2]
+
+    h = 1e-6
+    fd = [(chord_angle(q0 + h * e) - chord_angle(q0 - h * e)) / (2 * h)
+          for e in np.eye(tool.nv)[tool.nq_r:]]
+    _, gamma = tool.outputs["combined"]
+    np.testing.assert_array_equal(gamma[0], 0.0)  # s1: no elastic term
+    # O(h^2) truncation and eps / h round-off of entries ~1 rad per unit q_e
+    np.testing.assert_allclose(gamma[1], fd, rtol=0, atol=1e-8 * np.abs(fd).max())
+    assert np.abs(gamma[1, 3:]).max() == 0.0 and np.abs(gamma[1, :3]).min() > 0.1  # long arm
+
+
+def test_former_names_of_the_machine_tool():
+    """The builder and the output rule that lived in closed.py still work (with a
+    DeprecationWarning); the names moved to multibody_control say where they went."""
+    import multibody_dynamics.flexible.closed as closed
+
+    kw = dict(modes_long=3, modes_short=1, link_elements=6)
+    new = load_robot("flexible_parallel_tool", parameters=kw)
+    with pytest.warns(DeprecationWarning, match="parameters"):
+        old = closed.flexible_parallel_tool(**kw)
+    q = np.linspace(-0.1, 0.1, new.nv)
+    np.testing.assert_array_equal(old.mass_matrix(q), new.mass_matrix(q))  # same file, same code
+    with pytest.warns(DeprecationWarning, match="outputs"):
+        outs = closed.parallel_tool_outputs(new)
+    assert outs.keys() == new.outputs.keys()
+    for name in ("rigid_task_path", "point_error", "PARALLEL_TOOL_TASK"):
+        new_place = f"multibody_control.inversion.closed_flexible.{name}"
+        with pytest.raises(ImportError, match=new_place):
+            getattr(closed, name)
+    with pytest.raises(ImportError, match="parameters: section"):
+        from multibody_dynamics.flexible.closed import PARALLEL_TOOL_OVERRIDES  # noqa: F401
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        closed.nothing  # noqa: B018
 
 
 PARALLELOGRAM = """\
@@ -184,6 +241,18 @@ SEGMENTED = PARALLELOGRAM.replace(
      ["bodies[1].joint.parent", "'world'"]),
     ("name: flexible_parallelogram", "name: p\nbuilder: flexible_parallel_tool",
      ["builder", "closures"]),
+    ("independent: [th1]", "independent: [th1]\noutputs: {y: {joints: [th1]}}",
+     ["outputs.y.joints", "expected 3 joints (one per input)"]),
+    ("independent: [th1]", "independent: [th1]\n"
+     "outputs: {y: {joints: [th1, th2, th3], chord: {th4: link2}}}",
+     ["outputs.y.chord.th4", "unknown key"]),
+    ("independent: [th1]", "independent: [th1]\n"
+     "outputs: {y: {joints: [th1, th2, th3], chord: {th2: link9}}}",
+     ["outputs.y.chord", "no body 'link9'"]),
+    ("independent: [th1]", "independent: [th1]\nparameters: {n: [bodies.link9.beam.modes]}",
+     ["parameters.n[0]", "nothing at 'bodies.link9'"]),
+    ("independent: [th1]", "independent: [th1]\nparameters: {n: bodies.link2}",
+     ["parameters.n[0]", "'bodies' is not a mapping"]),
 ])
 def test_bad_closed_models_name_the_file_and_the_key(tmp_path, old, new, words):
     path = tmp_path / "m.yaml"
@@ -206,3 +275,36 @@ def test_segmented_file_loads(tmp_path):
     np.testing.assert_array_equal(data.node_shapes[4, 1], 0.0)
     # mass: two bars (0.02 x 0.01 and 0.02 x 0.03 m, 0.2 m, 2700 kg/m^3) + 0.1 kg
     assert data.mass == pytest.approx(2700.0 * 0.2 * 0.02 * (0.01 + 0.03) + 0.1, rel=1e-12)
+
+
+def test_declared_parameters_and_outputs_of_a_file(tmp_path):
+    """A parameter sets every key its paths reach (lists walked by item name: both segments of
+    link2 named ``half``); an output row with a chord gets its Γ columns from that body only."""
+    text = SEGMENTED.replace("- {length: 0.2, elements: 4,",
+                             "- {name: half, length: 0.2, elements: 4,")
+    text = text.replace("independent: [th1]", "independent: [th1]\n"
+                        "outputs: {tip: {joints: [th1, th2, th3], chord: {th3: link3}}}\n"
+                        "parameters: {half_elements: [bodies.link2.beam.segments.half.elements],"
+                        " modes: [bodies.link1.beam.modes, bodies.link2.beam.modes]}")
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    base = load_flexible_model(path, backend="numpy")
+    changed = load_flexible_model(path, backend="numpy",
+                                  parameters={"half_elements": 2, "modes": 1})
+    # link2: 2 + 2 elements instead of 4 + 4 (9 -> 5 nodes); 1 mode on link1 and link2, and on
+    # link3, whose beam is an alias (*bar) of link1's (the anchor caveat of the loader)
+    assert base.chain.bodies[1].modal_data.node_positions.shape[0] == 9
+    assert changed.chain.bodies[1].modal_data.node_positions.shape[0] == 5
+    assert (base.nq_e, changed.nq_e) == (6, 3)
+    H, gamma = changed.outputs["tip"]
+    np.testing.assert_array_equal(H, np.eye(3))
+    link3 = changed.chain.elastic_slices[2]
+    np.testing.assert_array_equal(gamma[:2], 0.0)
+    np.testing.assert_array_equal(gamma[2, :link3.start - 3], 0.0)
+    d = changed.chain.bodies[2].modal_data  # a uniform clamped bar: Γ = w_tip / l (6.34)
+    np.testing.assert_allclose(gamma[2, link3.start - 3:], d.node_shapes[-1, 1] / 0.5,
+                               rtol=1e-15)
+    with pytest.raises(ModelError, match="outputs.*only with closures"):
+        bad = tmp_path / "open.yaml"
+        bad.write_text(text.split("closures:")[0] + "outputs: {tip: {joints: [th1]}}\n")
+        load_flexible_model(bad, backend="numpy")

@@ -13,13 +13,10 @@ import pytest
 from multibody_control.inversion.closed_flexible import ClosedOutputServo
 from multibody_dynamics.errors import DimensionError, InputError
 from multibody_dynamics.flexible.beam import BeamSection
-from multibody_dynamics.flexible.closed import (
-    ArmSegment,
-    flexible_parallel_tool,
-    parallel_tool_outputs,
-    segmented_arm_modal_data,
-)
+from multibody_dynamics.flexible.closed import ArmSegment, segmented_arm_modal_data
+from multibody_dynamics.flexible.loader import load_flexible_model
 from multibody_dynamics.flexible.pod import pod_basis
+from multibody_dynamics.robot import load_robot
 
 
 def spd(rng, n):
@@ -115,7 +112,7 @@ def zero_dynamics_eigenvalues(system):
     q = np.zeros(system.nv)
     q[:4] = [0.0, 0.8, np.pi / 4, 2.4]
     q = system.project_position(q, partitioned=True)
-    H, gamma = parallel_tool_outputs(system)["combined"]
+    H, gamma = system.outputs["combined"]
     servo = ClosedOutputServo(system, H, gamma, guess=q[:4])
     return np.linalg.eigvals(servo.zero_dynamics_jacobian(H @ q[:4])[0])
 
@@ -125,20 +122,21 @@ def test_tool_zero_dynamics_depend_only_on_the_span(rng):
     coordinates, Γ q_e (tip deflection / l_l) unchanged: the same zero-dynamics spectrum. So
     POD shapes can only change the split through their span."""
     kw = {"modes_long": 3, "modes_short": 2, "link_elements": 6}
-    base = flexible_parallel_tool(**kw)
+    base = load_robot("flexible_parallel_tool", parameters=kw)
     shapes = {}
     for body in base.chain.bodies[2:]:
         d = body.modal_data
         T = rng.standard_normal((d.nq, d.nq)) + 3 * np.eye(d.nq)
         shapes[body.name] = d.node_shapes.reshape(-1, d.nq) @ T
-    other = flexible_parallel_tool(shape_vectors=shapes, **kw)
+    other = load_flexible_model("flexible_parallel_tool", parameters=kw, shape_vectors=shapes)
     lam, mu = zero_dynamics_eigenvalues(base), zero_dynamics_eigenvalues(other)
     # central differences of step 1e-7 in differently scaled coordinates: ~1e-6 relative
     dist = np.abs(lam[:, None] - mu[None, :]).min(axis=1)
     assert dist.max() < 1e-5 * np.abs(lam).max()
     assert np.sum(lam.real > 0) == np.sum(mu.real > 0)
-    with pytest.raises(InputError, match="shape_vectors keys"):
-        flexible_parallel_tool(shape_vectors={"arm": shapes["long_arm"]}, **kw)
+    with pytest.raises(InputError, match="shape_vectors: unknown bodies"):
+        load_flexible_model("flexible_parallel_tool", parameters=kw,
+                            shape_vectors={"arm": shapes["long_arm"]})
 
 
 def bending_shapes(body):
@@ -156,14 +154,16 @@ def test_tool_split_depends_on_the_long_arms_highest_shape():
     (903 Hz). The same split follows from eigenmodes 1-11 and 13 of the long arm, pinned
     here; undamped the 7 stable and 7 unstable eigenvalues are hyperbolic and 22 lie on the
     imaginary axis (the book's counts if these are taken as "right half plane")."""
-    big = flexible_parallel_tool(modes_long=14, modes_short=6)
+    big = load_robot("flexible_parallel_tool", parameters=dict(modes_long=14, modes_short=6))
     # 13 bending modes (the 13th FE mode is axial)
     long_modes = bending_shapes(big.chain.bodies[2])
     assert long_modes.shape[1] == 13
     shapes = {"long_arm": long_modes[:, [*range(11), 12]]}
     counts = {}
     for label, kw in (("damped", {}), ("undamped", {"rayleigh_alpha": 0.0, "rayleigh_beta": 0.0})):
-        lam = zero_dynamics_eigenvalues(flexible_parallel_tool(shape_vectors=shapes, **kw))
+        model = load_flexible_model("flexible_parallel_tool", parameters=kw,
+                                    shape_vectors=shapes)
+        lam = zero_dynamics_eigenvalues(model)
         axis = np.abs(lam.real) < 1e-7 * np.abs(lam).max()
         counts[label] = (int(np.sum(~axis & (lam.real < 0))), int(np.sum(~axis & (lam.real > 0))),
                          int(axis.sum()))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from multibody_control.cli import main
+from multibody_control.inversion.closed_flexible import PARALLEL_TOOL_TASK
 from multibody_control.inversion.flexible_scenario import (
     ClosedInversionScenario,
     closed_output,
@@ -22,7 +23,6 @@ from multibody_control.inversion.flexible_scenario import (
     run_flexible_scenario,
 )
 from multibody_dynamics.errors import InputError
-from multibody_dynamics.flexible.closed import PARALLEL_TOOL_TASK, parallel_tool_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "config" / "scenarios" / "invert_flexible_parallel_tool.yaml"
@@ -76,7 +76,7 @@ def test_shipped_scenario_is_the_bench_task():
         np.testing.assert_allclose(a, b, atol=1e-9)
     np.testing.assert_allclose(sc.ik_guess, PARALLEL_TOOL_TASK["guess"], atol=1e-9)
     # scenario output names -> the library's outputs (the book's collocated is y = [s1, alpha])
-    outs = parallel_tool_outputs(sc.system)
+    outs = sc.system.outputs
     for name, key in (("collocated", "rigid"), ("combined", "combined"),
                       ("actuated", "collocated")):
         for a, b in zip(closed_output(sc.system, name), outs[key]):

@@ -5,7 +5,7 @@ closure residuals)."""
 
 import numpy as np
 import pytest
-from conftest import ASSEMBLY_GUESS
+from conftest import ASSEMBLY_GUESS, assembled
 
 from multibody_dynamics.elastic_joints import ElasticJoints
 from multibody_dynamics.flexible.closed import ClosedFlexibleChain
@@ -16,6 +16,11 @@ from multibody_dynamics.flexible.stepper import (
 from multibody_dynamics.flexible.system import FlexibleChain
 from multibody_dynamics.model import load_model
 from multibody_dynamics.projection import ForwardDynamicsResult, ProjectedDynamics
+from multibody_dynamics.quasi_velocity import (
+    ConstrainedQuasiVelocityResult,
+    QuasiVelocityDynamics,
+    QuasiVelocityInverseResult,
+)
 from multibody_dynamics.rigid import RigidDynamics
 from multibody_dynamics.robot import (
     Dynamics,
@@ -142,6 +147,46 @@ def test_rich_results_stay_available():
                                   pd.inverse_dynamics_result(q, v, res.a).tau)
 
 
+@pytest.mark.parametrize("name", ["arm7", *ASSEMBLY_GUESS])
+def test_quasi_velocity_dynamics_satisfies_the_dynamics_protocol(name):
+    """QuasiVelocityDynamics returns arrays like the rest; its accelerations are the projection
+    method's (an independent formulation) and its inverse dynamics gives them back."""
+    model = load_model(name)
+    qd = QuasiVelocityDynamics(model)
+    assert isinstance(qd, Dynamics)
+    rng = np.random.default_rng(5)
+    if name in ASSEMBLY_GUESS:
+        q, v, tau = assembled(model, rng, ASSEMBLY_GUESS[name])
+    else:
+        q, v, tau = model.neutral() + rng.uniform(-1, 1, model.nq), rng.normal(size=model.nv), \
+            rng.normal(size=model.nv)
+    a = qd.forward_dynamics(q, v, tau=tau)
+    assert type(a) is np.ndarray and a.shape == (model.nv,)
+    res = qd.forward_dynamics_result(q, v, tau)
+    assert isinstance(res, ConstrainedQuasiVelocityResult)
+    np.testing.assert_array_equal(a, res.a)  # the same computation
+    # 1e-9 relative: two formulations (Cholesky/SVD against the projection's solves) differ by a
+    # few condition numbers of M times machine epsilon (as test_quasi_velocity.py)
+    scale = 1.0 + np.abs(a).max()
+    np.testing.assert_allclose(a, ProjectedDynamics(model).forward_dynamics(q, v, tau),
+                               rtol=0, atol=1e-9 * scale)
+    tau_id = qd.inverse_dynamics(q, v, a)
+    assert type(tau_id) is np.ndarray and tau_id.shape == (model.nv,)
+    inv = qd.inverse_dynamics_result(q, v, a)
+    assert isinstance(inv, QuasiVelocityInverseResult) and inv.success, inv.message
+    np.testing.assert_array_equal(tau_id, inv.tau)
+    np.testing.assert_allclose(qd.forward_dynamics(q, v, tau=tau_id), a, rtol=0,
+                               atol=1e-9 * scale)
+    M = qd.mass_matrix(q)
+    # the mass matrix is W W^T of the quasi-velocity factorization, the kinetic energy
+    # 1/2 ||nu||^2 = v^T M v / 2 (round-off)
+    W = qd.terms(q, v).W
+    np.testing.assert_allclose(M, W @ W.T, rtol=0, atol=1e-12 * np.abs(M).max())
+    T = qd.energy(q, v) - qd.energy(q, np.zeros(model.nv))
+    np.testing.assert_allclose(T, 0.5 * v @ M @ v, rtol=1e-10)
+    np.testing.assert_allclose(T, qd.kinetic_energy(q, v), rtol=1e-10)
+
+
 @pytest.mark.parametrize("name", ["passive_arm", "passive_arm_minphase"])
 def test_elastic_joints_satisfy_the_dynamics_protocol(name):
     model = load_model(name)
@@ -210,10 +255,10 @@ def test_flexible_runs_give_simulation_results_with_the_common_calls(tmp_path):
 
 
 def test_closed_flexible_simulation_records_energy_and_input():
-    from multibody_dynamics.flexible.closed import flexible_parallel_tool
     from multibody_dynamics.flexible.simulation import ClosedSimulation
 
-    small = flexible_parallel_tool(modes_long=3, modes_short=1, link_elements=6)
+    small = load_robot("flexible_parallel_tool",
+                       parameters=dict(modes_long=3, modes_short=1, link_elements=6))
     q = np.zeros(small.nv)
     q[:4] = [0.0, 0.8, np.pi / 4, 2.4]
     q = small.project_position(q, partitioned=True)

@@ -103,7 +103,7 @@ def test_forward_dynamics_equals_projection(models, rng, robot):
     pd, qd = ProjectedDynamics(model), QuasiVelocityDynamics(model)
     for _ in range(3):
         q, v, tau = assembled(model, rng, GUESS[robot])
-        p, r = pd.forward_dynamics_result(q, v, tau), qd.forward_dynamics(q, v, tau)
+        p, r = pd.forward_dynamics_result(q, v, tau), qd.forward_dynamics_result(q, v, tau)
         assert r.success and r.rank == p.rank, r.message
         s = scale(p.a)
         np.testing.assert_allclose(r.a, p.a, rtol=0, atol=RTOL * s)
@@ -119,7 +119,7 @@ def test_forward_dynamics_equals_projection(models, rng, robot):
 def test_redundant_closure_reports_rank(models, rng):
     model = models["four_bar"]
     q, v, tau = assembled(model, rng, GUESS["four_bar"])
-    r = QuasiVelocityDynamics(model).forward_dynamics(q, v, tau)
+    r = QuasiVelocityDynamics(model).forward_dynamics_result(q, v, tau)
     assert r.rank == 2 and r.V2.shape == (3, 1) and r.U1.shape == (5, 2)
     assert "redundant" in r.message
     # minimum norm: lam has no component in null(Lambda^T)
@@ -134,7 +134,8 @@ def test_zero_u_o_gives_the_weighted_minimum_norm_actuation(models, rng, robot):
     pd, qd = ProjectedDynamics(model), QuasiVelocityDynamics(model)
     q, v, tau0 = assembled(model, rng, GUESS[robot])
     a = pd.forward_dynamics_result(q, v, tau0).a
-    tau, red = qd.inverse_dynamics(q, v, a)
+    res = qd.inverse_dynamics_result(q, v, a)
+    tau, red = res.tau, res.reduction
     s = scale(a)
     np.testing.assert_allclose(red.a, a, atol=RTOL * s)
     np.testing.assert_allclose(pd.forward_dynamics_result(q, v, tau).a, a, atol=RTOL * s)
@@ -160,7 +161,8 @@ def test_u_o_sets_the_constraint_force(models, rng):
     q, v, tau0 = assembled(model, rng, GUESS["five_bar"])
     a = pd.forward_dynamics_result(q, v, tau0).a
     u_o = np.array([0.3, -0.7])
-    tau, red = qd.inverse_dynamics(q, v, a, u_o=u_o)
+    res = qd.inverse_dynamics_result(q, v, a, u_o=u_o)
+    tau, red = res.tau, res.reduction
     np.testing.assert_allclose(red.a, a, atol=RTOL * scale(a))
     np.testing.assert_allclose(red.u_o, u_o, atol=1e-12)  # round-off of V1^T W^-1 W V1
     lam = red.U1 @ ((red.Gamma_o_nu_r - u_o) / red.S)
@@ -214,7 +216,7 @@ def test_reduced_motion_equation_along_a_trajectory(models, rng):
     pm = model.pin_model
     qd = QuasiVelocityDynamics(model)
     q, v, tau = assembled(model, rng, GUESS["five_bar"])
-    r0 = qd.forward_dynamics(q, v, tau)
+    r0 = qd.forward_dynamics_result(q, v, tau)
     h = 1e-5
     nu_r = []
     for sgn in (1.0, -1.0):
@@ -251,7 +253,7 @@ def test_prr_surface_example(models, rng):
         np.testing.assert_allclose(pin.crba(model.pin_model, model.create_data(), q), M_ref,
                                    atol=1e-8)
     q, v, tau = assembled(model, rng, GUESS["prr_surface"])
-    r = qd.forward_dynamics(q, v, tau)
+    r = qd.forward_dynamics_result(q, v, tau)
     assert r.rank == 1 and r.nu_r.shape == (2,)  # two degrees of freedom on the surface
     np.testing.assert_allclose(r.Lambda, qd.constraints.jacobian(q) @ np.linalg.inv(r.W.T),
                                atol=1e-13)  # round-off of one triangular solve
@@ -262,7 +264,7 @@ def test_unconstrained_model_reduces_to_the_full_space(models, rng):
     qd = QuasiVelocityDynamics(model)
     q = pin.randomConfiguration(model.pin_model, -np.ones(7), np.ones(7))
     v, tau = rng.normal(size=7), rng.normal(size=7)
-    r = qd.forward_dynamics(q, v, tau)
+    r = qd.forward_dynamics_result(q, v, tau)
     assert r.rank == 0 and r.lam.shape == (0,) and r.V2.shape == (7, 7)
     a_ref = pin.aba(model.pin_model, model.create_data(), q, v, tau)
     np.testing.assert_allclose(r.a, a_ref, atol=1e-10 * scale(a_ref))

@@ -25,13 +25,10 @@ from multibody_control.inversion.desired import TabulatedOutput
 from multibody_control.inversion.flexible import invert_flexible
 from multibody_control.outputs import Output
 from multibody_control.tasks import Task, TimeLaw, half_circle_task, linear_move, straight_line
-from multibody_dynamics.flexible.closed import (
-    ClosedSimulation,
-    flexible_parallel_tool,
-    parallel_tool_outputs,
-)
+from multibody_dynamics.flexible.closed import ClosedSimulation
 from multibody_dynamics.flexible.loader import load_flexible_model
 from multibody_dynamics.flexible.simulation import FlexibleSimulation
+from multibody_dynamics.robot import load_robot
 from multibody_dynamics.simulate import SimulationResult
 
 AGREED = {"nfev": int, "output_error": float, "success": bool, "message": str, "method": str,
@@ -124,7 +121,8 @@ def test_open_flexible_quasi_static_counts_its_stiffness_evaluations(flexible_ru
 
 @pytest.fixture(scope="module")
 def small_tool():
-    small = flexible_parallel_tool(modes_long=3, modes_short=1, link_elements=6)
+    small = load_robot("flexible_parallel_tool",
+                       parameters=dict(modes_long=3, modes_short=1, link_elements=6))
     q = np.zeros(small.nv)
     q[:4] = [0.0, 0.8, np.pi / 4, 2.4]
     return small, small.project_position(q, partitioned=True)
@@ -132,7 +130,7 @@ def small_tool():
 
 def test_closed_flexible_route_and_its_old_name(small_tool):
     small, q = small_tool
-    H, gamma = parallel_tool_outputs(small)["collocated"]
+    H, gamma = small.outputs["collocated"]
     servo = ClosedOutputServo(small, H, gamma, guess=q[:4])
     t = np.linspace(0.0, 0.3, 31)
     s = t / 0.3

@@ -10,7 +10,11 @@ flexible chain, its forward dynamics and the machine tool):
 * :func:`invert_closed` -- the feedforward by classical inversion or stable inversion by
   :func:`dichotomy_sweeps` (Devasia, Chen and Paden 1996), returning a
   :class:`ClosedInversion`;
-* :func:`track_closed` -- the closed plant simulated under the feedforward plus joint PD.
+* :func:`track_closed` -- the closed plant simulated under the feedforward plus joint PD;
+* the task side: :func:`rigid_task_path` (rigid coordinates of the undeformed system along a
+  point path, whose ``H_r q_r`` is a desired output), :func:`point_error` (the tool error of an
+  inverse model or a simulation) and the machine tool's test motion
+  :data:`PARALLEL_TOOL_TASK`.
 
 Results with the shipped parameters are listed in the docstring of
 :mod:`multibody_dynamics.flexible.closed` (``bench/bench_flexible_parallel.py``).
@@ -32,6 +36,7 @@ from multibody_dynamics.flexible.closed import ClosedFlexibleChain, ClosedSimula
 from multibody_dynamics.flexible.servo import ElasticServo
 from multibody_dynamics.flexible.simulation import TimeProgress
 from multibody_dynamics.interruptible import solve_ivp_keeping
+from multibody_dynamics.validation import as_vector
 
 from .internal import INTERRUPTED
 from .result import InversionInterrupted, InversionResult
@@ -489,3 +494,54 @@ def track_closed(system: ClosedFlexibleChain, result: ClosedInversion, frequency
                                feedback=feedback, rtol=rtol, atol=atol, interrupted=interrupted)
     finally:
         bar.close()
+
+
+# ============================================================================ task side
+#: The machine tool's test motion (the book's Fig. 6.11 is only plotted; chosen): the tool
+#: point (tip of the long arm) from the 45 deg pose (long arm at 45 deg, cart 1 at 0) by
+#: (+0.1, -0.1) m on a straight line in 1 s, quintic rest-to-rest law (peak acceleration
+#: 1.6 m/s^2), 0.3 s pre- and post-actuation (slowest unstable zero of the combined output
+#: ~50 1/s: e^-15), ``guess`` = ``[s1, s2, alpha, beta]`` on the lambda branch. Used by
+#: ``bench/bench_flexible_parallel.py`` and ``config/scenarios/invert_flexible_parallel_tool.yaml``
+#: (through :func:`multibody_control.scenarios.flexible.parallel_tool_task`).
+PARALLEL_TOOL_TASK: dict = {
+    "body": "long_arm",
+    "start": (1.081 * np.sqrt(0.5), 1.081 * np.sqrt(0.5)),
+    "move": (0.1, -0.1),
+    "t0": 0.0, "tf": 1.0, "order": 5, "t_pre": 0.3, "t_post": 0.3,
+    "guess": (0.0, 0.8, np.pi / 4, 2.4),
+}
+
+
+def rigid_task_path(system: ClosedFlexibleChain, body: str, p, pd, pdd, guess,
+                    node: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rigid coordinates of the undeformed system along a point path (rigid inverse kinematics).
+
+    :meth:`ClosedFlexibleChain.rigid_task_kinematics` at every sample of ``p, pd, pdd``
+    ((N, 2) [m, m/s, m/s^2]) of the point of ``body`` (its distal node unless ``node``), warm
+    started from ``guess`` (nq_r,) and then from the previous sample (the loop branch is kept).
+    Returns ``q_r, q_r', q_r''`` (each (N, nq_r)); a desired output is ``y_d = H_r q_r``.
+    """
+    if not isinstance(system, ClosedFlexibleChain):
+        raise InputError(f"system must be a ClosedFlexibleChain, got {type(system).__name__}")
+    p, pd, pdd = (np.atleast_2d(np.asarray(x, float)) for x in (p, pd, pdd))
+    if p.shape[1:] != (2,) or pd.shape != p.shape or pdd.shape != p.shape:
+        raise DimensionError(f"p, pd, pdd must be (N, 2) arrays, got {p.shape}, {pd.shape}, "
+                             f"{pdd.shape}")
+    g = as_vector(guess, system.nq_r, "guess")
+    if not np.all(np.isfinite(g)):
+        raise InputError("guess must be finite")
+    rows = []
+    for k in range(p.shape[0]):
+        rows.append(system.rigid_task_kinematics(body, node, p[k], pd[k], pdd[k], g))
+        g = rows[-1][0]
+    q_r, v_r, a_r = (np.array([r[j] for r in rows]) for j in range(3))
+    return q_r, v_r, a_r
+
+
+def point_error(system: ClosedFlexibleChain, q, body: str, p) -> np.ndarray:
+    """Distance [m] of the (deformed) end point of ``body`` at the configurations ``q`` (N, nv)
+    from the desired points ``p`` (N, 2): the tool error of an inverse model or a simulation."""
+    q = np.atleast_2d(np.asarray(q, float))
+    r = np.array([system.chain.point_position(qk, body) for qk in q])
+    return np.linalg.norm(r - np.asarray(p, float).reshape(r.shape), axis=1)

@@ -34,8 +34,7 @@ Sect. 6.5) take the same top-level keys with these meanings::
     method: stable                  # classical | stable (invert_closed)
     output: combined                # collocated (y = [s1, alpha], Γ = 0, the book's name)
                                     # | actuated (y = [s1, s2], Γ = 0) | combined ((6.39), Γ of
-                                    # parallel_tool_outputs); or
-                                    # {name: combined, gamma: [[..],[..]]}
+                                    # the model's outputs); or {name: combined, gamma: [[..],[..]]}
                                     # with a given Γ (nu x nq_e) replacing the rule's
     compare:                        # further designs, each {method: ..., output: ...}
       - {method: classical, output: collocated}
@@ -58,21 +57,17 @@ from pathlib import Path
 import numpy as np
 
 from multibody_dynamics.errors import InputError, ModelError, MultibodyError
-from multibody_dynamics.flexible.closed import (
-    PARALLEL_TOOL_TASK,
-    ClosedFlexibleChain,
-    ClosedSimulation,
-    parallel_tool_outputs,
-    point_error,
-    rigid_task_path,
-)
+from multibody_dynamics.flexible.closed import ClosedFlexibleChain, ClosedSimulation
 from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
 from multibody_dynamics.flexible.system import FlexibleChain
 
 from ..inversion.closed_flexible import (
+    PARALLEL_TOOL_TASK,
     ClosedInversion,
     ClosedOutputServo,
     invert_closed,
+    point_error,
+    rigid_task_path,
     track_closed,
 )
 from ..inversion.desired import TabulatedOutput
@@ -247,8 +242,9 @@ class FlexibleScenarioInterrupted(KeyboardInterrupt):
 
 # ============================================================================ closed loops
 CLOSED_METHODS = ("classical", "stable")
-#: Scenario output names -> keys of :func:`parallel_tool_outputs` (the book calls ``y = [s1,
-#: alpha]`` collocated; the library's ``"collocated"`` is the actuated pair ``[s1, s2]``).
+#: Scenario output names -> names of the model's ``outputs`` (its file's ``outputs:``; the book
+#: calls ``y = [s1, alpha]`` collocated, the model's ``"collocated"`` is the actuated pair
+#: ``[s1, s2]``).
 CLOSED_OUTPUTS = {"collocated": "rigid", "actuated": "collocated", "combined": "combined"}
 #: Seifried (2014) Sect. 6.5: tool-point error [mm] of the designs the book reports.
 BOOK_TOOL_ERROR_MM = {("classical", "collocated"): 12.0, ("stable", "combined"): 0.03}
@@ -324,7 +320,7 @@ class ClosedDesign:
 def parallel_tool_task(t0: float | None = None, tf: float | None = None,
                        order: int | None = None) -> Task:
     """The machine tool's test motion
-    :data:`~multibody_dynamics.flexible.closed.PARALLEL_TOOL_TASK`
+    :data:`~multibody_control.inversion.closed_flexible.PARALLEL_TOOL_TASK`
     as a :class:`Task` (times and order may be changed)."""
     d = PARALLEL_TOOL_TASK
     law = TimeLaw(d["t0"] if t0 is None else t0, d["tf"] if tf is None else tf,
@@ -348,7 +344,7 @@ def closed_grid(task: Task, dt: float, t_pre: float, t_post: float) -> np.ndarra
 
 def closed_task_path(system: ClosedFlexibleChain, task: Task, t, guess=None):
     """``q_r, q_r', q_r''`` (each (N, nq_r)) of the undeformed system on the task at ``t``
-    (:func:`~multibody_dynamics.flexible.closed.rigid_task_path`)."""
+    (:func:`~multibody_control.inversion.closed_flexible.rigid_task_path`)."""
     guess = PARALLEL_TOOL_TASK["guess"] if guess is None else guess
     p, pd, pdd = task(np.asarray(t, float))
     return rigid_task_path(system, task_body(task), p, pd, pdd, guess)
@@ -365,7 +361,7 @@ def closed_output(system: ClosedFlexibleChain, name: str, gamma=None):
     replaces the rule's Γ."""
     if name not in CLOSED_OUTPUTS:
         raise InputError(f"output: expected one of {', '.join(CLOSED_OUTPUTS)}, got {name!r}")
-    H, g = parallel_tool_outputs(system)[CLOSED_OUTPUTS[name]]
+    H, g = system.outputs[CLOSED_OUTPUTS[name]]
     return H, (g if gamma is None else np.asarray(gamma, float))
 
 
@@ -461,11 +457,11 @@ def _closed_method(path, key, m):
 
 
 def _load_closed(path: Path, raw: dict, system: ClosedFlexibleChain) -> ClosedInversionScenario:  # noqa: C901
-    try:
-        parallel_tool_outputs(system)
-    except ModelError as exc:
+    missing = sorted(set(CLOSED_OUTPUTS.values()) - set(system.outputs))
+    if missing:
         raise _err(path, "robot", f"closed models in scenario files: the parallel machine tool "
-                   f"(joints s1, s2, alpha); {exc}") from None
+                   f"(joints s1, s2, alpha); {system.name}: no outputs {missing} (the model "
+                   "file's outputs:)")
     task = _line_task(path, raw["task"], [b.name for b in system.chain.bodies])
     method = _closed_method(path, "method", raw.get("method", "stable"))
     first = _closed_output_spec(path, "output", raw.get("output", "combined"), system, method)

@@ -40,12 +40,19 @@ actuated (the machine tool's second cart).
 
 Parallel flexible machine tool (Sect. 6.5)
 ------------------------------------------
-:func:`flexible_parallel_tool` builds the lambda machine of Fig. 6.10 (see its docstring for the
-data the book gives and the choices made here). Its inverse model (``ClosedOutputServo``, for an
-output ``y = H_r q_r + Γ q_e``: the book's linearly combined output (6.39), or the
-collocated/rigid outputs with ``Γ = 0``), the feedforward (``invert_closed``: classical or
-stable inversion) and the tracking simulation (``track_closed``) are control and live in
-:mod:`multibody_control.inversion.closed_flexible`.
+The lambda machine of Fig. 6.10 is data: ``config/robots/flexible_parallel_tool.yaml`` (the
+numbers the book gives and the choices made here, its cut joint under ``closures:``, its
+outputs under ``outputs:``, the changes studies make under ``parameters:``), loaded by
+``load_robot("flexible_parallel_tool", parameters={"modes_long": 3, ...})``. Its outputs
+``y = H_r q_r + Γ q_e`` (``ClosedFlexibleChain.outputs``: the book's linearly combined output
+(6.39), or the collocated/rigid outputs with ``Γ = 0``) follow the rule of
+:func:`~multibody_dynamics.flexible.output.chord_output`. Its inverse model
+(``ClosedOutputServo``), the feedforward (``invert_closed``: classical or stable inversion),
+the tracking simulation (``track_closed``), the test motion (``PARALLEL_TOOL_TASK``), its
+rigid task path (``rigid_task_path``) and the tool error (``point_error``) are control and
+live in :mod:`multibody_control.inversion.closed_flexible`. The former names of this module
+(``flexible_parallel_tool``, ``parallel_tool_outputs``) still work with a DeprecationWarning;
+the moved ones raise an ImportError naming their new place.
 
 Results with the shipped parameters (``bench/bench_flexible_parallel.py``; tool point moved by
 (+0.1, -0.1) m in 1 s from the 45 deg pose, the book's Fig. 6.11 being a plot only):
@@ -61,9 +68,10 @@ Results with the shipped parameters (``bench/bench_flexible_parallel.py``; tool 
   the same for every damping tried and for a tangent frame.
 * POD shape functions (``bench/study_parallel_tool_pod.py``,
   :mod:`~multibody_dynamics.flexible.pod`, ``shape_vectors`` of
-  :func:`flexible_parallel_tool`): 12 + 6 POD shapes from 1 ms snapshots of the arms'
-  deformation in a 24 + 12 bending-eigenmode simulation of the bench motion (the machine
-  driven by the collocated feedforward), mass-weighted or Euclidean SVD: **29 stable / 7
+  :func:`~multibody_dynamics.flexible.loader.load_flexible_model`): 12 + 6 POD shapes from
+  1 ms snapshots of the arms' deformation in a 24 + 12 bending-eigenmode simulation of the
+  bench motion (the machine driven by the collocated feedforward), mass-weighted or
+  Euclidean SVD: **29 stable / 7
   unstable** (a third unstable real zero near 3800 1/s); undamped 7 stable, 7 unstable, 22 on
   the imaginary axis. These are the book's counts with "left" and "right" swapped (as in its
   (3.86)), or its 7 "left" if the 22 undamped imaginary eigenvalues were counted as "right";
@@ -90,13 +98,14 @@ Results with the shipped parameters (``bench/bench_flexible_parallel.py``; tool 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 from scipy.integrate import solve_ivp
 
+from ..deprecation import module_getattr
 from ..errors import DimensionError, InputError, ModelError, SolverError
 from .beam import (
     _GAUSS_W,
@@ -111,10 +120,8 @@ from .sid import ModalData
 from .simulation import ClosedSimulation
 from .system import FlexibleChain, FlexibleChainConfig
 
-__all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedSimulation", "ArmSegment",
-           "LumpedMass", "segmented_arm_modal_data",
-           "flexible_parallel_tool", "parallel_tool_outputs", "PARALLEL_TOOL_OVERRIDES",
-           "PARALLEL_TOOL_TASK", "rigid_task_path", "point_error"]
+__all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedForwardDynamicsResult",
+           "ClosedSimulation", "ArmSegment", "LumpedMass", "segmented_arm_modal_data"]
 
 _J = np.array([[0.0, -1.0], [1.0, 0.0]])
 
@@ -176,6 +183,27 @@ class PlanarClosure:
         return 3 if self.angle else 2
 
 
+@dataclass(frozen=True)
+class ClosedForwardDynamicsResult:
+    """Forward dynamics of a closed flexible chain
+    (:meth:`ClosedFlexibleChain.forward_dynamics_result`).
+
+    Attributes
+    ----------
+    a : (nv,)  accelerations [m/s^2 | rad/s^2 | modal]
+    lam : (nc,)  multipliers λ of (2.51) [N | N m]
+    f_c : (nv,)  generalized cut-joint reaction ``C^T λ``:
+        ``M a + k + f_e = g + tau + B u + f_c``
+    residual : float  ``max |C a - rhs|`` of the constraint rows (the bias and Baumgarte terms
+        on the right-hand side) [m/s^2 | rad/s^2]
+    """
+
+    a: np.ndarray
+    lam: np.ndarray
+    f_c: np.ndarray
+    residual: float
+
+
 class ClosedFlexibleChain:
     """A :class:`FlexibleChain` spanning tree closed by :class:`PlanarClosure` constraints.
 
@@ -194,6 +222,10 @@ class ClosedFlexibleChain:
         neutral configuration by a pivoted QR of ``C_r`` (a well-conditioned ``C_d``).
     name, description, source : str, optional
         Model name, one line, and where the data come from (defaults: the chain's).
+    outputs : mapping, optional
+        Named outputs ``y = H_r q_r + Γ q_e`` of the inverse models, ``{name: (H_r, Γ)}``
+        with ``H_r`` (nu, nq_r) and ``Γ`` (nu, nq_e) (one row per input); a model file's
+        ``outputs:`` (:func:`~multibody_dynamics.flexible.output.chord_output`). Default none.
 
     Attributes
     ----------
@@ -204,12 +236,15 @@ class ClosedFlexibleChain:
     nu : int; B : (nv, nu)
     idx_i, idx_d : ndarray of int
         Positions of q_i and q_d in q. ``idx_min = [idx_i, elastic]``: the minimal coordinates.
+    outputs : dict
+        ``{name: (H_r, Γ)}`` (read-only arrays), as given.
     """
 
     def __init__(self, chain: FlexibleChain, closures: Sequence[PlanarClosure],  # noqa: C901
                  actuated: Sequence[str] | None = None, independent: Sequence[str] | None = None,
                  name: str | None = None, description: str | None = None,
-                 source: str | None = None):
+                 source: str | None = None,
+                 outputs: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None):
         if not isinstance(chain, FlexibleChain):
             raise InputError(f"chain must be a FlexibleChain, got {type(chain).__name__}")
         closures = tuple(closures)
@@ -288,6 +323,24 @@ class ClosedFlexibleChain:
         self.idx_d = np.array([k for k in range(self.nq_r) if k not in self.idx_i], dtype=int)
         self.idx_e = np.arange(self.nq_r, self.nv)
         self.idx_min = np.concatenate([self.idx_i, self.idx_e])
+        self.outputs = self._checked_outputs(outputs or {})
+
+    def _checked_outputs(self, outputs) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Read-only ``(H_r, Γ)`` copies of ``outputs`` with the shapes checked."""
+        checked = {}
+        for key, pair in outputs.items():
+            if not isinstance(key, str) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise InputError(f"{self.name}: outputs must map names to (H_r, gamma) pairs, got "
+                                 f"{key!r}: {type(pair).__name__}")
+            H, g = (np.array(x, dtype=float) for x in pair)
+            if H.shape != (self.nu, self.nq_r) or g.shape != (self.nu, self.nq_e):
+                raise DimensionError(f"{self.name}: output {key!r}: expected H_r ({self.nu}, "
+                                     f"{self.nq_r}) and gamma ({self.nu}, {self.nq_e}) (one row "
+                                     f"per input), got {H.shape} and {g.shape}")
+            H.setflags(write=False)
+            g.setflags(write=False)
+            checked[key] = (H, g)
+        return checked
 
     # -- interface shared with FlexibleChain (loaders, CLI) -------------------------------
     @property
@@ -405,9 +458,11 @@ class ClosedFlexibleChain:
         return self.constraint_terms(q)[1]
 
     # -- dynamics ------------------------------------------------------------------------
-    def forward_dynamics(self, q, v, u=None, tau=None, baumgarte: tuple[float, float] = (0.0, 0.0),
-                         return_multipliers: bool = False):
-        """Accelerations ``a`` (nv,) of the closed system from the index-1 form (2.51).
+    def forward_dynamics(self, q, v, u=None, tau=None, baumgarte: tuple[float, float] = (0.0, 0.0)
+                         ) -> np.ndarray:
+        """Accelerations ``a`` (nv,) of the closed system from the index-1 form (2.51): the
+        :class:`~multibody_dynamics.protocols.Dynamics` convention.  The multipliers:
+        :meth:`forward_dynamics_result` (same arguments).
 
         Parameters
         ----------
@@ -418,8 +473,6 @@ class ClosedFlexibleChain:
             Further generalized forces.
         baumgarte : (alpha, beta)
             Stabilization ``c'' + 2 alpha c' + beta^2 c = 0`` [1/s, 1/s]; default none.
-        return_multipliers : bool
-            Also return λ (nc,), the cut-joint reactions ``C^T λ`` [N | N m].
 
         Raises
         ------
@@ -427,11 +480,27 @@ class ClosedFlexibleChain:
             If ``[[M, -C^T], [C, 0]]`` is singular (redundant closures, a singular position).
         """
         q, v = self._vec(q, "q"), self._vec(v, "v")
+        return self._kkt(q, v, self._applied(u, tau), baumgarte)[0]
+
+    def forward_dynamics_result(self, q, v, u=None, tau=None,
+                                baumgarte: tuple[float, float] = (0.0, 0.0)
+                                ) -> ClosedForwardDynamicsResult:
+        """Accelerations and cut-joint multipliers of the index-1 form (2.51).
+
+        Arguments and errors as :meth:`forward_dynamics`; returns a
+        :class:`ClosedForwardDynamicsResult` (``a``, ``lam``, ``f_c = C^T λ``, ``residual``).
+        """
+        q, v = self._vec(q, "q"), self._vec(v, "v")
+        a, lam, C, rhs_c = self._kkt(q, v, self._applied(u, tau), baumgarte, terms=True)
+        residual = float(np.max(np.abs(C @ a - rhs_c))) if self.nc else 0.0
+        return ClosedForwardDynamicsResult(a, lam, C.T @ lam, residual)
+
+    def _applied(self, u, tau) -> np.ndarray:
+        """Generalized force ``tau + B u`` (nv,) [N | N m] of the optional inputs."""
         f = np.zeros(self.nv) if tau is None else self._vec(tau, "tau").copy()
         if u is not None:
             f += self.B @ self._vec(u, "u", self.nu)
-        a, lam = self._kkt(q, v, f, baumgarte)
-        return (a, lam) if return_multipliers else a
+        return f
 
     def inverse_dynamics(self, q, v, a) -> np.ndarray:
         """Minimum-norm generalized force ``tau = P (M a + k + f_e - g)`` (nv,) [N | N m] that
@@ -453,7 +522,9 @@ class ClosedFlexibleChain:
         """Mass matrix M(q) (nv, nv) of the spanning tree (Seifried eq. 2.139)."""
         return self.chain.mass_matrix(q)
 
-    def _kkt(self, q, v, f, baumgarte=(0.0, 0.0)):
+    def _kkt(self, q, v, f, baumgarte=(0.0, 0.0), terms: bool = False):
+        """``(a, λ)`` of (2.51) under the generalized force ``f`` (nv,); with ``terms`` also
+        ``C`` and the right-hand side ``C a = rhs_c`` of the constraint rows."""
         M, k, g, fe = self.chain.dynamics_terms(q, v)
         c, C, bias = self.constraint_terms(q, v)
         rhs_c = -bias
@@ -472,6 +543,8 @@ class ClosedFlexibleChain:
             raise SolverError(f"{self.name}: [[M, -C^T], [C, 0]] singular at q_r = "
                               f"{q[:self.nq_r].tolist()}: redundant closures or a singular "
                               "position of the loop") from None
+        if terms:
+            return x[:nv], x[nv:], C, rhs_c
         return x[:nv], x[nv:]
 
     def partition(self, q, v=None):
@@ -937,173 +1010,40 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,  # noqa
                   "fixed": np.array(fixed, dtype=int)}
 
 
-# ============================================================================ machine tool
-#: What :func:`flexible_parallel_tool` may change in ``config/robots/flexible_parallel_tool.yaml``
-#: (the numbers themselves live in that file): keyword -> what it sets.
-PARALLEL_TOOL_OVERRIDES: dict[str, str] = {
-    "modes_long": "bodies long_arm: beam.modes (integer >= 1)",
-    "modes_short": "bodies short_arm: beam.modes (integer >= 1)",
-    "link_elements": "elements of the segments named 'link' of both arms (integer >= 1)",
-    "rayleigh_alpha": "beam.damping.alpha of both arms [1/s] (>= 0)",
-    "rayleigh_beta": "beam.damping.beta of both arms [s] (>= 0)",
-    "theory": "beam.theory of both arms ('timoshenko' or 'euler-bernoulli')",
-}
+# ============================================================================ former names
+def _flexible_parallel_tool(backend: str = "auto", shape_vectors: dict | None = None,
+                            **overrides) -> ClosedFlexibleChain:
+    """The former builder: ``load_flexible_model("flexible_parallel_tool", backend,
+    parameters=overrides, shape_vectors=shape_vectors)``."""
+    from .loader import load_flexible_model
+
+    return load_flexible_model("flexible_parallel_tool", backend, parameters=overrides,
+                               shape_vectors=shape_vectors)
 
 
-def flexible_parallel_tool(backend: str = "auto", shape_vectors: dict | None = None,
-                           **overrides) -> ClosedFlexibleChain:
-    """The parallel flexible machine tool of Seifried (2014) Sect. 6.5 (Fig. 6.10), loaded from
-    ``config/robots/flexible_parallel_tool.yaml`` with optional changes.
-
-    Lambda kinematics in the horizontal plane (no gravity in the plane): two carts on one
-    linear axis (x, at y = 0) with positions ``s1, s2`` [m], actuated by forces [N]; the long arm
-    hangs on cart 1 by a revolute joint (angle ``alpha`` [rad] from x), the short arm on cart 2
-    (angle ``beta``); the end of the short arm is pinned to the middle of the long arm. The
-    loop is cut in that middle joint (2 closure rows), so ``q_r = [s1, s2, alpha, beta]``,
-    ``q_e`` = 12 + 6 elastic coordinates, independent ``q_i = [s1, alpha]``, dependent
-    ``q_d = [s2, beta]`` (all as in the book). Tool point: the tip of the long arm. The model
-    file says which numbers come from the book and which were chosen; with no arguments this
-    is ``load_flexible_model("flexible_parallel_tool")``.
-
-    Parameters
-    ----------
-    backend : {"auto", "numba", "numpy"}
-        Of the tree (:class:`FlexibleChain`).
-    shape_vectors : dict, optional
-        ``{"long_arm": (ndof_l, modes_long), "short_arm": (ndof_s, modes_short)}`` (either key
-        may be left out): shape vectors on all FE dofs of that arm replacing its eigenmodes,
-        e.g. POD shapes (``basis`` of :func:`segmented_arm_modal_data`; the FE dofs of a built
-        model's arm are ``node_shapes.reshape(-1, nq)`` of its modal data, node order from the
-        frame origin). Only the span matters for the dynamics and the outputs of
-        :func:`parallel_tool_outputs` (Γ follows the shapes).
-    **overrides
-        Keys of :data:`PARALLEL_TOOL_OVERRIDES` (mode counts, FE mesh of the links, damping,
-        beam theory; ``rayleigh_alpha=0, rayleigh_beta=0`` is undamped). Other changes: a copy
-        of the model file, loaded with :func:`~multibody_dynamics.robot.load_robot`.
-
-    Returns
-    -------
-    ClosedFlexibleChain
-        Named ``flexible_parallel_tool``; actuated joints ``s1, s2``.
-
-    Raises
-    ------
-    InputError
-        For an unknown override or ``shape_vectors`` key; ModelError (naming the file and the
-        key) for a value the model file does not accept.
-    """
-    import copy
-
-    from ..model.config import YamlChecker
-    from ..model.resources import robots_dir
-    from .loader import flexible_model_from_mapping
-
-    unknown = sorted(set(overrides) - set(PARALLEL_TOOL_OVERRIDES))
-    if unknown:
-        raise InputError(f"flexible_parallel_tool: unknown parameters {unknown}; expected some of "
-                         f"{sorted(PARALLEL_TOOL_OVERRIDES)} (other changes: edit a copy of "
-                         "config/robots/flexible_parallel_tool.yaml)")
-    shape_vectors = {} if shape_vectors is None else dict(shape_vectors)
-    if set(shape_vectors) - {"long_arm", "short_arm"}:
-        raise InputError("flexible_parallel_tool: shape_vectors keys must be 'long_arm' and/or "
-                         f"'short_arm', got {sorted(shape_vectors)}")
-    path = robots_dir() / "flexible_parallel_tool.yaml"
-    raw = copy.deepcopy(YamlChecker(path).load("flexible model", "the machine tool"))
-    beams = {b["name"]: b["beam"] for b in raw["bodies"] if "beam" in b}
-    for key, value in overrides.items():
-        if key in ("modes_long", "modes_short"):
-            beams["long_arm" if key == "modes_long" else "short_arm"]["modes"] = value
-        elif key == "link_elements":
-            for beam in beams.values():
-                for seg in beam["segments"]:
-                    if seg.get("name") == "link":
-                        seg["elements"] = value
-        elif key == "theory":
-            for beam in beams.values():
-                beam["theory"] = value
-        else:
-            for beam in beams.values():
-                beam["damping"] = {**beam.get("damping", {}), key.split("_")[1]: value}
-    return flexible_model_from_mapping(raw, path, backend=backend, shape_vectors=shape_vectors)
-
-
-def parallel_tool_outputs(system: ClosedFlexibleChain) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Outputs ``(H_r, Γ)`` of the machine tool for ``closed_flexible.ClosedOutputServo``.
-
-    ``"combined"``: the book's (6.39), ``y = [s1; alpha + sum Γ_i q_e,i]`` with
-    ``Γ_i = Φ_i / l_l``, Φ_i the transverse displacement of the tool point (tip of the long arm)
-    in the chord frame per unit ``q_e,i``; short-arm columns zero.
-    ``"rigid"``: ``y = q_i = [s1, alpha]``, Γ = 0 — what the book calls the collocated output
-    ("corresponds to the output derived from a rigid system inverse kinematics").
-    ``"collocated"``: the actuated coordinates ``y = [s1, s2]``, Γ = 0.
-    """
+def _parallel_tool_outputs(
+        system: ClosedFlexibleChain) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The former output rule: the model's ``outputs`` (``combined``, ``rigid``,
+    ``collocated``)."""
     if not isinstance(system, ClosedFlexibleChain):
         raise InputError(f"system must be a ClosedFlexibleChain, got {type(system).__name__}")
-    names = system.joint_names
-    for need in ("s1", "s2", "alpha"):
-        if need not in names:
-            raise ModelError(f"{system.name}: expected joints s1, s2, alpha, got {list(names)}")
-    i_long = system.chain._body_index("long_arm")
-    d = system.chain.bodies[i_long].modal_data
-    l_long = d.node_positions[-1, 0]
-    sl = system.chain.elastic_slices[i_long]
-    nr, ne = system.nq_r, system.nq_e
-
-    def sel(*joints):
-        H = np.zeros((len(joints), nr))
-        for r, j in enumerate(joints):
-            H[r, names.index(j)] = 1.0
-        return H
-
-    gamma = np.zeros((2, ne))
-    gamma[1, sl.start - nr:sl.stop - nr] = d.node_shapes[-1, 1] / l_long
-    return {"combined": (sel("s1", "alpha"), gamma),
-            "rigid": (sel("s1", "alpha"), np.zeros((2, ne))),
-            "collocated": (sel("s1", "s2"), np.zeros((2, ne)))}
+    missing = sorted({"combined", "rigid", "collocated"} - set(system.outputs))
+    if missing:
+        raise ModelError(f"{system.name}: no outputs {missing} (the model file's outputs:)")
+    return dict(system.outputs)
 
 
-#: The machine tool's test motion (the book's Fig. 6.11 is only plotted; chosen): the tool
-#: point (tip of the long arm) from the 45 deg pose (long arm at 45 deg, cart 1 at 0) by
-#: (+0.1, -0.1) m on a straight line in 1 s, quintic rest-to-rest law (peak acceleration
-#: 1.6 m/s^2), 0.3 s pre- and post-actuation (slowest unstable zero of the combined output
-#: ~50 1/s: e^-15), ``guess`` = ``[s1, s2, alpha, beta]`` on the lambda branch. Used by
-#: ``bench/bench_flexible_parallel.py`` and ``config/scenarios/invert_flexible_parallel_tool.yaml``
-#: (through ``multibody_control.inversion.flexible_scenario.parallel_tool_task``).
-PARALLEL_TOOL_TASK: dict = {
-    "body": "long_arm",
-    "start": (1.081 * np.sqrt(0.5), 1.081 * np.sqrt(0.5)),
-    "move": (0.1, -0.1),
-    "t0": 0.0, "tf": 1.0, "order": 5, "t_pre": 0.3, "t_post": 0.3,
-    "guess": (0.0, 0.8, np.pi / 4, 2.4),
-}
-
-
-def rigid_task_path(system: ClosedFlexibleChain, body: str, p, pd, pdd, guess,
-                    node: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rigid coordinates of the undeformed system along a point path (rigid inverse kinematics).
-
-    :meth:`ClosedFlexibleChain.rigid_task_kinematics` at every sample of ``p, pd, pdd``
-    ((N, 2) [m, m/s, m/s^2]) of the point of ``body`` (its distal node unless ``node``), warm
-    started from ``guess`` (nq_r,) and then from the previous sample (the loop branch is kept).
-    Returns ``q_r, q_r', q_r''`` (each (N, nq_r)); a desired output is ``y_d = H_r q_r``.
-    """
-    if not isinstance(system, ClosedFlexibleChain):
-        raise InputError(f"system must be a ClosedFlexibleChain, got {type(system).__name__}")
-    p, pd, pdd = (np.atleast_2d(np.asarray(x, float)) for x in (p, pd, pdd))
-    if p.shape[1:] != (2,) or pd.shape != p.shape or pdd.shape != p.shape:
-        raise DimensionError(f"p, pd, pdd must be (N, 2) arrays, got {p.shape}, {pd.shape}, "
-                             f"{pdd.shape}")
-    g = system._vec(guess, "guess", system.nq_r)
-    rows = []
-    for k in range(p.shape[0]):
-        rows.append(system.rigid_task_kinematics(body, node, p[k], pd[k], pdd[k], g))
-        g = rows[-1][0]
-    return tuple(np.array([r[j] for r in rows]) for j in range(3))
-
-
-def point_error(system: ClosedFlexibleChain, q, body: str, p) -> np.ndarray:
-    """Distance [m] of the (deformed) end point of ``body`` at the configurations ``q`` (N, nv)
-    from the desired points ``p`` (N, 2): the tool error of an inverse model or a simulation."""
-    q = np.atleast_2d(np.asarray(q, float))
-    r = np.array([system.chain.point_position(qk, body) for qk in q])
-    return np.linalg.norm(r - np.asarray(p, float).reshape(r.shape), axis=1)
+_CONTROL = "multibody_control.inversion.closed_flexible"
+__getattr__ = module_getattr(__name__, deprecated={
+    "flexible_parallel_tool": (
+        "load_robot('flexible_parallel_tool', parameters={...}) (the changes the model file "
+        "declares under parameters:)", lambda: _flexible_parallel_tool),
+    "parallel_tool_outputs": ("the model's outputs (ClosedFlexibleChain.outputs, declared "
+                              "under outputs: in its file)", lambda: _parallel_tool_outputs),
+}, moved={
+    "PARALLEL_TOOL_OVERRIDES": "the parameters: section of config/robots/"
+                               "flexible_parallel_tool.yaml",
+    "PARALLEL_TOOL_TASK": f"{_CONTROL}.PARALLEL_TOOL_TASK",
+    "rigid_task_path": f"{_CONTROL}.rigid_task_path",
+    "point_error": f"{_CONTROL}.point_error",
+})

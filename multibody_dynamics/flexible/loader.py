@@ -71,17 +71,30 @@ Schema (units in brackets; every key but ``name`` and ``bodies`` optional)::
     actuated: [x, alpha]                  # joints with a drive (B columns); default: all
     independent: [x]                      # q_i of the partitioning (nq_r - rows joints);
                                           #   default: a pivoted QR at q = 0
+    outputs:                              # named outputs y = H_r q_r + Γ q_e of the inverse
+      combined: {joints: [x, alpha],      #   models (closures only): one joint per input,
+                 chord: {alpha: arm}}     #   plus the chord rotation of a flexible body
+      joints: {joints: [x, alpha]}        #   (flexible.output.chord_output); Γ = 0 without
+    parameters:                           # names load_flexible_model(..., parameters={...})
+      arm_modes: [bodies.arm.beam.modes]  #   may change: each sets the keys of its paths
+      link_elements: [bodies.arm.beam.segments.link.elements]
 
 ``joint.parent`` names an earlier body or ``world`` (``null``: the previous one, the world for
 the first). A ``beam`` with ``segments``, ``frame`` or ``masses`` is meshed by
 :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data` (no ``proximal`` /
 ``distal`` then: rigid parts are stiff segments); positions must fall on a node (to 1e-9 of
-the length). ``actuated`` and ``independent`` need ``closures``. Errors name the file, the key
-and what was expected (:class:`ModelError`).
+the length). ``actuated``, ``independent`` and ``outputs`` need ``closures``. A parameter
+path walks the file's mappings by key and its lists (``bodies``, ``segments``, ``masses``,
+``closures``) by item ``name`` (every item of that name), e.g.
+``bodies.long_arm.beam.damping.alpha``; the values set go through the same checks as the
+file's own (a key inside a YAML anchor is shared by its aliases). Errors name the file, the
+key and what was expected (:class:`ModelError`).
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +116,7 @@ from .closed import (
     segmented_arm_modal_data,
 )
 from .modal import clamped_modes
-from .output import RigidPart, arm_modal_data
+from .output import RigidPart, arm_modal_data, chord_output
 from .sid import ModalData, load_modal_data, modal_data_from_beam
 from .system import ChainBody, FlexibleChain, FlexibleChainConfig
 
@@ -116,7 +129,9 @@ __all__ = ["shipped_flexible_models", "is_flexible_model", "read_flexible_config
 CLOSURE_TYPES = {"planar_revolute": 2, "planar_weld": 3}
 
 _TOP = {"name", "description", "source", "rigid_counterpart", "gravity", "second_order_inertia",
-        "geometric_stiffening", "end_effector", "bodies", "closures", "actuated", "independent"}
+        "geometric_stiffening", "end_effector", "bodies", "closures", "actuated", "independent",
+        "outputs", "parameters"}
+_OUTPUT = {"joints", "chord"}
 _BODY = {"name", "joint", "rigid", "beam", "modal_data", "distal_node"}
 _JOINT = {"name", "type", "axis", "angle", "parent"}
 _RIGID = {"mass", "com", "inertia", "distal"}
@@ -505,8 +520,11 @@ def _closure_end(w: YamlChecker, chain: FlexibleChain, rc: dict, end: str, key: 
     return body, _node_at(w, nodes, rc, f"node_{end}", f"position_{end}", key)
 
 
-def _joint_list(w: YamlChecker, raw, key: str, joints: tuple[str, ...]) -> tuple[str, ...]:
+def _joint_list(w: YamlChecker, raw, key: str, joints: tuple[str, ...],
+                where: str = "") -> tuple[str, ...]:
+    """The joint names of ``raw[key]`` (``where``: the mapping holding it, for messages)."""
     value = raw[key]
+    key = f"{where}.{key}" if where else key
     if not isinstance(value, list) or not value:
         raise w.error(key, f"expected a non-empty list of joint names of {list(joints)}")
     out = tuple(w.string(v, f"{key}[{i}]") for i, v in enumerate(value))
@@ -562,14 +580,99 @@ def _closed_from(w: YamlChecker, raw, chain: FlexibleChain) -> ClosedFlexibleCha
             raise w.error("independent", f"expected {len(joints) - nc} joints (the {len(joints)} "
                                          f"joints minus {nc} closure rows), got "
                                          f"{list(independent)}")
+    nu = len(joints) if actuated is None else len(actuated)
+    outputs = _outputs(w, raw["outputs"], chain, nu) if "outputs" in raw else None
     try:
-        return ClosedFlexibleChain(chain, closures, actuated=actuated, independent=independent)
+        return ClosedFlexibleChain(chain, closures, actuated=actuated, independent=independent,
+                                   outputs=outputs)
     except (InputError, ModelError) as exc:  # e.g. no degree of freedom left
         raise w.error("closures", str(exc)) from None
 
 
+def _outputs(w: YamlChecker, raw, chain: FlexibleChain, nu: int
+             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{name: (H_r, Γ)}`` of the ``outputs:`` section (one joint per input, optional chords)."""
+    if not isinstance(raw, dict) or not raw:
+        raise w.error("outputs", "expected a mapping {name: {joints: [...], chord: {joint: "
+                                 "body}}}")
+    out = {}
+    for name, spec in raw.items():
+        key = f"outputs.{w.string(name, 'outputs')}"
+        spec = w.mapping(spec, key, _OUTPUT)
+        if "joints" not in spec:
+            raise w.error(f"{key}.joints", "missing")
+        joints = _joint_list(w, spec, "joints", chain.joint_names, key)
+        if len(joints) != nu:
+            raise w.error(f"{key}.joints", f"expected {nu} joints (one per input), got "
+                                           f"{list(joints)}")
+        chord = w.mapping(spec.get("chord") or {}, f"{key}.chord", set(joints))
+        chords = {j: w.string(b, f"{key}.chord.{j}") for j, b in chord.items()}
+        try:
+            out[name] = chord_output(chain, joints, chords)
+        except ModelError as exc:  # a rigid or unknown body
+            raise w.error(f"{key}.chord", str(exc)) from None
+    return out
+
+
+def _declared_parameters(w: YamlChecker, raw) -> dict[str, list[list[str]]]:
+    """The ``parameters:`` section: name -> key paths, each checked to exist in ``raw``."""
+    declared = raw.get("parameters") or {}
+    if not isinstance(declared, dict):
+        raise w.error("parameters", "expected a mapping {name: [key path, ...]}")
+    out = {}
+    for name, paths in declared.items():
+        key = f"parameters.{w.string(name, 'parameters')}"
+        if isinstance(paths, str):
+            paths = [paths]
+        if not isinstance(paths, list) or not paths:
+            raise w.error(key, "expected a non-empty list of key paths (e.g. "
+                               "bodies.arm.beam.modes)")
+        out[name] = [w.string(p, f"{key}[{i}]").split(".") for i, p in enumerate(paths)]
+        for i, parts in enumerate(out[name]):
+            _parameter_targets(w, raw, parts, f"{key}[{i}]")
+    return out
+
+
+def _parameter_targets(w: YamlChecker, raw, parts: list[str], key: str) -> list[dict]:
+    """The mappings whose key ``parts[-1]`` the path ``parts`` sets: mappings are walked by key,
+    lists by item ``name`` (every item of that name); the last key may be new."""
+    nodes = [raw]
+    for depth, part in enumerate(parts[:-1]):
+        nxt = []
+        for node in nodes:
+            if isinstance(node, dict) and part in node:
+                nxt.append(node[part])
+            elif isinstance(node, list):
+                nxt += [x for x in node if isinstance(x, dict) and x.get("name") == part]
+        if not nxt:
+            raise w.error(key, f"{'.'.join(parts)}: nothing at {'.'.join(parts[:depth + 1])!r} "
+                               "(mappings by key, lists by item name)")
+        nodes = nxt
+    if not all(isinstance(node, dict) for node in nodes):
+        raise w.error(key, f"{'.'.join(parts)}: {'.'.join(parts[:-1])!r} is not a mapping")
+    return nodes
+
+
+def _with_parameters(w: YamlChecker, raw, given: Mapping | None):
+    """``raw`` with the declared parameters of ``given`` set (a copy when any is given)."""
+    declared = _declared_parameters(w, raw)
+    if not given:
+        return raw
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise InputError(f"parameters: unknown {unknown} for {w.path}; the file declares "
+                         f"{sorted(declared) or 'none'} (other changes: edit a copy of the file)")
+    raw = copy.deepcopy(raw)
+    for name, value in given.items():
+        for i, parts in enumerate(declared[name]):
+            for node in _parameter_targets(w, raw, parts, f"parameters.{name}[{i}]"):
+                node[parts[-1]] = value
+    return raw
+
+
 def flexible_model_from_mapping(raw, path: str | Path, backend: str = "auto",
-                                shape_vectors: dict | None = None
+                                shape_vectors: dict | None = None,
+                                parameters: Mapping | None = None
                                 ) -> FlexibleChain | ClosedFlexibleChain:
     """The model of a flexible model file's content ``raw`` (a mapping as read from YAML).
 
@@ -587,6 +690,10 @@ def flexible_model_from_mapping(raw, path: str | Path, backend: str = "auto",
         :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`, ``ndof`` = 3 x
         nodes, node order ``u, w, theta`` from the frame origin). A Python-only argument: a
         model file names no arrays.
+    parameters : mapping, optional
+        ``{name: value}`` for names the file declares under ``parameters:`` (each sets the
+        keys of its paths before the file is checked), e.g. ``{"modes_long": 3}`` for
+        ``flexible_parallel_tool``.
 
     Returns
     -------
@@ -598,19 +705,21 @@ def flexible_model_from_mapping(raw, path: str | Path, backend: str = "auto",
     ModelError
         Naming the file, the key and what was expected.
     InputError
-        For a ``shape_vectors`` entry that names no beam body.
+        For a ``shape_vectors`` entry that names no beam body, a parameter the file does not
+        declare.
     """
     w = YamlChecker(path)
     if not isinstance(raw, dict):
         raise w.error("", f"expected a mapping with 'name' and 'bodies', got "
                           f"{type(raw).__name__}")
+    raw = _with_parameters(w, raw, parameters)
     if "builder" in raw:
         raise w.error("builder", "no longer part of the schema: a closed flexible loop is "
                                  "declared with 'bodies' and 'closures' (see "
                                  "docs/model-files-flexible.md)")
     cfg = _config_from(w, raw, shape_vectors)
     if "closures" not in raw:
-        for k in ("actuated", "independent"):
+        for k in ("actuated", "independent", "outputs"):
             if k in raw:
                 raise w.error(k, "only with closures (a tree drives every joint)")
     chain = FlexibleChain(cfg, backend=backend)
@@ -647,7 +756,8 @@ def resolve_flexible_path(robot: str | Path) -> Path:
     return candidate
 
 
-def load_flexible_model(robot: str | Path, backend: str = "auto"
+def load_flexible_model(robot: str | Path, backend: str = "auto",
+                        parameters: Mapping | None = None, shape_vectors: dict | None = None
                         ) -> FlexibleChain | ClosedFlexibleChain:
     """Load a flexible model by shipped name (``"flexible_cart_manipulator"``) or YAML path.
 
@@ -660,9 +770,15 @@ def load_flexible_model(robot: str | Path, backend: str = "auto"
     robot : str or Path
     backend : {"auto", "numba", "numpy"}
         See :class:`FlexibleChain`.
+    parameters, shape_vectors : optional
+        Changes of the declared ``parameters:`` and shape vectors replacing eigenmodes, as
+        :func:`flexible_model_from_mapping` (e.g. ``load_flexible_model(
+        "flexible_parallel_tool", parameters={"modes_long": 3, "link_elements": 6})``).
 
     Raises
     ------
+    InputError
+        For a parameter the file does not declare, a ``shape_vectors`` key naming no beam.
     ModelError
         With the file, the key and what was expected; for a rigid model (a file without a
         ``bodies`` list, e.g. ``"arm7"``) naming
@@ -673,4 +789,4 @@ def load_flexible_model(robot: str | Path, backend: str = "auto"
     raw = w.load("flexible model", "a mapping with 'name' and 'bodies'")
     if isinstance(raw, dict) and not any(k in raw for k in FLEXIBLE_KEYS):
         raise _rigid_model_error(path)
-    return flexible_model_from_mapping(raw, path, backend)
+    return flexible_model_from_mapping(raw, path, backend, shape_vectors, parameters)

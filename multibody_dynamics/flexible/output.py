@@ -72,7 +72,8 @@ from .modal import ModalBasis
 from .sid import ModalData, modal_data_from_beam, stepped_element_fields
 from .system import FlexibleChain
 
-__all__ = ["RigidPart", "arm_modal_data", "combined_output_gamma", "chain_combined_output"]
+__all__ = ["RigidPart", "arm_modal_data", "combined_output_gamma", "chain_combined_output",
+           "chord_output"]
 
 _J = np.array([[0.0, -1.0], [1.0, 0.0]])
 
@@ -268,6 +269,87 @@ def combined_output_gamma(tip_displacements: Sequence, tip_rotations: Sequence,
     return gamma
 
 
+def _distal_tip(body, where: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(u, Ψ, l)`` of a flexible body's distal node: transverse displacement (nq_b,) and
+    rotation (nq_b,) per unit elastic coordinate, and its x coordinate [m], which must be on
+    the positive x axis of the body frame."""
+    d = body.modal_data
+    pos = d.node_positions[body.distal_node]
+    if abs(pos[1]) > 1e-12 * max(abs(pos[0]), 1.0) or pos[0] <= 0.0:
+        raise ModelError(f"{where}: distal node must lie on the positive x axis, got "
+                         f"{pos.tolist()}")
+    return d.node_shapes[body.distal_node, 1], d.node_shapes[body.distal_node, 2], float(pos[0])
+
+
+def chord_output(chain: FlexibleChain, joints: Sequence[str],
+                 chords: dict[str, str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(H_r, Γ)`` of an output ``y = H_r q_r + Γ q_e`` built from joint coordinates and arm
+    chords, for a chain of any topology (the closed loops of
+    :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` included).
+
+    Row ``i`` is the coordinate of ``joints[i]``; when ``chords`` maps that joint to a flexible
+    body, the row adds the rotation of the body's chord (the line from its frame origin to its
+    distal node) relative to the body frame, linearised: ``Γ_i = u / l`` with ``u`` the
+    transverse displacement of the distal node per unit elastic coordinate and ``l`` its
+    distance from the origin (Seifried 2014 eq. 6.34, the first-arm rule of
+    :func:`combined_output_gamma`).  For the parallel machine tool (Sect. 6.5) the combined
+    output (6.39) ``y = [s1; alpha + Γ q_e]`` is ``joints = [s1, alpha]``,
+    ``chords = {alpha: long_arm}`` (tool point at the long arm's tip, chord frame); with no
+    chords Γ = 0 (a selection of joint coordinates).  The model files declare their outputs
+    this way (``outputs:``, :mod:`~multibody_dynamics.flexible.loader`).
+
+    Parameters
+    ----------
+    chain : FlexibleChain
+        The tree (of a closed system: its spanning tree).
+    joints : sequence of str
+        Joint names, one per output row.
+    chords : dict, optional
+        ``{joint: body}`` for the rows with a chord term; the body must be flexible, with its
+        distal node on the positive x axis of its frame.
+
+    Returns
+    -------
+    H_r : ndarray, shape (m, nq_r)
+        Selection of the joint coordinates [-].
+    gamma : ndarray, shape (m, nq_e)
+        [rad per unit q_e]; columns in the chain's ``q_e`` order.
+
+    Raises
+    ------
+    ModelError
+        For an unknown or repeated joint, a chord of a joint not in ``joints``, an unknown or
+        rigid body, or a distal node off the frame's x axis.
+    """
+    if not isinstance(chain, FlexibleChain):
+        raise InputError(f"chain must be a FlexibleChain, got {type(chain).__name__}")
+    name, names = chain.config.name, list(chain.joint_names)
+    joints, chords = list(joints), dict(chords or {})
+    bad = [j for j in joints if j not in names]
+    if bad or not joints or len(set(joints)) != len(joints):
+        raise ModelError(f"{name}: output joints must be distinct joints of {names}, got {joints}")
+    extra = sorted(set(chords) - set(joints))
+    if extra:
+        raise ModelError(f"{name}: chord rows {extra} are not output joints {joints}")
+    nr = chain.nq_r
+    H = np.zeros((len(joints), nr))
+    gamma = np.zeros((len(joints), chain.nq_e))
+    for row, joint in enumerate(joints):
+        H[row, names.index(joint)] = 1.0
+        if joint not in chords:
+            continue
+        body = chords[joint]
+        i = chain._body_index(body)
+        b = chain.bodies[i]
+        if not b.flexible:
+            raise ModelError(f"{name}: chord of {joint!r}: body {body!r} is rigid (a chord "
+                             "rotation needs elastic coordinates)")
+        u, _, length = _distal_tip(b, f"{name}: chord of {joint!r}: body {body!r}")
+        sl = chain.elastic_slices[i]
+        gamma[row, sl.start - nr:sl.stop - nr] = u / length
+    return H, gamma
+
+
 def chain_combined_output(chain: FlexibleChain) -> np.ndarray:
     """Γ (nq_r, nq_e) of a :class:`FlexibleChain` that is a serial manipulator of revolute arms,
     optionally on carts.
@@ -310,14 +392,10 @@ def chain_combined_output(chain: FlexibleChain) -> np.ndarray:
             raise ModelError(f"{where}: expected a serial chain of revolute joints with "
                              f"angle 0 after the first arm (got {b.joint_type}, parent "
                              f"{chain.config.parents[i]}, angle {b.angle})")
-        d = b.modal_data
-        pos = d.node_positions[b.distal_node]
-        if abs(pos[1]) > 1e-12 * max(abs(pos[0]), 1.0) or pos[0] <= 0.0:
-            raise ModelError(f"{where}: distal node must lie on the positive x axis, got "
-                             f"{pos.tolist()}")
-        us.append(d.node_shapes[b.distal_node, 1])
-        ps.append(d.node_shapes[b.distal_node, 2])
-        ls.append(pos[0])
+        u, psi, length = _distal_tip(b, where)
+        us.append(u)
+        ps.append(psi)
+        ls.append(length)
     if not us:
         raise ModelError(f"{chain.config.name}: no flexible arm, no combined output")
     arms = combined_output_gamma(us, ps, ls)
