@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from ros_helpers import DOMAIN_ID, ROS_ENV
@@ -106,6 +107,37 @@ def test_threads_end_their_step_before_the_node_exits():
     assert join_worker(worker, log, "inversion thread") and not worker.is_alive()
     assert [k for k, _ in log.lines] == ["warning"]
     assert join_worker(None, log, "no thread")
+
+
+def test_a_thread_that_does_not_end_ends_with_the_process_without_the_exit_clean_up():
+    """runtime._exit_if_threads_run: with a thread still running (a first step compiling for
+    longer than EXIT_JOIN) the process ends at once with the node's exit code, its output
+    flushed, and neither atexit handlers nor the interpreter's finalization run (the C++
+    static destructors they trigger are what crashed under a running thread)."""
+    import subprocess
+
+    script = (
+        "import atexit, sys, threading, time\n"
+        "from multibody_dynamics.ros.runtime import _exit_if_threads_run\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "print('buffered line', end='')\n"
+        "_exit_if_threads_run(3)\n"
+        "print('not reached')\n")
+    root = str(Path(__file__).resolve().parents[1])  # this tree's runtime, not an installed one
+    env = {**os.environ, "PYTHONUNBUFFERED": "0",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 3, out.stderr
+    assert out.stdout == "buffered line"  # flushed; no atexit, nothing after
+    assert time.monotonic() - t0 < 30.0  # did not wait for the 60 s thread
+    script = script.replace("threading.Thread(target=time.sleep, args=(60,), daemon=True)"
+                            ".start()\n", "")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 0 and "not reached" in out.stdout and "atexit ran" in out.stdout
 
 
 def test_fifo_priority_is_set_or_refused_with_a_reason():
