@@ -284,6 +284,61 @@ def library_demo(model, law: str, kp, kd, q0, move: dict, rate: float, delay: in
     return worst, float(np.max(np.abs(sim.q[moved] - q1[moved])))
 
 
+def library_force_demo(lambda_d: float, lead: float, hold: float) -> dict:
+    """prr_surface's force-control demo of the launch test (test/launch_helpers.py
+    run_force_control_demo) in the library loop without delay: :class:`Simulator` at
+    ``LOCKSTEP_RATE`` from the initial positions at rest; quasi_velocity (Aghili 2010) with
+    ``force_control`` and the desired multiplier ``lambda_d`` [N] holds ``lead`` s, makes the
+    demo move of theta = (q2, q3) in ``DURATION`` s and holds ``hold`` s; then projected inverse
+    dynamics (Aghili 2005 eqs. 45-54), force control kept, the same back.  Gains of the file
+    (kp 100 1/s^2, kd 20 1/s), the command computed from the state at the start of each step.
+
+    Returns per law a dict: ``multiplier_min``, ``multiplier_max`` (of the surface multiplier
+    the plant samples after each step, as simulator_node publishes it, from 0.1 s into the
+    lead on) [N], ``max_error`` (of theta over the move and hold), ``end_error`` [rad].
+    """
+    from multibody_control.controllers import Reference, make_controller
+    from multibody_control.trajectories import rest_to_rest
+    from multibody_dynamics.simulate import Simulator, SimulatorConfig
+
+    name = "prr_surface"
+    model = load_model(name)
+    q = initial_positions(name, model)
+    names = list(model.coordinate_names)
+    move = PLAN[name][1]
+    idx = [names.index(n) for n in move]
+    dt = 1.0 / LOCKSTEP_RATE
+    sim = Simulator(model, SimulatorConfig(dt=dt))
+    sim.reset(q)
+    lam_d = np.array([lambda_d])
+    out = {}
+    for sign, law in ((1.0, "quasi_velocity"), (-1.0, "projected_inverse_dynamics")):
+        ctl = make_controller(law, model, KP_ED, KD_ED, independent=tuple(INDEPENDENT[name]),
+                              force_control=True)
+        q_start = sim.q.copy()
+        q_goal = q_start.copy()
+        q_goal[idx] += [sign * move[n] for n in move]
+        t0 = sim.t + lead
+        t_end = t0 + DURATION + hold
+        lam, worst = [], 0.0
+        t_first = sim.t + 0.1
+        while sim.t < t_end - 0.5 * dt:
+            ref = rest_to_rest(np.array([sim.t]), q_start, q_goal, t0, t0 + DURATION)
+            u = ctl.step(sim.t, sim.q, sim.v, Reference(ref.q[0], ref.v[0], ref.a[0], None,
+                                                        lam_d))
+            tau = model.B @ u
+            sim.step(tau)
+            if sim.t >= t_first:
+                lam.append(float(sim.sample(tau)[0][0]))
+            if sim.t >= t0:
+                ref_q = rest_to_rest(np.array([sim.t]), q_start, q_goal, t0, t0 + DURATION).q[0]
+                worst = max(worst, float(np.max(np.abs(sim.q[idx] - ref_q[idx]))))
+        out[law] = {"multiplier_min": min(lam), "multiplier_max": max(lam),
+                    "max_error": worst,
+                    "end_error": float(np.max(np.abs(sim.q[idx] - q_goal[idx])))}
+    return out
+
+
 def measure_lockstep() -> list[str]:
     """Lines of the library figures of the ``LOCKSTEP`` robots (``--measure``): the demo move
     at ``LOCKSTEP_RATE`` under feedback linearization with 0 / 1 / 2 periods of delay and
