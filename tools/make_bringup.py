@@ -132,7 +132,7 @@ DURATION = 2.0  # s of the demo move
 #: dynamics (multibody_control/controllers/feedback_linearization.py) tracks the two motor
 #: joints with its exact error dynamics while the base, the free and the elastic joints move
 #: freely (they settle: |v| < 1e-4 rad/s 10 s after the move in a library run).  --measure:
-#: dual_arm_load 1.9e-05 / 1.6e-06; 5.7e-05 / 4.9e-06; 9.6e-05 / 8.5e-06; pd 0.04 / 0.039
+#: dual_arm_load 1.9e-05 / 1.6e-06; 5.7e-05 / 4.9e-06; 9.6e-05 / 8.5e-06; pd 0.039 / 0.039
 #: (the joint PD ends 0.039 rad off on arm2_joint3: kp = 2.2 N m/rad against the elastic
 #: joints and the grasp; 0.039 after a 3 s hold too).  It is not sensitive to delay: it runs
 #: in lockstep so that the DDS run is the library's loop and is checked against it.
