@@ -582,6 +582,46 @@ def ros_memory(results: dict, suites: list[str]) -> str:
                  (row(e) for e in _suites(results, suites or ["ros_memory"])))
 
 
+def ros_launch(results: dict, suites: list[str]) -> str:
+    """The lockstep bringups under the real launch: errors of the demo move over DDS beside
+    the library run of the same loop (bench_ros_launch)."""
+    def row(e: dict) -> list[str]:
+        if "skipped" in e or "failed" in e:
+            return [e["name"], "—", e.get("skipped") or "failed: " + e["failed"], "—", "—",
+                    "—", "—", "—"]
+        return [e["name"], e["law"], f"{_num(e['max_error'])} / {_num(e['end_error'])}",
+                f"{_num(e['library_max'])} / {_num(e['library_end'])}",
+                _num(e["t_last"]), _num(e["states_per_s"]), "yes" if e["clean"] else "NO",
+                _num(e["load_average_1min"], 2)]
+
+    rows = [row(e) for e in _suites(results, suites or ["ros_launch"])
+            if "multiplier_min" not in e and e.get("robot") != "prr_surface"]
+    return _rows(["robot", "law", "DDS: max error over the move and hold / at the last state "
+                  "recorded [rad or m]", "library, same loop to the same state",
+                  "last state recorded [s after the start; move 2 s, hold 1 s]",
+                  "states recorded per simulated s", "clean start and exit", "load average"],
+                 rows)
+
+
+def ros_launch_force(results: dict, suites: list[str]) -> str:
+    """prr_surface's force control under the real launch, beside the library (bench_ros_launch)."""
+    def row(e: dict) -> list[str]:
+        if "failed" in e:
+            return [e["name"], "failed: " + e["failed"], "—", "—", "—", "—"]
+        return [e["law"] + f" ({e['direction']})",
+                f"{e['multiplier_min']:.7g} to {e['multiplier_max']:.7g}",
+                f"{e['library_multiplier_min']:.7g} to {e['library_multiplier_max']:.7g}",
+                f"{_num(e['max_error'])} / {_num(e['end_error'])}",
+                f"{_num(e['library_max'])} / {_num(e['library_end'])}",
+                _num(e["load_average_1min"], 2)]
+
+    rows = [row(e) for e in _suites(results, suites or ["ros_launch"])
+            if "multiplier_min" in e or e.get("robot") == "prr_surface"]
+    return _rows(["law (move)", "DDS: multiplier during the move and 1 s hold [N]",
+                  "library, same sequence [N]", "DDS: max error / at the end [rad]",
+                  "library [rad]", "load average"], rows)
+
+
 def machine(results: dict, suites: list[str]) -> str:
     """When and where the figures were measured."""
     m = results.get("machine", {})
@@ -605,6 +645,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "constrained_fd": constrained_fd,
     "design_tracking": design_tracking, "design_studies": design_studies,
     "design_case1": design_case1, "design_workers": design_workers, "batch": batch,
+    "ros_launch": ros_launch, "ros_launch_force": ros_launch_force,
     "machine": machine,
 }
 

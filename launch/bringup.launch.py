@@ -40,7 +40,8 @@ controller_node runs joint PD on their joints; their ``config/bringup/<robot>.ya
 loop in lockstep on simulated time (``use_sim_time: true``, simulator ``realtime: false``,
 ``lockstep: true``, controller ``timing: state``), see docs/ros-launch.md.  So does the
 defaults file of the stiff passive arms (passive_arm2, passive_arm4, passive_arm_minphase,
-passive_arm_nonminphase: feedback linearization needs the loop without delay), and
+passive_arm_nonminphase: feedback linearization needs the loop without delay) and of
+dual_arm_load (its feedback linearization checked against the library's loop), and
 ``lockstep:=true`` does the same for any robot on ``sim:=embedded``.
 
 Robot description and ros2_control tags
@@ -372,7 +373,8 @@ def generate_launch_description():
             description="Control law of controller_node (its parameter law); default: the "
             "robot's law of config/bringup/<robot>.yaml (computed_torque for a fully actuated "
             "open chain, projected_inverse_dynamics for a closed loop, feedback_linearization of "
-            "the actuated joints for an arm with passive joints, pd otherwise), with the "
+            "the actuated joints for an arm with passive joints and for dual_arm_load, pd "
+            "otherwise), with the "
             "gains given there for the chosen law.",
         ),
         DeclareLaunchArgument(

@@ -172,3 +172,292 @@ def wait_until(predicate, timeout: float, period: float = 0.1) -> bool:
             return True
         time.sleep(period)
     return predicate()
+
+
+# -- the demo runs of bringup.launch.py, shared by test_launch_bringup.py and
+# bench/bench_ros_launch.py (which records their figures in bench/results.json) -------------
+STARTUP = 90.0         # s (wall) until /joint_states and the controller's subscription
+#: s of simulated time between the last state seen and the start of the move (lockstep): the
+#: loop may outrun the probe, and the trajectory must arrive before it starts
+LOCKSTEP_LEAD = 1.0
+LOCKSTEP_HOLD = 1.0    # s of simulated time recorded after the move
+LAMBDA_D = 50.0        # N, Aghili (2010) Sect. 5's desired contact force (prr_surface)
+
+
+def bringup_defaults(robot: str) -> dict:
+    """``config/bringup/<robot>.yaml``."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "config" / "bringup" / f"{robot}.yaml").read_text())
+
+
+def demo_trajectory(names, q0, q1, duration, n=21, start=0.0):
+    """The rest-to-rest JointTrajectory of ``names`` from ``q0`` to ``q1`` in ``duration`` s,
+    stamped ``start`` (0: on receipt)."""
+    import numpy as np
+
+    from multibody_control.trajectories import rest_to_rest
+    from multibody_dynamics.ros.conversions import trajectory_msg
+
+    t = np.linspace(0.0, duration, n)
+    wp = rest_to_rest(t, q0, q1, 0.0, duration)
+    return trajectory_msg(names, t, wp.q, wp.v, wp.a, stamp=start)
+
+
+def joint_positions(msg, names):
+    """Positions (len(names),) of a JointState in the order of ``names``."""
+    import numpy as np
+
+    index = {n: i for i, n in enumerate(msg.name)}
+    return np.array([msg.position[index[n]] for n in names])
+
+
+def stamp(msg) -> float:
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+def make_bringup_tool():
+    """tools/make_bringup.py as a module (its library loops)."""
+    spec = importlib.util.spec_from_file_location("make_bringup",
+                                                  ROOT / "tools" / "make_bringup.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def library_demo(robot: str, cfg: dict, law: str, hold: float) -> tuple[float, float]:
+    """(max, final) error of the moved joints of the demo move in the library loop without
+    delay (tools/make_bringup.py library_demo), the bringup's gains and rate."""
+    import numpy as np
+
+    from multibody_dynamics.model import load_model
+
+    gains = cfg["controller_node"][law]
+    kp, kd = (g[0] if len(g) == 1 else tuple(g) for g in (gains["kp"], gains["kd"]))
+    return make_bringup_tool().library_demo(
+        load_model(robot), law, kp, kd, np.array(cfg["simulator_node"]["initial_positions"],
+                                                 float),
+        cfg["demo"]["move"], float(gains["rate_hz"]), hold=hold)
+
+
+def set_parameters(probe, client, **values):
+    """Set controller_node parameters (bool, str or float list) through its service; raises
+    RuntimeError with the reasons when one is refused."""
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    def value(v):
+        if isinstance(v, bool):
+            return ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=v)
+        if isinstance(v, str):
+            return ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=v)
+        return ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=v)
+
+    request = SetParameters.Request(parameters=[ParameterMsg(name=k, value=value(v))
+                                                for k, v in values.items()])
+    result = probe.call(client, request, 30.0)
+    if not all(r.successful for r in result.results):
+        raise RuntimeError(f"parameters refused: {[r.reason for r in result.results]}")
+
+
+def _wait_loop(run, ready, what: str):
+    """Wait (wall clock, STARTUP) until ``ready()``; RuntimeError if the launch ends first."""
+    deadline = time.monotonic() + STARTUP
+    while time.monotonic() < deadline and not ready():
+        if not run.alive:
+            raise RuntimeError(f"the launch ended:\n{run.log()[-4000:]}")
+        time.sleep(0.05)
+    if not ready():
+        raise RuntimeError(f"no {what} after {STARTUP:g} s:\n{run.log()[-4000:]}")
+
+
+def _record_clock(probe):
+    """The simulator's /clock as the probe sees it now: a depth-1 reader, so that its message
+    is the newest even when the probe's /joint_states reader lags behind a fast lockstep loop
+    (under load the probe fell seconds of simulated time behind it, and a move stamped from
+    its last state started in the past and was refused)."""
+    from rosgraph_msgs.msg import Clock
+
+    return probe.record(Clock, "/clock", depth=1)
+
+
+def _sim_now(states, clock) -> float:
+    """The latest simulated time seen [s]: the last state's stamp or the last /clock."""
+    now = stamp(states[-1])
+    if clock:
+        c = clock[-1].clock
+        now = max(now, c.sec + 1e-9 * c.nanosec)
+    return now
+
+
+def _run_to(run, states, t_end: float):
+    """Wait until a state stamped ``t_end`` (simulated time) or later has arrived; the wall
+    clock bounds only a stalled loop (STARTUP), the load sets the pace."""
+    wall = time.monotonic()
+    while stamp(states[-1]) < t_end:
+        if not run.alive or time.monotonic() - wall > STARTUP:
+            raise RuntimeError(f"the loop did not reach t = {t_end:.3f} s:\n{run.log()[-4000:]}")
+        time.sleep(0.05)
+    time.sleep(0.5)  # the probe's spin thread takes what DDS still holds for it
+
+
+def run_lockstep_demo(prefix: Path, probe, robot: str, log_path: Path,
+                      controller: str = "default") -> dict:
+    """``bringup.launch.py robot:=<robot> sim:=embedded rviz:=false`` (and ``controller``) of
+    a robot whose defaults put the loop in lockstep on simulated time; the demo move of its
+    defaults, stamped LOCKSTEP_LEAD s of simulated time after the last state seen, then
+    LOCKSTEP_HOLD s.  Errors of the moved joints against the rest-to-rest reference computed
+    here, and the library run of the same loop to the last state recorded.
+
+    Returns a dict: ``law``, ``states`` (recorded in the move and hold), ``rate`` (of them per
+    simulated second), ``t_last`` (of the last one after the start [s]), ``max_error``,
+    ``end_error`` [rad | m], ``library_max``, ``library_end``, ``died`` (a process died during
+    the run), ``alive`` (the launch at the end of the run), ``exit_code`` (of the launch after
+    SIGINT; None: killed), ``leftover`` (pids after it), ``log``.
+    """
+    import numpy as np
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from trajectory_msgs.msg import JointTrajectory
+
+    from multibody_control.trajectories import rest_to_rest
+    from multibody_dynamics.model import load_model
+
+    cfg = bringup_defaults(robot)
+    if not cfg.get("use_sim_time"):
+        raise ValueError(f"{robot}: its bringup loop runs on the wall clock, not in lockstep")
+    model = load_model(robot)
+    law = cfg["law"] if controller == "default" else controller
+    move, duration = cfg["demo"]["move"], float(cfg["demo"]["duration"])
+    names, moved = list(model.coordinate_names), list(move)
+    imoved = [names.index(n) for n in moved]
+    states = probe.record(JointState, "/joint_states", depth=2000)
+    clock = _record_clock(probe)
+    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=50)
+    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
+    args = {"robot": robot, "sim": "embedded", "rviz": "false"}
+    if controller != "default":
+        args["controller"] = controller
+    run = LaunchProcess(prefix, "bringup.launch.py", args, log_path)
+    out: dict = {"robot": robot, "law": law}
+    try:
+        _wait_loop(run, lambda: states and commands and pub.get_subscription_count() > 0,
+                   "loop")
+        q_start = joint_positions(states[-1], names)
+        q_goal = q_start.copy()
+        q_goal[imoved] += [move[n] for n in moved]
+        # closed loops under a constrained law: the independent joints only
+        constrained = law in ("projected_inverse_dynamics", "quasi_velocity")
+        sent = moved if constrained and model.closures else names
+        idx = [names.index(n) for n in sent]
+        n_before = len(states)
+        t_sent = _sim_now(states, clock) + LOCKSTEP_LEAD
+        pub.publish(demo_trajectory(sent, q_start[idx], q_goal[idx], duration, start=t_sent))
+        _run_to(run, states, t_sent + duration + LOCKSTEP_HOLD)
+        log = run.log()
+        out.update(died="process has died" in log, alive=run.alive)
+        recorded = [m for m in list(states)[n_before:]
+                    if t_sent <= stamp(m) <= t_sent + duration + LOCKSTEP_HOLD]
+        t = np.array([stamp(m) - t_sent for m in recorded])
+        ref = rest_to_rest(t, q_start[imoved], q_goal[imoved], 0.0, duration).q
+        got = np.array([joint_positions(m, moved) for m in recorded])
+        out.update(states=len(recorded), rate=len(recorded) / (duration + LOCKSTEP_HOLD),
+                   t_last=float(t[-1]), max_error=float(np.max(np.abs(ref - got))),
+                   end_error=float(np.max(np.abs(got[-1] - q_goal[imoved]))))
+    finally:
+        out["exit_code"] = run.stop()
+        out["leftover"] = run.leftover
+        out["log"] = run.log()
+    out["library_max"], out["library_end"] = library_demo(robot, cfg, law,
+                                                          out["t_last"] - duration)
+    return out
+
+
+def library_force_demo(hold: float = LOCKSTEP_HOLD) -> dict:
+    """The force-control demo of :func:`run_force_control_demo` in the library loop without
+    delay (tools/make_bringup.py library_force_demo)."""
+    return make_bringup_tool().library_force_demo(LAMBDA_D, LOCKSTEP_LEAD, hold)
+
+
+def run_force_control_demo(prefix: Path, probe, log_path: Path) -> dict:
+    """prr_surface with ``controller:=quasi_velocity lockstep:=true`` under bringup.launch.py;
+    ``force_control`` and ``lambda_d`` = LAMBDA_D set through the controller's parameter
+    service, the demo move of the independent joints (q2, q3: the trajectory names only them)
+    stamped on the simulated clock; then ``law`` switched to projected_inverse_dynamics (force
+    control kept) and the move made back.
+
+    Returns a dict: ``before`` (the multipliers received before force control [N]); per law
+    (``quasi_velocity``, ``projected_inverse_dynamics``) a dict of ``multiplier_min``,
+    ``multiplier_max`` [N] and ``multipliers`` (their count: those received from 0.1 s of wall
+    time after the sending to the end of the hold), ``states``, ``t_last``, ``max_error``,
+    ``end_error`` [rad]; ``multipliers_after_switch`` (received after the law change),
+    ``accepted`` / ``rejected`` (trajectories, from the controller's log), ``died``,
+    ``alive``, ``exit_code``, ``leftover``, ``log`` as :func:`run_lockstep_demo`.
+    """
+    import numpy as np
+    from rcl_interfaces.srv import SetParameters
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from trajectory_msgs.msg import JointTrajectory
+
+    from multibody_control.trajectories import rest_to_rest
+
+    robot = "prr_surface"
+    cfg = bringup_defaults(robot)
+    names = ["q1", "q2", "q3"]
+    move, duration = cfg["demo"]["move"], float(cfg["demo"]["duration"])
+    moved = list(move)
+    idx = [names.index(n) for n in moved]
+    states = probe.record(JointState, "/joint_states", depth=5000)
+    clock = _record_clock(probe)
+    lam = probe.record(Float64MultiArray, "/simulator_node/constraint_forces", depth=1000,
+                       timed=True)
+    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
+    client = probe.node.create_client(SetParameters, "/controller_node/set_parameters")
+    run = LaunchProcess(prefix, "bringup.launch.py",
+                        {"robot": robot, "controller": "quasi_velocity", "lockstep": "true",
+                         "sim": "embedded", "rviz": "false"}, log_path)
+
+    def move_and_record(sign):
+        q_start = joint_positions(states[-1], names)
+        q_goal = q_start.copy()
+        for name, delta in move.items():
+            q_goal[names.index(name)] += sign * delta
+        t_start = _sim_now(states, clock) + LOCKSTEP_LEAD
+        mono = time.monotonic()
+        pub.publish(demo_trajectory(moved, q_start[idx], q_goal[idx], duration, start=t_start))
+        t_end = t_start + duration + LOCKSTEP_HOLD
+        _run_to(run, states, t_end)
+        recorded = [m for m in list(states) if t_start <= stamp(m) <= t_end]
+        # the multipliers carry no stamp: those received 0.1 s (wall) after the sending on,
+        # when one sent before the parameter change is no longer in flight
+        after = np.array([m.data[0] for t, m in list(lam) if mono + 0.1 < t])
+        t = np.array([stamp(m) - t_start for m in recorded])
+        ref = rest_to_rest(t, q_start[idx], q_goal[idx], 0.0, duration).q
+        got = np.array([joint_positions(m, moved) for m in recorded])
+        return {"multiplier_min": float(after.min()) if after.size else float("nan"),
+                "multiplier_max": float(after.max()) if after.size else float("nan"),
+                "multipliers": int(after.size), "states": len(recorded),
+                "t_last": float(t[-1]), "max_error": float(np.max(np.abs(ref - got))),
+                "end_error": float(np.max(np.abs(got[-1] - q_goal[idx])))}
+
+    out: dict = {}
+    try:
+        _wait_loop(run, lambda: len(states) > 10 and len(lam) > 5
+                   and pub.get_subscription_count() > 0, "loop")
+        out["before"] = [m.data[0] for _, m in list(lam)]
+        set_parameters(probe, client, force_control=True, lambda_d=[LAMBDA_D])
+        out["quasi_velocity"] = move_and_record(+1)
+        n_lam = len(lam)
+        set_parameters(probe, client, law="projected_inverse_dynamics")
+        out["projected_inverse_dynamics"] = move_and_record(-1)
+        out["multipliers_after_switch"] = len(lam) - n_lam
+        log = run.log()
+        out.update(died="process has died" in log, alive=run.alive,
+                   accepted=log.count("trajectory accepted"), rejected=log.count("rejected"))
+    finally:
+        out["exit_code"] = run.stop()
+        out["leftover"] = run.leftover
+        out["log"] = run.log()
+    return out

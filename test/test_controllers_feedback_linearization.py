@@ -167,3 +167,88 @@ def test_run_scenario_refuses_a_bad_output(tmp_path):
         with pytest.raises(InputError, match="controller.options.output") as err:
             load_run_scenario(path)
         assert expected in str(err.value)
+
+
+# -- closed loops: through the constrained direct dynamics (Aghili 2005 eqs. 16, 22, 24) --------
+def _assembled_state(model, seed):
+    """A random assembled configuration near q_rest and an admissible velocity (A v = 0)."""
+    from multibody_dynamics.constraints import Constraints
+    from multibody_dynamics.projection import ProjectedDynamics
+
+    rng = np.random.default_rng(seed)
+    q = ProjectedDynamics(model).project_position(model.q_rest + 0.05 * rng.standard_normal(
+        model.nq)).q
+    A = Constraints(model).jacobian(q)
+    null = np.linalg.svd(A)[2][np.linalg.matrix_rank(A):].T
+    return q, null @ rng.standard_normal(null.shape[1])
+
+
+@pytest.mark.parametrize("robot", ["dual_arm_load", "five_bar", "slider_crank"])
+def test_closed_loop_output_acceleration_is_the_commanded_one(robot):
+    """The inputs put y'' = w on the constrained motion, checked with the compiled direct
+    dynamics of ProjectedDynamics (the Gauss form, not the eq. 24 solve of the law)."""
+    from multibody_control.outputs import Output
+    from multibody_dynamics.model import load_model
+    from multibody_dynamics.projection import ProjectedDynamics
+
+    model = load_model(robot)
+    rows = Output.collocated(model).names
+    ctl = make_controller("feedback_linearization", model, W ** 2, 2 * W, output=rows)
+    q, v = _assembled_state(model, 3)
+    goal = q + 0.1
+    u = ctl.step(0.0, q, v, Reference.hold(model, goal))
+    a = ProjectedDynamics(model).acceleration(q, v, model.B @ u)
+    idx = [model.coordinate_names.index(n) for n in rows]
+    w = W ** 2 * (goal[idx] - q[idx]) - 2 * W * v[idx]
+    # round-off of two solves with M_c (entries up to 40 kg on dual_arm_load's base)
+    np.testing.assert_allclose(a[idx], w, rtol=1e-8, atol=1e-8)
+
+
+def test_closed_loop_fully_actuated_matches_projected_inverse_dynamics():
+    """five_bar: two motors, two degrees of freedom, so the input that gives the motors their
+    commanded accelerations is unique; projected inverse dynamics (Aghili 2005 eqs. 45-48,
+    59-62) with the motors as theta computes it another way."""
+    from multibody_dynamics.model import load_model
+
+    model = load_model("five_bar")
+    fl = make_controller("feedback_linearization", model, W ** 2, 2 * W,
+                         output=("left_motor", "right_motor"))
+    pid = make_controller("projected_inverse_dynamics", model, W ** 2, 2 * W)
+    q, v = _assembled_state(model, 5)
+    ref = Reference(q + 0.05, v + 0.1, np.full(model.nv, 0.3))
+    np.testing.assert_allclose(fl.step(0.0, q, v, ref), pid.step(0.0, q, v, ref), rtol=1e-8,
+                               atol=1e-9)
+
+
+def test_closed_loop_error_dynamics_and_settling_internals_on_dual_arm_load():
+    """dual_arm_load (2 motors, 6 degrees of freedom; projected inverse dynamics refuses it,
+    Aghili 2005 eq. 64): continuous loop on the constrained dynamics from an offset, the motor
+    error follows e'' + 2 W e' + W^2 e = 0 in closed form; the free base, free and elastic
+    joints (the internal dynamics) stay bounded."""
+    from multibody_control.outputs import Output
+    from multibody_dynamics.model import load_model
+    from multibody_dynamics.projection import ProjectedDynamics
+
+    model = load_model("dual_arm_load")
+    n, dyn = model.nv, ProjectedDynamics(model)
+    ctl = FeedbackLinearizationController(model, FeedbackLinearizationConfig(
+        Output.collocated(model).names, kp=W ** 2, kd=2 * W))
+    q0, _ = _assembled_state(model, 7)
+    goal = model.q_rest.copy()
+    idx = [model.coordinate_names.index(n) for n in ctl.output.names]
+    goal[idx] = q0[idx] + [0.05, -0.05]
+
+    def f(t, z):
+        u = ctl.step(t, z[:n], z[n:], Reference.hold(model, goal))
+        return np.concatenate([z[n:], dyn.acceleration(z[:n], z[n:], model.B @ u)])
+
+    sol = solve_ivp(f, (0.0, 0.6), np.r_[q0, np.zeros(n)], rtol=1e-9, atol=1e-11,
+                    dense_output=True)
+    assert sol.status == 0
+    e0 = goal[idx] - q0[idx]
+    for t in np.linspace(0.0, 0.6, 13):
+        e = goal[idx] - sol.sol(t)[idx]
+        # integration error only (rtol 1e-9; the loop drifts off the constraints by about as
+        # much): 1e-6 of the 0.05 rad step
+        np.testing.assert_allclose(e, e0 * (1 + W * t) * np.exp(-W * t), atol=5e-8)
+    assert np.max(np.abs(sol.y[:n])) < 1.0  # internal coordinates bounded (measured 0.1)

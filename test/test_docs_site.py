@@ -37,6 +37,29 @@ def test_ratio_table_rows_come_from_the_results():
                         "≤ 100 µs (**missed**) |")
 
 
+def test_ros_launch_tables_split_the_demo_moves_and_the_force_control():
+    results = {"suites": {"ros_launch": [
+        {"name": "dual_arm_load", "robot": "dual_arm_load", "law": "feedback_linearization",
+         "max_error": 1.9084e-05, "end_error": 1.5709e-06, "library_max": 1.9084e-05,
+         "library_end": 1.5709e-06, "states_per_s": 754.3, "t_last": 3.0,
+         "load_average_1min": 14.897, "clean": True},
+        {"name": "passive_arm2", "robot": "passive_arm2", "failed": "no loop after 90 s"},
+        {"name": "prr_surface force control (quasi_velocity)", "robot": "prr_surface",
+         "law": "quasi_velocity", "direction": "forward", "lambda_d": 50.0,
+         "multiplier_min": 49.998146, "multiplier_max": 50.0, "max_error": 1.99e-07,
+         "end_error": 9.8e-15, "library_multiplier_min": 49.998147,
+         "library_multiplier_max": 50.0, "library_max": 1.99e-07, "library_end": 9.8e-15,
+         "load_average_1min": 12.0, "clean": True}]}}
+    lines = report.table(results, "ros_launch").splitlines()
+    assert len(lines) == 4  # header, rule, the two demo moves; not the force control
+    assert lines[2] == ("| dual_arm_load | feedback_linearization | 1.91e-05 / 1.57e-06 | "
+                        "1.91e-05 / 1.57e-06 | 3 | 754 | yes | 15 |")
+    assert lines[3].startswith("| passive_arm2 | — | failed: no loop after 90 s |")
+    lines = report.table(results, "ros_launch_force").splitlines()
+    assert lines[2] == ("| quasi_velocity (forward) | 49.99815 to 50 | 49.99815 to 50 | "
+                        "1.99e-07 / 9.80e-15 | 1.99e-07 / 9.80e-15 | 12 |")
+
+
 def test_unknown_table_or_suite_is_an_error_naming_it():
     with pytest.raises(report.ReportError, match="unknown benchmark table 'nosuch'"):
         report.table(RESULTS, "nosuch")

@@ -2,8 +2,9 @@
 
 Flexible robots (test_flexible_bringup_tracks_demo_reference) run in lockstep on simulated
 time and are checked against the library run of the same loop; so are the rigid robots whose
-defaults say ``use_sim_time`` (the stiff passive arms: the demo move is stamped on the
-simulated clock and compared with tools/make_bringup.py's library_demo), and
+defaults say ``use_sim_time`` (the stiff passive arms and dual_arm_load: the demo move is
+stamped on the simulated clock and compared with tools/make_bringup.py's library_demo, in
+launch_helpers.run_lockstep_demo, which bench/bench_ros_launch.py also runs), and
 test_force_control_over_launch runs prr_surface with ``lockstep:=true``.  The rest of this
 docstring is about the rigid robots' wall-clock loops.
 
@@ -37,8 +38,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ros_helpers
-import yaml
-from launch_helpers import HAVE_LAUNCH, HAVE_RCLPY, LaunchProcess, make_prefix
+from launch_helpers import (
+    HAVE_LAUNCH,
+    HAVE_RCLPY,
+    LAMBDA_D,
+    STARTUP,
+    LaunchProcess,
+    bringup_defaults,
+    demo_trajectory,
+    joint_positions,
+    make_prefix,
+    run_force_control_demo,
+    run_lockstep_demo,
+    stamp,
+)
 
 from multibody_dynamics.flexible.loader import is_flexible_model
 
@@ -56,7 +69,6 @@ BRINGUP = sorted((ROOT / "config" / "bringup").glob("*.yaml"))
 #: rigid robots (wall-clock loop) and flexible models (lockstep loop on simulated time)
 ROBOTS = [p.stem for p in BRINGUP if not is_flexible_model(p.stem)]
 FLEXIBLE = [p.stem for p in BRINGUP if is_flexible_model(p.stem)]
-STARTUP = 90.0   # s until /joint_states and the controller's subscription (loaded 2-core box)
 # s recorded after the end of the move (joint PD converges slowly); else 1
 HOLD = {"pd": 3.0, "pid": 3.0}
 LAG = 0.05       # s of slack between the test's clock for the start and the controller's
@@ -82,24 +94,6 @@ def prefix(tmp_path_factory):
     return make_prefix(tmp_path_factory.mktemp("ament") / "prefix")
 
 
-def _defaults(robot):
-    return yaml.safe_load((ROOT / "config" / "bringup" / f"{robot}.yaml").read_text())
-
-
-def _trajectory_msg(names, q0, q1, duration, n=21, start=0.0):
-    from multibody_control.trajectories import rest_to_rest
-    from multibody_dynamics.ros.conversions import trajectory_msg
-
-    t = np.linspace(0.0, duration, n)
-    wp = rest_to_rest(t, q0, q1, 0.0, duration)
-    return trajectory_msg(names, t, wp.q, wp.v, wp.a, stamp=start)
-
-
-def _positions(msg, names):
-    index = {n: i for i, n in enumerate(msg.name)}
-    return np.array([msg.position[index[n]] for n in names])
-
-
 def _velocities(msg, names):
     index = {n: i for i, n in enumerate(msg.name)}
     return np.array([msg.velocity[index[n]] for n in names])
@@ -108,32 +102,6 @@ def _velocities(msg, names):
 def _efforts(msg, names):
     index = {n: i for i, n in enumerate(msg.name)}
     return np.array([msg.effort[index[n]] for n in names])
-
-
-def _stamp(msg):
-    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-
-
-LOCKSTEP_LEAD = 1.0  # s of simulated time between the last state seen and the start (lockstep):
-#                    the loop may outrun the probe, and the trajectory must arrive before it starts
-
-
-def _library_demo(robot, cfg, law, hold):
-    """(max, final) error of the moved joints of the demo move in the library loop without
-    delay (tools/make_bringup.py library_demo), the bringup's gains and rate."""
-    import importlib.util
-
-    from multibody_dynamics.model import load_model
-
-    spec = importlib.util.spec_from_file_location("make_bringup",
-                                                  ROOT / "tools" / "make_bringup.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    gains = cfg["controller_node"][law]
-    kp, kd = (g[0] if len(g) == 1 else tuple(g) for g in (gains["kp"], gains["kd"]))
-    return tool.library_demo(load_model(robot), law, kp, kd,
-                             np.array(cfg["simulator_node"]["initial_positions"], float),
-                             cfg["demo"]["move"], float(gains["rate_hz"]), hold=hold)
 
 
 #: (robot, controller:=): every robot with its default, and arm7's documented pd and pid (they
@@ -150,7 +118,10 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot, controlle
     from multibody_control.trajectories import rest_to_rest
     from multibody_dynamics.model import load_model
 
-    cfg = _defaults(robot)
+    cfg = bringup_defaults(robot)
+    if cfg.get("use_sim_time"):  # the loop in lockstep on simulated time
+        _check_lockstep_demo(prefix, probe, tmp_path, robot, controller)
+        return
     model = load_model(robot)
     law = cfg["law"] if controller == "default" else controller
     move = cfg["demo"]["move"]
@@ -174,7 +145,7 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot, controlle
         assert states and commands and pub.get_subscription_count() > 0, \
             f"no loop after {STARTUP:g} s:\n{run.log()[-4000:]}"
         # the start: where the simulator holds the robot now
-        q_start = _positions(states[-1], names)
+        q_start = joint_positions(states[-1], names)
         q_goal = q_start.copy()
         for name, delta in move.items():
             q_goal[names.index(name)] += delta
@@ -182,56 +153,32 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot, controlle
         sent = moved if law == "projected_inverse_dynamics" and model.closures else names
         idx = [names.index(n) for n in sent]
         n_before = len(states)
-        lockstep = bool(cfg.get("use_sim_time"))
-        if lockstep:  # simulated time: the start stamped on it, ahead of the last state
-            t_sent = _stamp(states[-1]) + LOCKSTEP_LEAD
-            pub.publish(_trajectory_msg(sent, q_start[idx], q_goal[idx], duration,
-                                        start=t_sent))
-            wall = time.monotonic()
-            while _stamp(states[-1]) < t_sent + duration + hold:
-                assert run.alive and time.monotonic() - wall < STARTUP, run.log()[-4000:]
-                time.sleep(0.05)
-            time.sleep(0.5)  # the probe's spin thread takes what DDS still holds for it
-        else:
-            t_sent = time.time()
-            pub.publish(_trajectory_msg(sent, q_start[idx], q_goal[idx], duration))
-            time.sleep(duration + hold)
+        t_sent = time.time()
+        pub.publish(demo_trajectory(sent, q_start[idx], q_goal[idx], duration))
+        time.sleep(duration + hold)
         log = run.log()
         assert "process has died" not in log, log[-4000:]
         assert run.alive, log[-4000:]
         recorded = [m for m in list(states)[n_before:]
-                    if t_sent <= _stamp(m) <= t_sent + duration + hold]
+                    if t_sent <= stamp(m) <= t_sent + duration + hold]
         rate = len(recorded) / (duration + hold)
         # the simulator publishes at 1000 Hz; under load fewer arrive, but a flow it must be
-        # (lockstep: per second of simulated time, the probe may drop some)
         assert rate > 50.0, f"/joint_states at {rate:.0f} Hz"
-        if lockstep:  # the probe may drop states (a reliable writer's history overflows)
-            t_last = _stamp(recorded[-1]) - t_sent
-            assert t_last > 0.5 * duration, f"last state recorded at {t_last:.3f} s"
         imoved = [names.index(n) for n in moved]
-        lags = np.zeros(1) if lockstep else np.linspace(-LAG, LAG, 11)
+        lags = np.linspace(-LAG, LAG, 11)
         errors = []
         for m in recorded:
-            t = _stamp(m) - t_sent
+            t = stamp(m) - t_sent
             ref = rest_to_rest(t + lags, q_start[imoved], q_goal[imoved], 0.0, duration).q
-            errors.append(np.min(np.max(np.abs(ref - _positions(m, moved)), axis=1)))
+            errors.append(np.min(np.max(np.abs(ref - joint_positions(m, moved)), axis=1)))
         errors = np.array(errors)
-        final = np.abs(_positions(recorded[-1], moved) - q_goal[imoved]).max()
+        final = np.abs(joint_positions(recorded[-1], moved) - q_goal[imoved]).max()
         print(f"{robot} ({law}): {len(recorded)} states ({rate:.0f} Hz), tracking error last "
               f"{errors[-1]:.2e} max (at t = "
-              f"{_stamp(recorded[int(np.argmax(errors))]) - t_sent:.3f} s) {errors.max():.2e}, "
+              f"{stamp(recorded[int(np.argmax(errors))]) - t_sent:.3f} s) {errors.max():.2e}, "
               f"final {final:.2e} rad | m")
         during, at_end = ERROR_BOUND[law]
         at_end = at_end or 0.75 * max(abs(d) for d in move.values())
-        if lockstep:
-            # the loop without delay is the library's (tools/make_bringup.py library_demo), run
-            # to the last recorded state: its errors with a 20 % margin for the states the probe
-            # drops and the exchange's round-off; one period of delay instead raises feedback
-            # linearization's 3-5 fold (tool's LOCKSTEP)
-            lib_during, lib_end = _library_demo(robot, cfg, law, t_last - duration)
-            print(f"{robot}: library run of the same loop: max {lib_during:.2e}, final "
-                  f"{lib_end:.2e}")
-            during, at_end = 1.2 * lib_during + 1e-4, 1.2 * lib_end + 1e-4
         assert errors.max() < during, (errors.max(), log[-3000:])
         assert final < at_end, (final, log[-3000:])
     finally:
@@ -239,6 +186,29 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot, controlle
         print(f"----- launch (exit {code}):\n{run.log()[-6000:]}")
     assert code is not None, "the launch did not end within 20 s of SIGINT"
     assert not run.leftover, f"processes left after the launch: {run.leftover}"
+
+
+def _check_lockstep_demo(prefix, probe, tmp_path, robot, controller):
+    """The demo move of a robot whose defaults put its loop in lockstep on simulated time
+    (launch_helpers.run_lockstep_demo), checked against the library run of the same loop."""
+    r = run_lockstep_demo(prefix, probe, robot, tmp_path / "launch.log", controller)
+    print(f"{robot} ({r['law']}, lockstep): {r['states']} states ({r['rate']:.0f} per simulated "
+          f"s), tracking error max {r['max_error']:.2e}, final {r['end_error']:.2e} rad | m; "
+          f"library run of the same loop: max {r['library_max']:.2e}, final "
+          f"{r['library_end']:.2e}\n----- launch (exit {r['exit_code']}):\n{r['log'][-6000:]}")
+    assert not r["died"] and r["alive"], r["log"][-4000:]
+    # the simulator publishes at 1000 Hz; the probe may drop some (a reliable writer's history
+    # overflows), but a flow it must be, to past the middle of the move
+    assert r["rate"] > 50.0, f"/joint_states at {r['rate']:.0f} per simulated s"
+    assert r["t_last"] > 0.5 * float(bringup_defaults(robot)["demo"]["duration"]), r["t_last"]
+    # the loop without delay is the library's (tools/make_bringup.py library_demo), run to the
+    # last recorded state: its errors with a 20 % margin for the states the probe drops and the
+    # exchange's round-off; one period of delay instead raises feedback linearization's 3-5
+    # fold on the passive arms (tool's LOCKSTEP)
+    assert r["max_error"] < 1.2 * r["library_max"] + 1e-4, r["log"][-3000:]
+    assert r["end_error"] < 1.2 * r["library_end"] + 1e-4, r["log"][-3000:]
+    assert r["exit_code"] is not None, "the launch did not end within 20 s of SIGINT"
+    assert not r["leftover"], f"processes left after the launch: {r['leftover']}"
 
 
 #: Flexible robots: s of simulated time recorded after the move
@@ -295,7 +265,7 @@ def test_flexible_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
     from multibody_dynamics.flexible.joint_view import joint_space_model
     from multibody_dynamics.flexible.loader import load_flexible_model
 
-    cfg = _defaults(robot)
+    cfg = bringup_defaults(robot)
     system = load_flexible_model(robot)
     names = list(system.joint_names)
     move, duration = cfg["demo"]["move"], float(cfg["demo"]["duration"])
@@ -313,20 +283,20 @@ def test_flexible_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
             time.sleep(0.05)
         assert states and pub.get_subscription_count() > 0, \
             f"no loop after {STARTUP:g} s:\n{run.log()[-4000:]}"
-        wall0, sim0 = time.monotonic(), _stamp(states[-1])
+        wall0, sim0 = time.monotonic(), stamp(states[-1])
         time.sleep(1.0)
-        rtf = (_stamp(states[-1]) - sim0) / (time.monotonic() - wall0)
+        rtf = (stamp(states[-1]) - sim0) / (time.monotonic() - wall0)
         assert rtf > 0.0, "simulated time does not advance"
-        q_start = _positions(states[-1], names)
+        q_start = joint_positions(states[-1], names)
         q_goal = q_start.copy()
         for name, delta in move.items():
             q_goal[names.index(name)] += delta
-        t_start = _stamp(states[-1]) + max(0.5 * rtf, 0.01)
-        msg = _trajectory_msg(names, q_start, q_goal, duration, start=t_start)
+        t_start = stamp(states[-1]) + max(0.5 * rtf, 0.01)
+        msg = demo_trajectory(names, q_start, q_goal, duration, start=t_start)
         pub.publish(msg)
         t_end = t_start + duration + hold
         wall1 = time.monotonic()
-        while _stamp(states[-1]) < t_end:
+        while stamp(states[-1]) < t_end:
             assert run.alive and "process has died" not in run.log(), run.log()[-4000:]
             assert time.monotonic() - wall1 < STARTUP + 20.0 * (duration + hold) / rtf, \
                 "the loop stalled"
@@ -346,12 +316,12 @@ def test_flexible_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
     interp = TrajectoryInterpolator(t, np.array([p.positions for p in msg.points]),
                                     np.array([p.velocities for p in msg.points]),
                                     np.array([p.accelerations for p in msg.points]))
-    recorded = [m for m in list(states) if t_start <= _stamp(m) <= t_end]
-    stamps = np.array([_stamp(m) for m in recorded])
+    recorded = [m for m in list(states) if t_start <= stamp(m) <= t_end]
+    stamps = np.array([stamp(m) for m in recorded])
     assert len(recorded) > 0.9 * (t_end - t_start) * cfg["simulator_node"]["rate_hz"], \
         f"{len(recorded)} states over {t_end - t_start:g} s of simulated time"
     assert np.all(np.diff(stamps) > 0)
-    errors = [np.max(np.abs(_positions(m, names) - interp.sample(_stamp(m) - t_start)[0]))
+    errors = [np.max(np.abs(joint_positions(m, names) - interp.sample(stamp(m) - t_start)[0]))
               for m in recorded]
     err_dds = float(max(errors))
     # lockstep pairing, from the recorded states alone: the effort a state carries (applied
@@ -363,13 +333,13 @@ def test_flexible_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
     ia = [names.index(n) for n in inputs]
 
     def law(m):
-        p, v, _, _ = interp.sample(_stamp(m) - t_start)
-        return kp * (p[ia] - _positions(m, inputs)) + kd * (v[ia] - _velocities(m, inputs))
+        p, v, _, _ = interp.sample(stamp(m) - t_start)
+        return kp * (p[ia] - joint_positions(m, inputs)) + kd * (v[ia] - _velocities(m, inputs))
 
     paired = [np.allclose(_efforts(m1, inputs), law(m0), rtol=1e-6, atol=1e-6)
               for m0, m1 in zip(recorded, recorded[1:])]
-    final = float(np.max(np.abs(_positions(recorded[-1], names) - q_goal)))
-    err_lib, q_lib = _library_loop(robot, cfg, interp, t_start, _stamp(recorded[-1]))
+    final = float(np.max(np.abs(joint_positions(recorded[-1], names) - q_goal)))
+    err_lib, q_lib = _library_loop(robot, cfg, interp, t_start, stamp(recorded[-1]))
     largest = max(abs(d) for d in move.values())
     print(f"{robot} (pd, lockstep): real-time factor {rtf:.3g}, {len(recorded)} states, "
           f"{np.mean(paired):.1%} paired without delay, tracking error DDS {err_dds:.3g}, "
@@ -380,7 +350,7 @@ def test_flexible_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
     # (a braked or diverging loop fails; the PD of the light hubs is slow, see the tool)
     assert err_lib < 0.5 * largest
     assert final < 0.25 * largest
-    np.testing.assert_allclose(_positions(recorded[-1], names), q_lib, atol=0.1 * largest)
+    np.testing.assert_allclose(joint_positions(recorded[-1], names), q_lib, atol=0.1 * largest)
 
 
 def test_a_node_that_cannot_start_shuts_the_launch_down(prefix, tmp_path):
@@ -431,27 +401,6 @@ def test_missing_optional_packages_skipped_before_anything_starts(prefix, tmp_pa
 #: wall clock, a loaded machine stalls the loop for up to 250 ms: a stale command then met the
 #: moving plant with -337..140 N, so the test runs in lockstep:=true.)
 FORCE_TOL = 0.01
-LAMBDA_D = 50.0  # N, Aghili (2010) Sect. 5's desired contact force
-LOCKSTEP_HOLD = 1.0  # s of simulated time after the move
-
-
-def _set(probe, client, **values):
-    """Set controller_node parameters (bool, str or float list) through its service."""
-    from rcl_interfaces.msg import Parameter as ParameterMsg
-    from rcl_interfaces.msg import ParameterType, ParameterValue
-    from rcl_interfaces.srv import SetParameters
-
-    def value(v):
-        if isinstance(v, bool):
-            return ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=v)
-        if isinstance(v, str):
-            return ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=v)
-        return ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=v)
-
-    request = SetParameters.Request(parameters=[ParameterMsg(name=k, value=value(v))
-                                                for k, v in values.items()])
-    result = probe.call(client, request, 30.0)
-    assert all(r.successful for r in result.results), [r.reason for r in result.results]
 
 
 def test_force_control_over_launch(prefix, probe, tmp_path):
@@ -465,84 +414,25 @@ def test_force_control_over_launch(prefix, probe, tmp_path):
     (~/constraint_forces) at lambda_d during the move and the hold (FORCE_TOL); before the
     first change it is away from it (0 while the plant waits braked for its first command,
     else the minimum-norm multiplier of the holding command)."""
-    from rcl_interfaces.srv import SetParameters
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
-    from trajectory_msgs.msg import JointTrajectory
-
-    from multibody_control.trajectories import rest_to_rest
-
-    robot = "prr_surface"
-    cfg = _defaults(robot)
-    names = ["q1", "q2", "q3"]
-    move, duration = cfg["demo"]["move"], float(cfg["demo"]["duration"])
-    moved = list(move)
-    idx = [names.index(n) for n in moved]
-    states = probe.record(JointState, "/joint_states", depth=5000)
-    lam = probe.record(Float64MultiArray, "/simulator_node/constraint_forces", depth=1000,
-                       timed=True)
-    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
-    client = probe.node.create_client(SetParameters, "/controller_node/set_parameters")
-    run = LaunchProcess(prefix, "bringup.launch.py",
-                        {"robot": robot, "controller": "quasi_velocity", "lockstep": "true",
-                         "sim": "embedded", "rviz": "false"}, tmp_path / "launch.log")
-
-    def move_and_record(sign):
-        """The demo move (sign -1: back), stamped on the simulated clock; returns (law's
-        start [s], goal, recorded states, multipliers received after the sending)."""
-        q_start = _positions(states[-1], names)
-        q_goal = q_start.copy()
-        for name, delta in move.items():
-            q_goal[names.index(name)] += sign * delta
-        t_start = _stamp(states[-1]) + LOCKSTEP_LEAD
-        mono = time.monotonic()
-        pub.publish(_trajectory_msg(moved, q_start[idx], q_goal[idx], duration, start=t_start))
-        t_end = t_start + duration + LOCKSTEP_HOLD
-        while _stamp(states[-1]) < t_end:
-            assert run.alive and time.monotonic() - mono < STARTUP, run.log()[-4000:]
-            time.sleep(0.05)
-        time.sleep(0.5)  # the probe's spin thread takes what DDS still holds for it
-        recorded = [m for m in list(states) if t_start <= _stamp(m) <= t_end]
-        # the multipliers carry no stamp: those received 0.1 s (wall) after the sending on,
-        # when one sent before the parameter change is no longer in flight
-        after = np.array([m.data[0] for t, m in list(lam) if mono + 0.1 < t])
-        return t_start, q_start, q_goal, recorded, after
-
-    results = {}
-    try:
-        deadline = time.monotonic() + STARTUP
-        while time.monotonic() < deadline and not (
-                len(states) > 10 and len(lam) > 5 and pub.get_subscription_count() > 0):
-            assert run.alive, f"the launch ended:\n{run.log()[-4000:]}"
-            time.sleep(0.05)
-        assert states and lam and pub.get_subscription_count() > 0, run.log()[-4000:]
-        before = np.array([m.data[0] for _, m in list(lam)])
-        _set(probe, client, force_control=True, lambda_d=[LAMBDA_D])
-        results["quasi_velocity"] = move_and_record(+1)
-        n_lam = len(lam)
-        _set(probe, client, law="projected_inverse_dynamics")
-        results["projected_inverse_dynamics"] = move_and_record(-1)
-        log = run.log()
-        assert "process has died" not in log and run.alive, log[-4000:]
-        assert "rejected" not in log and log.count("trajectory accepted") == 2, log[-4000:]
-    finally:
-        code = run.stop()
-        print(f"----- launch (exit {code}):\n{run.log()[-3000:]}")
-    assert code is not None and not run.leftover
-    print(f"{robot}: multiplier before force control {before.min():.4g}..{before.max():.4g} N")
+    r = run_force_control_demo(prefix, probe, tmp_path / "launch.log")
+    print(f"----- launch (exit {r['exit_code']}):\n{r['log'][-3000:]}")
+    assert not r["died"] and r["alive"], r["log"][-4000:]
+    assert r["rejected"] == 0 and r["accepted"] == 2, r["log"][-4000:]
+    assert r["exit_code"] is not None and not r["leftover"]
+    before = np.array(r["before"])
+    print(f"prr_surface: multiplier before force control {before.min():.4g}..{before.max():.4g} N")
     assert np.min(np.abs(before - LAMBDA_D)) > 10.0  # the parameter change did it
-    assert len(lam) > n_lam
+    assert r["multipliers_after_switch"] > 0
     bound_during, bound_end = ERROR_BOUND["projected_inverse_dynamics"]
-    for law, (t_start, q_start, q_goal, recorded, after) in results.items():
-        t_last = _stamp(recorded[-1]) - t_start
-        assert t_last > 0.5 * duration, f"{law}: last state recorded at {t_last:.3f} s"
-        ref = rest_to_rest(np.array([_stamp(m) - t_start for m in recorded]), q_start[idx],
-                           q_goal[idx], 0.0, duration).q
-        errors = np.max(np.abs(ref - np.array([_positions(m, moved) for m in recorded])), axis=1)
-        final = np.abs(_positions(recorded[-1], moved) - q_goal[idx]).max()
-        print(f"{robot} ({law}, lockstep, force control {LAMBDA_D:g} N): multiplier "
-              f"{after.min():.7g}..{after.max():.7g} N ({after.size} samples); tracking error "
-              f"max {errors.max():.2e}, final {final:.2e} rad")
-        assert after.size > 20
-        assert np.max(np.abs(after - LAMBDA_D)) < FORCE_TOL, law
-        assert errors.max() < bound_during and final < bound_end, law
+    duration = float(bringup_defaults("prr_surface")["demo"]["duration"])
+    for law in ("quasi_velocity", "projected_inverse_dynamics"):
+        m = r[law]
+        print(f"prr_surface ({law}, lockstep, force control {LAMBDA_D:g} N): multiplier "
+              f"{m['multiplier_min']:.7g}..{m['multiplier_max']:.7g} N ({m['multipliers']} "
+              f"samples); tracking error max {m['max_error']:.2e}, final {m['end_error']:.2e} "
+              "rad")
+        assert m["t_last"] > 0.5 * duration, f"{law}: last state recorded at {m['t_last']:.3f} s"
+        assert m["multipliers"] > 20
+        assert max(abs(m["multiplier_min"] - LAMBDA_D), abs(m["multiplier_max"] - LAMBDA_D)) \
+            < FORCE_TOL, law
+        assert m["max_error"] < bound_during and m["end_error"] < bound_end, law

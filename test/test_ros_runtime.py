@@ -8,11 +8,12 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from ros_helpers import DOMAIN_ID, ROS_ENV
 
-from multibody_dynamics.ros.runtime import PacedLoop, set_fifo_priority
+from multibody_dynamics.ros.runtime import PacedLoop, join_worker, set_fifo_priority
 
 
 def _wait(predicate, timeout):
@@ -67,6 +68,76 @@ def test_paced_loop_errors_go_to_on_error_and_bad_period_is_refused():
         PacedLoop(lambda: None, 0.0)
     with pytest.raises(ValueError, match="period must be > 0"):
         loop.set_period(-1.0)
+
+
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def warning(self, text):
+        self.lines.append(("warning", text))
+
+    def error(self, text):
+        self.lines.append(("error", text))
+
+
+def test_threads_end_their_step_before_the_node_exits():
+    """A step longer than one period + 1 s (a first step that compiles, on a loaded machine)
+    is waited for at exit: a thread still inside compiled code when the process exits crashed
+    simulator_node (SIGSEGV / SIGABRT, runtime.EXIT_JOIN)."""
+    period, in_step, done = 0.01, threading.Event(), []
+
+    def step():
+        if not done:
+            in_step.set()
+            time.sleep(2.5)  # longer than twice the period + 1 s that stop() waits
+            done.append(time.monotonic())
+
+    loop = PacedLoop(step, period, name="slow_step").start()
+    assert in_step.wait(5.0)
+    log = _Log()
+    assert not loop.stop()  # the plain stop gives up after one period + 1 s ...
+    assert loop.stop_at_exit(log, "stepping thread")  # ... the exit waits for the step
+    assert not loop.running and done
+    assert log.lines and log.lines[0][0] == "warning" and "waiting up to" in log.lines[0][1]
+    # a worker busy with a job when asked to stop: waited for, with a warning
+    worker = threading.Thread(target=time.sleep, args=(1.5,))
+    worker.start()
+    log = _Log()
+    assert join_worker(worker, log, "inversion thread") and not worker.is_alive()
+    assert [k for k, _ in log.lines] == ["warning"]
+    assert join_worker(None, log, "no thread")
+
+
+def test_a_thread_that_does_not_end_ends_with_the_process_without_the_exit_clean_up():
+    """runtime._exit_if_threads_run: with a thread still running (a first step compiling for
+    longer than EXIT_JOIN) the process ends at once with the node's exit code, its output
+    flushed, and neither atexit handlers nor the interpreter's finalization run (the C++
+    static destructors they trigger are what crashed under a running thread)."""
+    import subprocess
+
+    script = (
+        "import atexit, sys, threading, time\n"
+        "from multibody_dynamics.ros.runtime import _exit_if_threads_run\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "print('buffered line', end='')\n"
+        "_exit_if_threads_run(3)\n"
+        "print('not reached')\n")
+    root = str(Path(__file__).resolve().parents[1])  # this tree's runtime, not an installed one
+    env = {**os.environ, "PYTHONUNBUFFERED": "0",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 3, out.stderr
+    assert out.stdout == "buffered line"  # flushed; no atexit, nothing after
+    assert time.monotonic() - t0 < 30.0  # did not wait for the 60 s thread
+    script = script.replace("threading.Thread(target=time.sleep, args=(60,), daemon=True)"
+                            ".start()\n", "")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 0 and "not reached" in out.stdout and "atexit ran" in out.stdout
 
 
 def test_fifo_priority_is_set_or_refused_with_a_reason():

@@ -19,6 +19,20 @@ optimized designs of Sect. 7.4.3, for which the book used this law).
 The desired output comes from the joint-space reference: y_d = h(q_d), y_d' = H(q_d) v_d,
 y_d'' = H(q_d) a_d + h_bar(q_d, v_d); the reference need not be consistent with the
 dynamics in its passive coordinates (only its output is tracked).
+
+Closed loops.  With loop closures ``A a + gamma = 0`` the accelerations are those of the
+constrained direct dynamics, Aghili (2005) eqs. 22, 24 and 16::
+
+    M_c a = P f + M C v,   M_c = M + P M - (P M)^T,   C v = -A^+ gamma,   f = B u + tau_s - h_nl
+
+(``P = I - A^+ A``, :func:`multibody_dynamics.projection.projected_acceleration`), affine in
+u: ``a = a_0 + G u`` with ``a_0 = M_c^-1 (P (tau_s - h_nl) + M C v)`` and ``G = M_c^-1 P B``
+(one LU of M_c, 1 + nu right-hand sides).  The decoupling matrix is then ``alpha = H G`` and
+``u = alpha^-1 (w - H a_0 - h_bar)``, which gives ``y'' = w`` on the constrained motion.  Where
+a closed loop has fewer inputs than degrees of freedom beyond the constraints (dual_arm_load:
+2 motors, 6 degrees of freedom), this is the law that still uses the model: projected inverse
+dynamics must then assign every independent acceleration, which Aghili (2005) eq. 64 refuses;
+here only the outputs are assigned and the rest (the internal dynamics) moves freely.
 """
 
 from __future__ import annotations
@@ -28,7 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
+from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError, SolverError
+from multibody_dynamics.projection import null_space_projector
 from multibody_dynamics.rigid import RigidDynamics
 
 from ..outputs import Output
@@ -73,15 +89,13 @@ class FeedbackLinearizationConfig(ControllerConfig):
 
 
 class FeedbackLinearizationController(Controller):
-    """Input-output linearization of ``config.output`` with PD error dynamics."""
+    """Input-output linearization of ``config.output`` with PD error dynamics; on a model with
+    loop closures, through the constrained direct dynamics (module docstring)."""
 
     config_type = FeedbackLinearizationConfig
 
     def __init__(self, model, config: FeedbackLinearizationConfig):
         super().__init__(model, config)
-        if model.closures:
-            raise InputError(f"feedback linearization: {model.name} has loop closures; use an "
-                             "open-chain model")
         self.output = Output(model, config.output)
         if self.output.m != model.nu:
             raise InputError(f"feedback linearization: {self.output.m} output rows for "
@@ -92,6 +106,7 @@ class FeedbackLinearizationController(Controller):
         self.kd = gain_vector(config.kd, m, "kd", unit="1/s")
         self.effort_limit = gain_vector(config.effort_limit, model.nu, "effort_limit")
         self.dynamics = RigidDynamics(model)
+        self.constraints = Constraints(model) if model.closures else None
 
     def desired_output(self, reference: Reference):
         """(y_d, y_d', y_d'') (m,) each, from the joint-space reference."""
@@ -108,17 +123,35 @@ class FeedbackLinearizationController(Controller):
         dyn = self.dynamics
         M = dyn.mass_matrix(q)
         f = dyn.spring_forces(q, v) - dyn.nonlinear_effects(q, v)
-        try:
-            factor = sla.cho_factor(M)
-        except np.linalg.LinAlgError:
-            raise SolverError(f"mass matrix not positive definite at q = "
-                              f"{np.round(q, 6).tolist()}") from None
-        Minv_B = sla.cho_solve(factor, self._B)
-        alpha = H @ Minv_B
+        if self.constraints is not None:
+            a0, G = self._constrained(q, v, M, f)
+        else:
+            try:
+                factor = sla.cho_factor(M)
+            except np.linalg.LinAlgError:
+                raise SolverError(f"mass matrix not positive definite at q = "
+                                  f"{np.round(q, 6).tolist()}") from None
+            a0, G = sla.cho_solve(factor, f), sla.cho_solve(factor, self._B)
+        alpha = H @ G
         if np.linalg.cond(alpha) > self.config.singular_cond:
             raise SolverError(f"decoupling matrix H M^-1 B singular at q = "
                               f"{np.round(q, 6).tolist()}: the output {out.names} has no "
                               "relative degree 2 here")
         w = yd_ddot + self.kd * (yd_dot - H @ v) + self.kp * (yd - y)
-        u = np.linalg.solve(alpha, w - H @ sla.cho_solve(factor, f) - hbar)
+        u = np.linalg.solve(alpha, w - H @ a0 - hbar)
         return np.clip(u, -self.effort_limit, self.effort_limit)
+
+    def _constrained(self, q, v, M, f):
+        """``(a_0 (nv,), G (nv, nu))`` of the constrained accelerations ``a = a_0 + G u``
+        (Aghili 2005 eqs. 16, 22, 24; module docstring)."""
+        A, gamma = self.constraints.jacobian_and_bias(q, v)
+        proj = null_space_projector(A)
+        P = proj.P
+        PM = P @ M
+        rhs = np.column_stack([P @ f - M @ (proj.A_pinv @ gamma), P @ self._B])
+        try:
+            X = sla.solve(M + PM - PM.T, rhs)
+        except (np.linalg.LinAlgError, sla.LinAlgWarning):
+            raise SolverError(f"constrained mass matrix singular at q = "
+                              f"{np.round(q, 6).tolist()}") from None
+        return X[:, 0], X[:, 1:]

@@ -126,6 +126,7 @@ from multibody_dynamics.ros.runtime import (
     StartupError,
     Throttle,
     exit_logger,
+    join_worker,
     main_for,
     node_executor,
 )
@@ -1140,15 +1141,15 @@ class ControllerNode(Node):
     def destroy_node(self):
         loop, self._loop = getattr(self, "_loop", None), None
         log = exit_logger(self)
-        if loop is not None and not loop.stop():
-            log.warning("the control thread did not end within one period + 1 s")
-        elif loop is not None and loop.steps:
+        # the threads end before the node goes (runtime.EXIT_JOIN)
+        if loop is not None and loop.stop_at_exit(log, "control thread") and loop.steps:
             log.info(f"control thread: {loop.describe()}")
         cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
         if cond is not None:
             with cond:
                 self._stop = True
                 cond.notify_all()
+            join_worker(getattr(self, "_worker", None), log, "tv_lqr design thread")
         return super().destroy_node()
 
 # -- FollowJointTrajectory (when control_msgs exists) -------------------------------------

@@ -121,7 +121,13 @@ from multibody_dynamics.ros.conversions import (
     trajectory_msg,
 )
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
-from multibody_dynamics.ros.runtime import StartupError, Throttle, main_for
+from multibody_dynamics.ros.runtime import (
+    StartupError,
+    Throttle,
+    exit_logger,
+    join_worker,
+    main_for,
+)
 
 from ..controllers import TrajectoryInterpolator
 from ..inversion.flexible import FLEXIBLE_METHODS, invert_flexible
@@ -596,6 +602,8 @@ class InverterNode(Node):
             with cond:
                 self._stop = True
                 cond.notify_all()
+            # ended before the node goes (runtime.EXIT_JOIN); a running inversion finishes
+            join_worker(getattr(self, "_worker", None), exit_logger(self), "inversion thread")
         return super().destroy_node()
 
 

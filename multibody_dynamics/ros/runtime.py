@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import signal
 import sys
 import threading
@@ -92,6 +93,17 @@ class Throttle:
 TIMINGS = ("timer", "paced")
 DEFAULT_TIMING = "paced"
 PR_SET_TIMERSLACK = 29  # linux/prctl.h
+#: s a node waits at exit, once asked, for a thread of its own to end its current step or job
+#: before the node is destroyed and rclpy shut down.  A thread still running when the process
+#: exits can be inside compiled code (a numba compilation on a first step, pinocchio, LAPACK)
+#: while the exit's C++ static destructors and atexit handlers tear that code's state down:
+#: simulator_node ended with SIGSEGV or SIGABRT (an LLVM assertion) in 2 of 58 SIGINT
+#: shutdowns on the loaded 2-core machine, each after its stepping thread had not ended within
+#: the one period + 1 s it was given then.  A first step that compiles (an empty numba cache)
+#: can take longer than any wait a launch allows (it sends SIGTERM 5 s after SIGINT, SIGKILL 5 s
+#: later), so a thread still running after this ends with the process without the exit's
+#: clean-up (:func:`run_node`: ``os._exit`` once the node is destroyed and rclpy shut down).
+EXIT_JOIN = 3.0
 
 
 def set_timer_slack(ns: int) -> bool:
@@ -227,6 +239,20 @@ class PacedLoop:
         self._thread.join(self._period + 1.0 if timeout is None else timeout)
         return not self._thread.is_alive()
 
+    def stop_at_exit(self, log, what: str) -> bool:
+        """:meth:`stop` at the node's exit: when the thread does not end within one period +
+        1 s, say so on ``log`` and wait up to :data:`EXIT_JOIN` s for it to end its step (the
+        caller destroys the node and shuts rclpy down after this); whether it ended."""
+        if self.stop():
+            return True
+        log.warning(f"the {what} did not end within one period + 1 s; waiting up to "
+                    f"{EXIT_JOIN:g} s for its step to end")
+        if self.stop(EXIT_JOIN):
+            return True
+        log.warning(f"the {what} did not end within {EXIT_JOIN:g} s more; the process ends "
+                    "with it, without the exit's clean-up (os._exit)")
+        return False
+
     def timing_stats(self) -> dict[str, float]:
         """p50, p99 and max [ms] of the wake-up lateness (start of a step after its deadline)
         and of the step duration over the last :data:`STATS_WINDOW` steps ({} before one)."""
@@ -284,6 +310,22 @@ class PacedLoop:
                 missed = math.ceil((now - deadline) / period)
                 deadline += missed * period
                 self.skipped += missed
+
+
+def join_worker(thread: threading.Thread | None, log, what: str) -> bool:
+    """Wait up to :data:`EXIT_JOIN` s for a worker ``thread`` already asked to stop (at the
+    node's exit, before the node is destroyed); whether it ended."""
+    if thread is None or thread is threading.current_thread() or not thread.is_alive():
+        return True
+    thread.join(1.0)
+    if thread.is_alive():
+        log.warning(f"waiting up to {EXIT_JOIN:g} s for the {what} to end its current job")
+        thread.join(EXIT_JOIN)
+    if thread.is_alive():
+        log.warning(f"the {what} did not end within {EXIT_JOIN:g} s more; the process ends "
+                    "with it, without the exit's clean-up (os._exit)")
+        return False
+    return True
 
 
 def _polled_group():
@@ -542,7 +584,30 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+        _exit_if_threads_run(code)
     return code
+
+
+def _exit_if_threads_run(code: int) -> None:
+    """End the process now (``os._exit``, after flushing the output) when a thread other than
+    the main one still runs: the normal exit's static destructors and atexit handlers would
+    tear down the state of the compiled code it may be in (SIGSEGV, SIGABRT; EXIT_JOIN)."""
+    running = [t.name for t in threading.enumerate()
+               if t is not threading.main_thread() and t.is_alive()]
+    if not running:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:  # what the C layer (rcutils' console output) still buffers
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+    os._exit(code)
 
 
 def _ignore_stop_signals() -> None:

@@ -340,8 +340,10 @@ class SimulatorNode(Node):
         return True
 
     def destroy_node(self):
-        loop = self._stop_loop() if hasattr(self, "_loop") else None
+        loop, self._loop = getattr(self, "_loop", None), None
         log = exit_logger(self)
+        if loop is not None:  # ended before the node goes (runtime.EXIT_JOIN)
+            loop.stop_at_exit(log, "stepping thread")
         if loop is not None and loop.steps:
             log.info(f"stepping thread: {loop.describe()}")
         if getattr(self, "_lockstep", False):
