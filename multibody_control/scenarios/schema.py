@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from multibody_dynamics.errors import InputError
+from multibody_dynamics.errors import InputError, ModelError
 from multibody_dynamics.yaml_io import load_yaml
 
 from ..tasks import TimeLaw
 
 __all__ = ["err", "flag", "gain", "integer", "mapping", "matrix", "merge", "named", "number",
-           "read_scenario_file", "robot_path", "time_law", "xy"]
+           "read_scenario_file", "robot_path", "scenario_robot", "time_law", "xy"]
 
 
 def err(where, key, msg) -> InputError:
@@ -143,6 +143,36 @@ def robot_path(robot: str, path: Path | None) -> str:
     if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute() and path is not None:
         return str(Path(path).parent / robot)
     return robot
+
+
+def scenario_robot(path: str | Path):
+    """The robot a scenario file names (its ``robot`` key), loaded by
+    :func:`~multibody_dynamics.robot.load_robot`, so that a caller can branch on what the robot
+    has (:func:`~multibody_dynamics.robot.has_elastic_coordinates`,
+    :func:`~multibody_dynamics.robot.has_closures`).
+
+    Returns
+    -------
+    RobotModel or None
+        None when the file has no ``robot`` text (the scenario's own loader reports it).
+
+    Raises
+    ------
+    InputError
+        The file is missing or malformed, or the robot does not load:
+        ``<file>: robot: <the loader's message>``.
+    """
+    from multibody_dynamics.robot import load_robot
+
+    path = Path(path)
+    raw = read_scenario_file(path)
+    robot = raw.get("robot") if isinstance(raw, dict) else None
+    if not isinstance(robot, str):
+        return None
+    try:
+        return load_robot(robot_path(robot, path))
+    except ModelError as exc:
+        raise err(path, "robot", " ".join(str(exc).split())) from None
 
 
 def merge(base: dict, over: dict) -> dict:
