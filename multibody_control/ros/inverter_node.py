@@ -131,7 +131,6 @@ from ..inversion.flexible_scenario import (
     FlexibleInversionScenario,
     closed_summary,
     flexible_summary,
-    is_flexible_scenario,
     load_flexible_scenario,
     run_closed_scenario,
     run_flexible_scenario,
@@ -144,6 +143,7 @@ from ..inversion.scenario import (
     summary,
 )
 from ..outputs import Output
+from ..scenarios.schema import scenario_robot
 from ..tasks import TimeLaw
 
 DEFAULT_DT = 0.01      # s, sample spacing without a scenario
@@ -350,11 +350,13 @@ class InverterNode(Node):
 
     # -- parameters --------------------------------------------------------------------------
     def _load_scenario(self, value: str):
-        """The scenario file ``value`` (rigid or flexible loader by its robot), or None."""
+        """The scenario file ``value`` (the flexible loader when its robot has elastic
+        coordinates, else the rigid one), or None."""
         if not value:
             return None
         path = resolve_scenario(value)
-        if is_flexible_scenario(path):
+        robot = scenario_robot(path)  # None: no robot key, the rigid loader says so
+        if robot is not None and has_elastic_coordinates(robot):
             sc = load_flexible_scenario(path)
             robot = sc.system.name if isinstance(sc, ClosedInversionScenario) else \
                 sc.chain.config.name
