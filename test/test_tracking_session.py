@@ -186,6 +186,24 @@ def test_trajectories_are_validated(models):
     np.testing.assert_array_equal(interp.sample(0.0)[0], np.zeros(7))
 
 
+def test_a_constrained_law_takes_the_independent_joints_only(models):
+    """five_bar under projected_inverse_dynamics: a trajectory of the two motors is completed
+    with the elbows (dependent) at their current reference; one that leaves out a motor is
+    refused naming it."""
+    model = models["five_bar"]
+    q0 = np.array([2.260904311, -1.549961486, 0.880688343, 1.549961486])  # assembled
+    session = TrackingSession(model, {"law": "projected_inverse_dynamics"})
+    session.observe(1.0, q0, np.zeros(4))
+    names = list(model.coordinate_names)
+    motors = [names[i] for i in session.setup.controller.independent]
+    assert sorted(motors) == ["left_motor", "right_motor"]
+    missing, fill = session.fill_dependent(motors, 1.0)
+    assert sorted(missing) == sorted(set(names) - set(motors))
+    np.testing.assert_array_equal(fill, [q0[names.index(n)] for n in missing])  # held: q0
+    with pytest.raises(ValueError, match="left_motor not named"):
+        session.fill_dependent(["right_motor"], 1.0)
+
+
 # -- one closed loop against `multibody run` -----------------------------------------------------
 def test_closed_loop_matches_multibody_run():
     """arm7 under computed torque (config/scenarios/run_arm7_computed_torque.yaml, first 0.6 s):

@@ -637,6 +637,41 @@ class TrackingSession:
             raise InputError(f"point {k} puts {names[j]} at {pos[k, j]:.6g}, outside its URDF "
                              f"limits [{lo[j]:g}, {hi[j]:g}]")
 
+    def fill_dependent(self, names, now: float) -> tuple[list[str], list[float]]:
+        """The coordinates a trajectory over ``names`` leaves out and their positions: those of
+        the current reference at ``now`` [s] (else the measured state, else the rest pose).
+
+        A constrained law (:data:`CONSTRAINED_LAWS`) tracks its independent coordinates only,
+        so a trajectory may name just those; the others are filled in (with zero velocity,
+        acceleration and effort, which the law ignores).
+
+        Raises
+        ------
+        InputError
+            Names are left out but the law picks its independent coordinates only at its first
+            step, or an independent coordinate is not named.
+        """
+        coordinates = list(self.model.coordinate_names)
+        missing = [n for n in coordinates if n not in names]
+        if not missing:
+            return [], []
+        ind = getattr(self.setup.controller, "independent", None)
+        if ind is None:
+            raise InputError(f"leaves out {', '.join(missing)}; law {self.setup.law} picks its "
+                             "independent coordinates at the first step, so name every joint "
+                             "(or set the parameter independent)")
+        needed = [coordinates[i] for i in ind]
+        absent = [n for n in needed if n not in names]
+        if absent:
+            raise InputError(f"law {self.setup.law} tracks the independent joints "
+                             f"{', '.join(needed)}; {', '.join(absent)} not named (got "
+                             f"{', '.join(names) or 'none'})")
+        current = self.current_reference(now)
+        q = current.q if current is not None else (
+            self.state.q if self.state is not None else self.model.q_rest)
+        pos = self.coords.positions(q)
+        return missing, [float(pos[coordinates.index(n)]) for n in missing]
+
     def start(self, interp: TrajectoryInterpolator, start: float) -> DesignJob | None:
         """Follow ``interp`` from session time ``start`` [s] (tv_lqr: its design is
         requested, the fallback runs until then); the design job or None."""

@@ -582,25 +582,13 @@ class ControllerNode(Node):
         independent coordinates theta; the others get the current reference's positions and
         zero velocity, acceleration and effort, which the law ignores)."""
         names = list(msg.joint_names)
-        missing = [n for n in self.coords.names if n not in names]
+        try:
+            missing, fill = self.session.fill_dependent(names, self._now())
+        except MultibodyError as exc:
+            raise MessageError(f"JointTrajectory: {exc}") from None
+        self._check_finished()
         if not missing:
             return msg
-        ind = getattr(self.setup.controller, "independent", None)
-        if ind is None:
-            raise MessageError(f"JointTrajectory: leaves out {', '.join(missing)}; law "
-                               f"{self.setup.law} picks its independent coordinates at the first "
-                               "step, so name every joint (or set the parameter independent)")
-        needed = [self.coords.names[i] for i in ind]
-        absent = [n for n in needed if n not in names]
-        if absent:
-            raise MessageError(f"JointTrajectory: law {self.setup.law} tracks the independent "
-                               f"joints {', '.join(needed)}; {', '.join(absent)} not named "
-                               f"(got {', '.join(names) or 'none'})")
-        current = self._current_reference(self._now())
-        q = current.q if current is not None else (
-            self.state.q if self.state is not None else self.model.q_rest)
-        pos = self.coords.positions(q)
-        fill = [float(pos[self.coords.names.index(n)]) for n in missing]
         zeros = [0.0] * len(missing)
         out = JointTrajectory()
         out.header = msg.header
