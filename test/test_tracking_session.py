@@ -173,6 +173,8 @@ def test_hold_on_stale_and_resumed_input(models):
 def test_trajectories_are_validated(models):
     arm = models["arm7"]
     session = TrackingSession(arm, {"law": "computed_torque"})
+    with pytest.raises(ValueError, match="no state observed yet"):
+        session.command(0.0)  # misuse: nothing measured to command from
     session.observe(0.0, np.zeros(7), np.zeros(7))
     bad = np.zeros((1, 7))
     bad[0, 1] = 2.5  # urdf/arm7.urdf: joint2 within +-2.09 rad

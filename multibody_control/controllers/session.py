@@ -240,6 +240,7 @@ def check_sampled(model, law: str, values: Mapping):
         return
     dt = 1.0 / float(values["rate_hz"])
     kp, kd = np.asarray(values["kp"], float), np.asarray(values["kd"], float)
+    inertia: Any
     if kind == "inertia":
         names, inertia = list(model.input_names), input_inertias(model)
     else:
@@ -504,7 +505,7 @@ class TrackingSession:
             job = None
             if self.setup.law == "tv_lqr" and self.traj is not None:
                 interp, start, _ = self.traj
-                job = DesignJob(self.generation, interp, start, self.setup.lqr,
+                job = DesignJob(self.generation, interp, start, dict(self.setup.lqr or {}),
                                 dt or self.design_dt())
             self.job = job
         if self._schedule is not None:
@@ -574,7 +575,7 @@ class TrackingSession:
         """Hold the measured position (trajectory aborted, integrators reset), as
         joint_trajectory_controller holds the measured position on activation."""
         self.reset_laws()
-        self.hold = Reference.hold(self.model, self.state.q)
+        self.hold = Reference.hold(self.model, self._measured().q)
         aborted = self.traj is not None
         if aborted:
             self.traj = None
@@ -729,12 +730,27 @@ class TrackingSession:
         """Whether the command is zero: tv_lqr without gains yet and ``fallback_law`` zero."""
         return self.setup.controller is None and self.plan is None
 
+    def _measured(self) -> State:
+        if self.state is None:
+            raise InputError("no state observed yet: call observe(t, q, v) first")
+        return self.state
+
     def command(self, now: float) -> np.ndarray:
-        """The law's inputs u (nu,) at session time ``now`` [s] for the last measured state."""
-        setup, q, v = self.setup, self.state.q, self.state.v
+        """The law's inputs u (nu,) at session time ``now`` [s] for the last measured state.
+
+        Raises
+        ------
+        InputError
+            Before the first :meth:`observe`.
+        """
+        setup, (q, v) = self.setup, self._measured()
         if setup.law == "rmrc":
-            return setup.controller.step(now, q, v, self.twist_reference(now))
-        ref = self.last_reference = self.current_reference(now)
+            rmrc: Any = setup.controller
+            return rmrc.step(now, q, v, self.twist_reference(now))
+        ref = self.current_reference(now)
+        if ref is None:  # not after observe (it sets the hold); for the type checker
+            raise InputError("no reference: call observe(t, q, v) first")
+        self.last_reference = ref
         plan = self.plan
         if setup.law == "tv_lqr" and plan is not None:
             t = now - plan.start  # the gain table runs on trajectory time
@@ -743,7 +759,8 @@ class TrackingSession:
             return plan.controller.step(t, q, v, ref)
         if setup.law in CONSTRAINED_LAWS and self.values["force_control"]:
             lam = self.values["lambda_d"]
-            m = setup.controller.constraints.n_rows
+            constrained: Any = setup.controller  # projected_inverse_dynamics, quasi_velocity
+            m = constrained.constraints.n_rows
             ref = Reference(ref.q, ref.v, ref.a, ref.u_ff,
                             np.asarray(lam, float) if lam else np.zeros(m))
         if setup.controller is None:  # tv_lqr with fallback_law zero
