@@ -29,6 +29,17 @@ from multibody_dynamics.robot import input_effort_limits, load_robot
 from multibody_dynamics.simulate import Simulator, SimulatorConfig
 
 
+def test_the_session_starts_from_the_node_defaults():
+    """DEFAULTS are controller_node's parameter defaults (a session of a script and the node
+    with no parameters set run the same law)."""
+    pytest.importorskip("rclpy")
+    from multibody_control.controllers.session import DEFAULTS
+    from multibody_control.ros.controller_node import PARAMETERS
+
+    node = {spec.name: spec.default for spec in PARAMETERS}
+    assert {name: node[name] for name in DEFAULTS} == DEFAULTS
+
+
 # -- law selection by what the robot has -------------------------------------------------------
 @pytest.mark.parametrize("robot, values, kind", [
     ("arm7", {}, ComputedTorqueController),                          # fully actuated: the default

@@ -80,8 +80,9 @@ LAW_PARAMETERS = ("law", "output", "kp", "kd", "ki", "integral_limit", "effort_l
                   "rmrc_singular_threshold", "rmrc_pose_gain")
 
 
-#: The parameter values a session starts from (controller_node's defaults; its documentation
-#: gives their meaning and units): :class:`TrackingSession` takes only the values that differ.
+#: The parameter values a session starts from: controller_node's defaults (its documentation
+#: gives their meaning and units; test_tracking_session checks that the two agree).
+#: :class:`TrackingSession` takes only the values that differ.
 DEFAULTS: dict[str, Any] = {
     "rate_hz": 500.0, "law": "computed_torque", "kp": [100.0], "kd": [20.0], "ki": [0.0],
     "integral_limit": [], "effort_limit": [], "state_timeout": 0.5, "lqr_r": [1.0], "lqr_dt": 0.0,

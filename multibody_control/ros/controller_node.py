@@ -140,7 +140,6 @@ from ..controllers.lqr import INTERPOLATIONS
 from ..controllers.rmrc import INNER_LOOPS
 from ..controllers.session import (  # noqa: F401 - law_setup & co. importable from the node
     CONSTRAINED_LAWS,
-    DEFAULTS,
     FALLBACK_LAWS,
     FLEXIBLE_LAWS,
     LAW_PARAMETERS,
@@ -164,9 +163,8 @@ LATCHED_WATCH = 0.2
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file",
                   read_only=True),
-    ParameterSpec("rate_hz", DEFAULTS["rate_hz"], "control rate: commands published per second "
-                  "of node-clock time (simulated time with use_sim_time)", unit="Hz",
-                  range=(1.0, 5000.0)),
+    ParameterSpec("rate_hz", 500.0, "control rate: commands published per second of node-clock "
+                  "time (simulated time with use_sim_time)", unit="Hz", range=(1.0, 5000.0)),
     ParameterSpec("timing", DEFAULT_TIMING, "how the control ticks are paced without "
                   "use_sim_time: timer (an rclpy timer on the executor, which also takes the "
                   "states) or paced (a thread of its own at absolute wall-clock deadlines that "
@@ -174,92 +172,86 @@ PARAMETERS = (
                   "commands; the executor keeps references, parameters and the action); with "
                   "use_sim_time the timer on the node clock; state: one tick per received "
                   "/joint_states at its header stamp (the loop with a simulator_node in "
-                  "lockstep; rate_hz should then be the plant's step rate, which the "
-                  "sampled-gain checks and tv_lqr use)", choices=TIMINGS + ("state",),
-                  read_only=True),
+                  "lockstep; rate_hz should then be the plant's step rate, which the sampled-"
+                  "gain checks and tv_lqr use)",
+                  choices=TIMINGS + ("state",), read_only=True),
     ParameterSpec("thread_priority", 0, "timing paced: 0 keeps normal scheduling; 1-99 asks "
                   "SCHED_FIFO at this priority for the control thread (as ros2_control's "
                   "thread_priority; needs an rtprio limit or CAP_SYS_NICE, else a warning)",
                   range=(0, 99), read_only=True),
     ParameterSpec("controller_name", "effort_controller", "commands are published on "
                   "/<controller_name>/commands", read_only=True),
-    ParameterSpec("law", DEFAULTS["law"], "control law (see the node's documentation)",
+    ParameterSpec("law", "computed_torque", "control law (see the node's documentation)",
                   choices=NODE_LAWS),
-    ParameterSpec("kp", DEFAULTS["kp"], "position gains, one value for all inputs or one per "
-                  "input (per coordinate for tv_lqr and rmrc); pd/pid: N m/rad | N/m, "
-                  "computed_torque and rmrc (inner computed_torque): 1/s^2, rmrc (inner pd): N "
-                  "m/rad, tv_lqr: state weight Q of the position errors, 1/rad^2 | 1/m^2",
+    ParameterSpec("kp", [100.0], "position gains, one value for all inputs or one per input "
+                  "(per coordinate for tv_lqr and rmrc); pd/pid: N m/rad | N/m, computed_torque "
+                  "and rmrc (inner computed_torque): 1/s^2, rmrc (inner pd): N m/rad, tv_lqr: "
+                  "state weight Q of the position errors, 1/rad^2 | 1/m^2", range=(0.0, 1e7),
+                  min_length=1),
+    ParameterSpec("kd", [20.0], "velocity gains, one value or one per input (per coordinate "
+                  "for tv_lqr and rmrc); pd/pid: N m s/rad | N s/m, computed_torque and rmrc "
+                  "(inner computed_torque): 1/s, rmrc (inner pd): N m s/rad, tv_lqr: state "
+                  "weight Q of the velocity errors, s^2/rad^2 | s^2/m^2", range=(0.0, 1e6),
+                  min_length=1),
+    ParameterSpec("ki", [0.0], "integral gains (pid, and fallback_law pid), one value or one "
+                  "per input", unit="N m/(rad s) | N/(m s)", range=(0.0, 1e7), min_length=1),
+    ParameterSpec("integral_limit", [], "bound of the integral action |ki * integral| (pid), "
+                  "one value or one per input; empty: none", unit="N m | N",
+                  range=(0.0, 1e6)),
+    ParameterSpec("effort_limit", [], "output saturation |u|, one value or one per input; "
+                  "empty: the URDF effort limits of the driven joints (none for a flexible "
+                  "robot)", unit="N m | N", range=(0.0, 1e6)),
+    ParameterSpec("state_timeout", 0.5, "stop publishing commands when /joint_states is older "
+                  "than this (node-clock time); 0 disables", unit="s", range=(0.0, 3600.0)),
+    ParameterSpec("lqr_r", [1.0], "tv_lqr: input weight R (diagonal), one value or one per "
+                  "input", unit="1/N^2 | 1/(N m)^2", range=(1e-12, 1e12), min_length=1),
+    ParameterSpec("lqr_dt", 0.0, "tv_lqr: design step and spacing of the gain table; 0: the "
+                  "control period 1/rate_hz", unit="s", range=(0.0, 1.0)),
+    ParameterSpec("lqr_interpolation", "hold", "tv_lqr: gain between two table samples",
+                  choices=INTERPOLATIONS),
+    ParameterSpec("fallback_law", "pd", "tv_lqr: law run while the gains of the current "
+                  "trajectory are computed and without a trajectory; zero: publish zero effort "
+                  "(throttled warning)", choices=FALLBACK_LAWS),
+    ParameterSpec("fallback_kp", [100.0], "tv_lqr: kp of fallback_law (units as kp of that law)",
                   range=(0.0, 1e7), min_length=1),
-    ParameterSpec("kd", DEFAULTS["kd"], "velocity gains, one value or one per input (per "
-                  "coordinate for tv_lqr and rmrc); pd/pid: N m s/rad | N s/m, computed_torque "
-                  "and rmrc (inner computed_torque): 1/s, rmrc (inner pd): N m s/rad, tv_lqr: "
-                  "state weight Q of the velocity errors, s^2/rad^2 | s^2/m^2", range=(0.0, 1e6),
-                  min_length=1),
-    ParameterSpec("ki", DEFAULTS["ki"], "integral gains (pid, and fallback_law pid), one value "
-                  "or one per input", unit="N m/(rad s) | N/(m s)", range=(0.0, 1e7),
-                  min_length=1),
-    ParameterSpec("integral_limit", DEFAULTS["integral_limit"], "bound of the integral action "
-                  "|ki * integral| (pid), one value or one per input; empty: none",
-                  unit="N m | N", range=(0.0, 1e6)),
-    ParameterSpec("effort_limit", DEFAULTS["effort_limit"], "output saturation |u|, one value or "
-                  "one per input; empty: the URDF effort limits of the driven joints (none for a "
-                  "flexible robot)", unit="N m | N", range=(0.0, 1e6)),
-    ParameterSpec("state_timeout", DEFAULTS["state_timeout"], "stop publishing commands when "
-                  "/joint_states is older than this (node-clock time); 0 disables", unit="s",
+    ParameterSpec("fallback_kd", [20.0], "tv_lqr: kd of fallback_law (units as kd of that law)",
+                  range=(0.0, 1e6), min_length=1),
+    ParameterSpec("independent", [], "projected_inverse_dynamics, quasi_velocity: joint names of "
+                  "the independent coordinates theta that kp, kd act on and that a trajectory "
+                  "must name; empty: the law's default (the actuated joints of a robot with "
+                  "passive joints, else a pivoted QR of the constraint Jacobian)",
+                  type=ParameterType.PARAMETER_STRING_ARRAY, read_only=True),
+    ParameterSpec("output", [], "feedback_linearization: the output rows y = h(q) it linearizes, "
+                  "one per input: joints, linear combinations or frame coordinates (e.g. x, "
+                  "tip.x, tip.y or 'alpha2 + 0.667*beta1'); empty: the actuated joints (the "
+                  "collocated output, whose zero dynamics are the passive joints with the "
+                  "actuated ones held)", type=ParameterType.PARAMETER_STRING_ARRAY),
+    ParameterSpec("force_control", False, "projected_inverse_dynamics, quasi_velocity: command "
+                  "the constraint force lambda_d (Aghili 2005 Sect. 7.3; needs every coordinate "
+                  "actuated)"),
+    ParameterSpec("lambda_d", [], "desired constraint multipliers with force_control, one per "
+                  "constraint row; empty: zero", unit="N | N m", range=(-1e6, 1e6),
+                  type=ParameterType.PARAMETER_DOUBLE_ARRAY),
+    ParameterSpec("force_kp", [0.0], "projected_inverse_dynamics: gain on the multiplier error, "
+                  "one value or one per constraint row", range=(0.0, 1e4), min_length=1),
+    ParameterSpec("force_ki", [0.0], "projected_inverse_dynamics: integral gain on the "
+                  "multiplier error", unit="1/s", range=(0.0, 1e4), min_length=1),
+    ParameterSpec("rmrc_frame", "", "rmrc: the commanded frame; empty: the model's end "
+                  "effector"),
+    ParameterSpec("rmrc_redundant_joint", "", "rmrc: joint held (rate 0) instead of resolved; "
+                  "empty: every joint resolved (minimum norm)"),
+    ParameterSpec("rmrc_inner", "computed_torque", "rmrc: inner joint loop", choices=INNER_LOOPS),
+    ParameterSpec("rmrc_damping", 0.05, "rmrc: largest damping mu_max of the damped "
+                  "least-squares solve near singularities", range=(0.0, 10.0)),
+    ParameterSpec("rmrc_singular_threshold", 0.05, "rmrc: the damping starts when the "
+                  "smallest singular value of J drops below this", range=(1e-9, 10.0)),
+    ParameterSpec("rmrc_pose_gain", 0.0, "rmrc: feedback of the commanded pose's drift from "
+                  "the integrated twist; 0: open-loop RMRC (App. D)", unit="1/s",
+                  range=(0.0, 1e4)),
+    ParameterSpec("twist_timeout", 0.5, "rmrc: a twist command applies this long after its "
+                  "receipt (node-clock time), then the twist is zero; 0: until the next one",
+                  unit="s",
                   range=(0.0, 3600.0)),
-    ParameterSpec("lqr_r", DEFAULTS["lqr_r"], "tv_lqr: input weight R (diagonal), one value or "
-                  "one per input", unit="1/N^2 | 1/(N m)^2", range=(1e-12, 1e12), min_length=1),
-    ParameterSpec("lqr_dt", DEFAULTS["lqr_dt"], "tv_lqr: design step and spacing of the gain "
-                  "table; 0: the control period 1/rate_hz", unit="s", range=(0.0, 1.0)),
-    ParameterSpec("lqr_interpolation", DEFAULTS["lqr_interpolation"], "tv_lqr: gain between two "
-                  "table samples", choices=INTERPOLATIONS),
-    ParameterSpec("fallback_law", DEFAULTS["fallback_law"], "tv_lqr: law run while the gains of "
-                  "the current trajectory are computed and without a trajectory; zero: publish "
-                  "zero effort (throttled warning)", choices=FALLBACK_LAWS),
-    ParameterSpec("fallback_kp", DEFAULTS["fallback_kp"], "tv_lqr: kp of fallback_law (units as "
-                  "kp of that law)", range=(0.0, 1e7), min_length=1),
-    ParameterSpec("fallback_kd", DEFAULTS["fallback_kd"], "tv_lqr: kd of fallback_law (units as "
-                  "kd of that law)", range=(0.0, 1e6), min_length=1),
-    ParameterSpec("independent", DEFAULTS["independent"], "projected_inverse_dynamics, "
-                  "quasi_velocity: joint names of the independent coordinates theta that kp, kd "
-                  "act on and that a trajectory must name; empty: the law's default (the "
-                  "actuated joints of a robot with passive joints, else a pivoted QR of the "
-                  "constraint Jacobian)", type=ParameterType.PARAMETER_STRING_ARRAY,
-                  read_only=True),
-    ParameterSpec("output", DEFAULTS["output"], "feedback_linearization: the output rows y = "
-                  "h(q) it linearizes, one per input: joints, linear combinations or frame "
-                  "coordinates (e.g. x, tip.x, tip.y or 'alpha2 + 0.667*beta1'); empty: the "
-                  "actuated joints (the collocated output, whose zero dynamics are the passive "
-                  "joints with the actuated ones held)",
-                  type=ParameterType.PARAMETER_STRING_ARRAY),
-    ParameterSpec("force_control", DEFAULTS["force_control"], "projected_inverse_dynamics, "
-                  "quasi_velocity: command the constraint force lambda_d (Aghili 2005 Sect. 7.3; "
-                  "needs every coordinate actuated)"),
-    ParameterSpec("lambda_d", DEFAULTS["lambda_d"], "desired constraint multipliers with "
-                  "force_control, one per constraint row; empty: zero", unit="N | N m",
-                  range=(-1e6, 1e6), type=ParameterType.PARAMETER_DOUBLE_ARRAY),
-    ParameterSpec("force_kp", DEFAULTS["force_kp"], "projected_inverse_dynamics: gain on the "
-                  "multiplier error, one value or one per constraint row", range=(0.0, 1e4),
-                  min_length=1),
-    ParameterSpec("force_ki", DEFAULTS["force_ki"], "projected_inverse_dynamics: integral gain "
-                  "on the multiplier error", unit="1/s", range=(0.0, 1e4), min_length=1),
-    ParameterSpec("rmrc_frame", DEFAULTS["rmrc_frame"], "rmrc: the commanded frame; empty: the "
-                  "model's end effector"),
-    ParameterSpec("rmrc_redundant_joint", DEFAULTS["rmrc_redundant_joint"], "rmrc: joint held "
-                  "(rate 0) instead of resolved; empty: every joint resolved (minimum norm)"),
-    ParameterSpec("rmrc_inner", DEFAULTS["rmrc_inner"], "rmrc: inner joint loop",
-                  choices=INNER_LOOPS),
-    ParameterSpec("rmrc_damping", DEFAULTS["rmrc_damping"], "rmrc: largest damping mu_max of the "
-                  "damped least-squares solve near singularities", range=(0.0, 10.0)),
-    ParameterSpec("rmrc_singular_threshold", DEFAULTS["rmrc_singular_threshold"], "rmrc: the "
-                  "damping starts when the smallest singular value of J drops below this",
-                  range=(1e-9, 10.0)),
-    ParameterSpec("rmrc_pose_gain", DEFAULTS["rmrc_pose_gain"], "rmrc: feedback of the commanded "
-                  "pose's drift from the integrated twist; 0: open-loop RMRC (App. D)",
-                  unit="1/s", range=(0.0, 1e4)),
-    ParameterSpec("twist_timeout", DEFAULTS["twist_timeout"], "rmrc: a twist command applies "
-                  "this long after its receipt (node-clock time), then the twist is zero; 0: "
-                  "until the next one", unit="s", range=(0.0, 3600.0)),
 )
 
 
