@@ -441,7 +441,8 @@ class TrackingSession:
 
     # -- the law --------------------------------------------------------------------------------
     def describe(self) -> str:
-        """The law in use, for logs: ``tv_lqr`` when its gains run, else the law's name."""
+        """The law, for logs: its name (tv_lqr also names the fallback run until its gains are
+        ready)."""
         if self.setup.law == "tv_lqr":
             return f"tv_lqr (fallback {self.setup.fallback} until the gains are ready)"
         return self.setup.law

@@ -348,7 +348,7 @@ class ControllerNode(Node):
         if p["timing"] == "paced" and sim_time:
             pacing += " (timing paced applies to the wall clock; with use_sim_time the timer runs)"
         self.get_logger().info(
-            f"{self._describe(self.setup)} control of {model.name} at {p['rate_hz']:g} Hz "
+            f"{self.session.describe()} control of {model.name} at {p['rate_hz']:g} Hz "
             f"({pacing}) -> "
             f"{self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); reference: "
             + "; ".join(offered))
@@ -407,15 +407,9 @@ class ControllerNode(Node):
         return self.session.ready
 
     # -- parameters --------------------------------------------------------------------------
-    @staticmethod
-    def _describe(setup: LawSetup) -> str:
-        if setup.law == "tv_lqr":
-            return f"tv_lqr (fallback {setup.fallback} until the gains are ready)"
-        return setup.law
-
     def _on_change(self, changes):
         if self.session.reconfigure(changes):  # LawError (a ValueError): refused
-            self.get_logger().info(f"control law {self._describe(self.setup)} rebuilt with the "
+            self.get_logger().info(f"control law {self.session.describe()} rebuilt with the "
                                    "new parameters")
         if "rate_hz" in changes:
             self._start_ticks(changes["rate_hz"])
@@ -694,7 +688,7 @@ class ControllerNode(Node):
         with self._lock:
             state, ref, published = session.state, session.last_reference, self._published
             state_time, traj, loop = session.state_time, session.traj, self._loop
-            law = self._describe(self.setup) if session.plan is None else "tv_lqr"
+            law = self.session.describe() if session.plan is None else "tv_lqr"
             error = session.tracking_error()
         wall = time.monotonic()
         published0, wall0 = self._report
