@@ -49,8 +49,8 @@ from . import LAWS, Controller, Reference, TrajectoryInterpolator, TwistReferenc
 from .base import inputs_from_generalized
 from .sampled import input_inertias, unstable_gains
 
-__all__ = ["CONSTRAINED_LAWS", "DEFAULTS", "FALLBACK_LAWS", "FLEXIBLE_LAWS", "LAW_PARAMETERS", "NODE_LAWS",
-           "RESUME_JUMP", "DesignJob", "Hold", "LawError", "LawSetup", "Plan", "State",
+__all__ = ["CONSTRAINED_LAWS", "DEFAULTS", "FALLBACK_LAWS", "FLEXIBLE_LAWS", "LAW_PARAMETERS",
+           "NODE_LAWS", "RESUME_JUMP", "DesignJob", "Hold", "LawError", "LawSetup", "Plan", "State",
            "TrackingSession", "design_controller", "law_setup", "nominal_motion"]
 
 #: rad | m: states that resume after a gap longer than state_timeout this far from the last

@@ -725,8 +725,8 @@ class ControllerNode(Node):
         elif loop is not None and loop.steps:
             log.info(f"control thread: {loop.describe()}")
         worker = getattr(self, "_worker", None)  # None: the constructor failed before it
-        if worker is not None:
-            worker.stop()
+        if worker is not None and not worker.stop():
+            log.warning("the tv_lqr design thread did not end within 1 s (a design runs)")
         return super().destroy_node()
 
 # -- FollowJointTrajectory (when control_msgs exists) -------------------------------------

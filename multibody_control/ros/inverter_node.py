@@ -119,7 +119,13 @@ from multibody_dynamics.ros.conversions import (
     trajectory_msg,
 )
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
-from multibody_dynamics.ros.runtime import SolveWorker, StartupError, Throttle, main_for
+from multibody_dynamics.ros.runtime import (
+    SolveWorker,
+    StartupError,
+    Throttle,
+    exit_logger,
+    main_for,
+)
 
 from ..controllers import TrajectoryInterpolator
 from ..inversion.flexible import FLEXIBLE_METHODS, invert_flexible
@@ -560,8 +566,9 @@ class InverterNode(Node):
 
     def destroy_node(self):
         worker = getattr(self, "_worker", None)  # None: the constructor failed before it
-        if worker is not None:
-            worker.stop()
+        if worker is not None and not worker.stop():
+            exit_logger(self).warning("the inversion thread did not end within 1 s (an "
+                                      "inversion runs)")
         return super().destroy_node()
 
 

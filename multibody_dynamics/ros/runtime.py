@@ -352,14 +352,24 @@ class SolveWorker:
 
     @property
     def stopped(self) -> bool:
+        """Whether :meth:`stop` was called (a solve ending after it publishes nothing)."""
         return self._stop
 
-    def stop(self) -> None:
-        """End the thread after the running solve (if any); waiting jobs are dropped."""
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    def stop(self, timeout: float = 1.0) -> bool:
+        """End the thread after the running solve (if any; waiting jobs are dropped) and wait
+        up to ``timeout`` s for it; whether it ended."""
         with self.lock:
             self._stop = True
             self._pending = None
             self.lock.notify_all()
+        if self._thread is threading.current_thread():
+            return False
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         while True:
