@@ -13,7 +13,7 @@ import time
 import pytest
 from ros_helpers import DOMAIN_ID, ROS_ENV
 
-from multibody_dynamics.ros.runtime import PacedLoop, SolveWorker, set_fifo_priority
+from multibody_dynamics.ros.runtime import PacedLoop, set_fifo_priority
 
 
 def _wait(predicate, timeout):
@@ -234,6 +234,8 @@ def test_solve_worker_keeps_the_latest_request_and_survives_errors():
     """A job submitted while another runs waits; a newer submission replaces a waiting one (it
     is never solved); a solve learns it was superseded; an error goes to on_error and the
     thread goes on; stop ends the thread."""
+    from multibody_dynamics.ros.runtime import SolveWorker
+
     gate, solved, errors, current = threading.Event(), [], [], {}
 
     def solve(job, generation):
