@@ -449,6 +449,8 @@ def cmd_analyze(args) -> int:
 def cmd_invert(args) -> int:
     from pathlib import Path
 
+    from multibody_dynamics.robot import has_closures, has_elastic_coordinates
+
     from .inversion import flexible_scenario as fs
     from .inversion.result import InversionInterrupted
     from .inversion.scenario import (
@@ -458,9 +460,13 @@ def cmd_invert(args) -> int:
         summary,
         write_csv,
     )
+    from .scenarios.schema import scenario_robot
 
-    if fs.is_flexible_scenario(args.scenario):
-        return _invert_flexible(args, fs)
+    robot = scenario_robot(args.scenario)  # None: no robot key, the loader below says so
+    if robot is not None and has_elastic_coordinates(robot):
+        sc = fs.load_flexible_scenario(args.scenario)
+        return _invert_closed(args, fs, sc) if has_closures(robot) else \
+            _invert_flexible(args, fs, sc)
     from .inversion.methods import METHODS
 
     sc = load_inversion_scenario(args.scenario)
@@ -500,14 +506,11 @@ def _write_interrupted_inversion(args, sc, result) -> int:
     return _interrupted("invert", csv_path, result.message)
 
 
-def _invert_flexible(args, fs) -> int:
+def _invert_flexible(args, fs, sc) -> int:
     from dataclasses import replace
 
     from .inversion.flexible import FLEXIBLE_METHODS
 
-    sc = fs.load_flexible_scenario(args.scenario)
-    if isinstance(sc, fs.ClosedInversionScenario):
-        return _invert_closed(args, fs, sc)
     if args.method is not None:
         if args.method not in FLEXIBLE_METHODS:
             raise MultibodyError(f"--method: {sc.chain.config.name} is a flexible model: expected "

@@ -39,7 +39,8 @@ from .model.resources import (
 from .protocols import Dynamics, PlantStepper
 
 __all__ = ["Dynamics", "PlantStepper", "RobotModel", "has_closures", "has_elastic_coordinates",
-           "load_robot", "robot_dynamics", "robot_stepper", "shipped_models"]
+           "input_effort_limits", "load_robot", "robot_dynamics", "robot_stepper",
+           "shipped_models"]
 
 
 @runtime_checkable
@@ -99,6 +100,25 @@ def has_closures(robot: RobotModel) -> bool:
 def has_elastic_coordinates(robot: RobotModel) -> bool:
     """True when the robot has flexible bodies (elastic coordinates in ``q``)."""
     return robot.nq_e > 0
+
+
+def input_effort_limits(model) -> np.ndarray | None:
+    """|u| bound (nu,) [N m | N] of each model input: the URDF ``effort`` limit of the
+    coordinate it drives (as a ros2_control effort interface bounds its command; inf where the
+    URDF gives none); for an MJCF model with actuator limits the larger magnitude of each
+    input's ``ctrlrange`` (``multibody_dynamics.ros.conversions.input_bounds`` gives the range
+    itself); None for a model without a URDF (flexible)."""
+    bounds = getattr(model, "actuator_limits", None)
+    if bounds is not None:  # an MJCF model: the envelope of MuJoCo's ctrlrange
+        return np.maximum(np.abs(bounds.ctrl_lower), np.abs(bounds.ctrl_upper))
+    pm = getattr(model, "pin_model", None)
+    B = np.asarray(getattr(model, "B", np.zeros((0, 0))), float)
+    if pm is None or B.ndim != 2 or B.shape[0] != pm.nv:
+        return None
+    limit = np.asarray(pm.effortLimit, float)
+    out = np.array([limit[int(np.argmax(np.abs(B[:, j])))] for j in range(B.shape[1])])
+    out[~(out > 0)] = np.inf
+    return out
 
 
 def shipped_models() -> list[str]:

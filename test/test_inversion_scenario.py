@@ -119,3 +119,32 @@ def test_cli_invert_and_analyze(tmp_path, capsys):
     assert main(["invert", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("multibody ") for line in err)
+
+
+def test_cli_invert_unloadable_robot_names_the_scenario_file(tmp_path, capsys):
+    """``multibody invert`` loads the scenario's robot first (to branch on what it has): a robot
+    that does not load is one error line naming the scenario file and its ``robot`` key."""
+    from multibody_control.cli import main
+
+    path = write(tmp_path, GOOD.replace("robot: passive_arm_minphase", "robot: no_such_robot"))
+    assert main(["invert", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert f"{path}: robot: unknown robot 'no_such_robot'" in err[0]
+
+
+def test_cli_invert_dispatches_on_the_robot_capabilities(tmp_path, monkeypatch, capsys):
+    """The route is chosen by what the loaded robot has (elastic coordinates, closures), not by
+    the scenario file: a robot with elastic coordinates sends the file to the flexible loader,
+    which refuses this rigid task (it has no line task for a flexible body)."""
+    from multibody_control.cli import main
+    from multibody_control.scenarios import schema
+    from multibody_dynamics.robot import has_elastic_coordinates, load_robot
+
+    flexible = load_robot("flexible_manipulator")
+    assert has_elastic_coordinates(flexible)
+    monkeypatch.setattr(schema, "scenario_robot", lambda path: flexible)
+    path = write(tmp_path, GOOD)
+    assert main(["invert", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and "passive_arm_minphase" in err  # the flexible loader's refusal

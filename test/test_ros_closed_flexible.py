@@ -187,6 +187,24 @@ def test_inverter_refuses_a_closed_loop_without_scenario(capfd):
     assert len(lines) == 1 and "scenario:=invert_flexible_parallel_tool" in lines[0], lines
 
 
+def test_inverter_names_the_scenario_whose_robot_does_not_load(capfd, tmp_path):
+    """The inverter chooses the scenario loader by what the scenario's robot has (elastic
+    coordinates or not), so it loads that robot first: one that does not load is one
+    ``cannot start`` line naming the scenario file and its ``robot`` key, exit code 1."""
+    pytest.importorskip("rclpy")
+    from multibody_control.ros.inverter_node import InverterNode
+    from multibody_dynamics.ros.runtime import run_node
+
+    path = tmp_path / "invert_missing.yaml"
+    text = (share_dir() / "config" / "scenarios" / "invert_passive_arm.yaml").read_text()
+    path.write_text(re.sub(r"(?m)^robot: .*$", "robot: no_such_robot", text))
+    args = [InverterNode.node_name, "--ros-args", "-p", "robot:=passive_arm", "-p",
+            f"scenario:={path}"]
+    assert run_node(InverterNode, args=args) == 1
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if "cannot start" in ln]
+    assert len(lines) == 1 and f"{path}: robot: unknown robot 'no_such_robot'" in lines[0], lines
+
+
 def test_lockstep_needs_realtime_false(capfd):
     """``lockstep`` steps on the commands, so with the default ``realtime: true`` the simulator
     refuses to start: one ``cannot start`` line naming realtime:=false, exit code 1."""

@@ -1,7 +1,8 @@
-"""The nodes' stepping machinery: PacedLoop, SCHED_FIFO priority, PolledSubscription.
+"""The nodes' stepping machinery: PacedLoop, SCHED_FIFO priority, PolledSubscription, and the
+SolveWorker thread of the nodes that solve off the executor (inverter_node, controller_node).
 
-PacedLoop and the priority need no ROS; the polled subscription runs over DDS in one process
-(its own rclpy context in the test run's isolated domain, as the ``probe`` fixture does).
+PacedLoop, SolveWorker and the priority need no ROS; the polled subscription runs over DDS in one
+process (its own rclpy context in the test run's isolated domain, as the ``probe`` fixture does).
 """
 
 import os
@@ -298,3 +299,42 @@ def test_serialized_loop_messages_over_dds(ros_pair):
             np.testing.assert_array_equal(
                 np.array([got.position, got.velocity, got.effort]), arrays)
     sub_node.destroy_subscription(plain)
+
+
+def test_solve_worker_keeps_the_latest_request_and_survives_errors():
+    """A job submitted while another runs waits; a newer submission replaces a waiting one (it
+    is never solved); a solve learns it was superseded; an error goes to on_error and the
+    thread goes on; stop ends the thread."""
+    from multibody_dynamics.ros.runtime import SolveWorker
+
+    gate, solved, errors, current = threading.Event(), [], [], {}
+
+    def solve(job, generation):
+        if job == "first":
+            assert gate.wait(10.0)
+        if job == "bad":
+            raise RuntimeError("no convergence")
+        current[job] = worker.is_current(generation)
+        solved.append(job)
+
+    worker = SolveWorker(solve, name="test_worker",
+                         on_error=lambda job, exc, wall: errors.append((job, str(exc), wall)))
+    gen, replaced, running = worker.submit("first")
+    assert gen == 1 and replaced is None and running is None
+    assert _wait(lambda: worker.running() is not None, 5.0)
+    assert worker.running()[0] == "first"
+    _, replaced, running = worker.submit("second")
+    assert replaced is None and running == "first"
+    _, replaced, _ = worker.submit("third")
+    assert replaced == "second"  # only the latest waiting request is kept
+    gate.set()
+    assert _wait(lambda: solved == ["first", "third"], 10.0), solved
+    assert current == {"first": False, "third": True}  # "first" was superseded while it ran
+    worker.submit("bad")
+    assert _wait(lambda: len(errors) == 1, 10.0)
+    assert errors[0][:2] == ("bad", "no convergence") and errors[0][2] >= 0.0
+    worker.submit("after")  # the thread survived the error
+    assert _wait(lambda: solved[-1:] == ["after"], 10.0)
+    gen = worker.cancel()
+    assert not worker.is_current(gen - 1) and worker.is_current(gen)
+    assert worker.stop() and not worker.thread.is_alive()  # idle: ends at once

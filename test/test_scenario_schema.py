@@ -1,6 +1,7 @@
 """One schema checker for every scenario kind (multibody_control/scenarios/schema.py): the same
 value gets the same answer, in the same words, in a closed-loop, a rigid inversion, a flexible
-inversion and a closed flexible inversion scenario.
+inversion and a closed flexible inversion scenario, in a design study file and (the wording of
+a bad number, multibody_dynamics.yaml_io.number_problem) in a model YAML.
 
 Before the scenario package, the closed-loop validator accepted ``.inf`` for every number
 (``kp: .inf``, a time ``t0: .inf``) while the inversion validators rejected it everywhere,
@@ -127,7 +128,7 @@ def test_the_checker_itself():
             schema.number(where, "k", bad)
     with pytest.raises(InputError, match="expected a number, got nan"):
         schema.number(where, "k", math.nan, infinite=True)  # a limit is never NaN
-    with pytest.raises(InputError, match="expected a positive number, got 0"):
+    with pytest.raises(InputError, match=r"expected a positive number \(> 0\), got 0"):
         schema.number(where, "k", 0, positive=True)
     with pytest.raises(InputError, match="expected a number >= -1, got -2"):
         schema.number(where, "k", -2, minimum=-1.0)
@@ -146,3 +147,82 @@ def test_the_checker_itself():
         schema.mapping(where, "k", {"a": 1, "b": 2}, {"a"})
     assert schema.merge({"a": {"b": 1, "c": 2}}, {"a": {"b": 3}}) == {"a": {"b": 3, "c": 2}}
     assert load_yaml("x: .inf")["x"] == math.inf  # what a YAML file gives the checker
+
+
+# -- the design study files and the model YAML answer in the same words -------------------------
+#: a study of the analytic problem (cheap to build); its swarm and reference keys are edited
+STUDY = """\
+problem: sphere
+options: {dim: 2, center: 0.3}
+optimizer: {particles: 4, iterations: 2, seed: 1, w: 0.9}
+bounds: {x0: [0.0, 1.0]}
+reference: {source: closed form, parameters: {x0: 0.3, x1: 0.3}, criterion: 0.0}
+"""
+
+
+@pytest.mark.parametrize("old, key", [("w: 0.9", "optimizer.w"),
+                                      ("x0: 0.3,", "reference.parameters.x0"),
+                                      ("criterion: 0.0", "reference.criterion"),
+                                      ("[0.0, 1.0]", "bounds.x0[1]")])
+@pytest.mark.parametrize("value, answer", BAD, ids=[v for v, _ in BAD])
+def test_a_study_file_gives_the_same_answer(tmp_path, old, key, value, answer):
+    # before the study files were checked by the scenario schema: NaN and inf of a swarm weight
+    # and a NaN reference criterion were "a number" there (the swarm then refused NaN as
+    # "expected a finite number >= 0", and the criterion was kept), and ±inf of a reference
+    # parameter was "expected a number"
+    from multibody_control.design.study import load_study
+
+    path = tmp_path / "study.yaml"
+    assert old in STUDY
+    new = {"w: 0.9": f"w: {value}", "x0: 0.3,": f"x0: {value},",
+           "criterion: 0.0": f"criterion: {value}", "[0.0, 1.0]": f"[0.0, {value}]"}[old]
+    path.write_text(STUDY.replace(old, new))
+    with pytest.raises(InputError) as info:
+        load_study(path)
+    message = str(info.value)
+    assert message == f"{path}: {key}: {answer}", message
+
+
+def test_a_good_study_file_loads(tmp_path):
+    # the edits above act on a file that is right as it stands
+    from multibody_control.design.study import load_study
+
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY)
+    study = load_study(path)
+    assert study.optimizer.w == 0.9 and study.reference["criterion"] == 0.0
+    np.testing.assert_array_equal(study.upper, [1.0, study.upper[1]])
+
+
+def test_a_study_file_refuses_unknown_keys_and_wrong_types(tmp_path):
+    from multibody_control.design.study import load_study
+
+    path = tmp_path / "study.yaml"
+    for old, new, expected in [
+            ("seed: 1", "seed: 1, speed: 2", "optimizer.speed: unknown key; expected one of "),
+            ("problem: sphere", "problem: sphere\nextra: 1", "extra: unknown key; expected "),
+            ("seed: 1", "seed: 1.5", "optimizer.seed: expected an integer >= 0, got 1.5"),
+            ("source: closed form", "source: 3", "reference.source: expected text, got 3")]:
+        path.write_text(STUDY.replace(old, new))
+        with pytest.raises(InputError, match=f"^{path}: {expected}"):
+            load_study(path)
+    with pytest.raises(InputError, match=f"^{tmp_path / 'none.yaml'}: study file not found"):
+        load_study(tmp_path / "none.yaml")
+
+
+@pytest.mark.parametrize("value, answer", BAD, ids=[v for v, _ in BAD])
+def test_a_model_file_gives_the_same_answer(tmp_path, value, answer):
+    # the model YAML checker (multibody_dynamics) shares the wording: it called NaN "expected
+    # a finite number" before
+    from multibody_dynamics.errors import ModelError
+    from multibody_dynamics.model import load_model
+
+    text = (share_dir() / "config" / "robots" / "passive_arm.yaml").read_text()
+    urdf = share_dir() / "urdf" / "passive_arm.urdf"
+    text = text.replace("urdf: ../../urdf/passive_arm.urdf", f"urdf: {urdf}")
+    assert "gravity: [0.0, 0.0, -9.81]" in text
+    path = tmp_path / "model.yaml"
+    path.write_text(text.replace("gravity: [0.0, 0.0, -9.81]", f"gravity: [0.0, 0.0, {value}]"))
+    with pytest.raises(ModelError) as info:
+        load_model(path)
+    assert str(info.value) == f"{path}: gravity[2]: {answer}"

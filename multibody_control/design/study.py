@@ -1,7 +1,8 @@
 """Design studies: a study file -> particle swarm over a design problem -> result, CSV, plots.
 
-Study file schema (``config/designs/*.yaml``; every key validated, unknown keys and wrong types
-are errors naming the file and the key)::
+Study file schema (``config/designs/*.yaml``; every key validated by the scenario schema checker
+:mod:`multibody_control.scenarios.schema`, so that unknown keys, wrong types, NaN and ±inf are
+errors naming the file and the key in the words of every other YAML file of the suite)::
 
     description: free text
     problem: passive_arm2_case1     # a registered design problem (problem.get_problem)
@@ -53,11 +54,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from multibody_dynamics.errors import InputError
-from multibody_dynamics.yaml_io import load_yaml
+from multibody_dynamics.yaml_io import number_problem
 
+from ..scenarios import schema
 from .executors import StudyExecutor, evaluate_batch, open_executor
 from .optimizer import ParticleSwarm, SwarmSettings
 from .problem import DesignProblem, Evaluation, check_design_vector, get_problem
@@ -69,6 +70,8 @@ __all__ = ["CHECKPOINT", "OUTPUTS", "EvaluationRecord", "Study", "StudyInterrupt
 _TOP = {"description", "problem", "options", "bounds", "optimizer", "reference"}
 _REFERENCE = {"source", "parameters", "criterion"}
 _SETTINGS = {f.name: f.type for f in fields(SwarmSettings)}
+#: the least value of the integer settings (SwarmSettings checks the rest)
+_SETTING_MINIMA = {"particles": 1, "iterations": 1, "seed": 0}
 CHECKPOINT = "checkpoint.pkl"
 RESULT = "result.json"
 EVALUATIONS = "evaluations.csv"
@@ -79,12 +82,8 @@ _LOG = logging.getLogger(__name__)
 
 
 # -- the study file ------------------------------------------------------------------------------
-def _err(where, key, msg) -> InputError:
-    return InputError(f"{where}: {key}: {msg}")
-
-
-def _is_number(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float))
+# checked by the scenario schema checker, so that a value gets the same answer in every YAML kind
+err = schema.err
 
 
 @dataclass(frozen=True)
@@ -151,13 +150,7 @@ class Study:
 def load_study(path: str | Path) -> Study:
     """Read and validate a study file; InputError naming the file and the key otherwise."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: study file not found")
-    try:
-        raw = load_yaml(path.read_text())  # 1e-3 is a number, as in every file of the suite
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: malformed YAML ({' '.join(str(exc).split())})") from None
-    return study_from_mapping(raw if raw is not None else {}, path)
+    return study_from_mapping(schema.read_scenario_file(path, "study"), path)
 
 
 def study_from_mapping(raw, path: str | Path | None = None, name: str | None = None) -> Study:
@@ -184,45 +177,37 @@ def study_from_mapping(raw, path: str | Path | None = None, name: str | None = N
 
 def _study_header(where, raw) -> tuple[str, str, dict]:
     """The file's top level: known keys only; the problem name, description and options."""
-    if not isinstance(raw, dict):
-        raise _err(where, "file", f"expected a mapping, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - _TOP)
-    if unknown:
-        raise _err(where, unknown[0], f"unknown key; expected one of {', '.join(sorted(_TOP))}")
+    schema.mapping(where, "", raw, _TOP)
     if "problem" not in raw:
-        raise _err(where, "problem", "missing (the name of a registered design problem)")
-    problem_name = raw["problem"]
-    if not isinstance(problem_name, str):
-        raise _err(where, "problem", f"expected a problem name, got {problem_name!r}")
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        raise _err(where, "description", f"expected text, got {type(description).__name__}")
+        raise err(where, "problem", "missing (the name of a registered design problem)")
+    problem_name = schema.text(where, "problem", raw["problem"])
+    description = schema.text(where, "description", raw.get("description", ""))
     options = raw.get("options") or {}
     if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
-        raise _err(where, "options", f"expected a mapping of option names, got {options!r}")
+        raise err(where, "options", f"expected a mapping of option names, got {options!r}")
     return problem_name, description, options
 
 
 def _swarm_settings(where, optimizer) -> SwarmSettings:
     """The ``optimizer`` section: known keys of the expected types, then SwarmSettings' checks."""
-    if not isinstance(optimizer, dict):
-        raise _err(where, "optimizer", f"expected a mapping, got {type(optimizer).__name__}")
-    for key, value in optimizer.items():
-        if key not in _SETTINGS:
-            raise _err(where, f"optimizer.{key}", "unknown key; expected one of "
-                       f"{', '.join(sorted(_SETTINGS))}")
-        expected = _SETTINGS[key]
-        ok = {"int": isinstance(value, int) and not isinstance(value, bool),
-              "float": _is_number(value), "bool": isinstance(value, bool),
-              "str": isinstance(value, str),
-              "str | None": value is None or isinstance(value, str)}[expected]
-        if not ok:
-            raise _err(where, f"optimizer.{key}", f"expected {_TYPE_WORDS[expected]}, got "
-                       f"{value!r}")
+    schema.mapping(where, "optimizer", optimizer, _SETTINGS)
+    checked = {name: _setting(where, name, value) for name, value in optimizer.items()}
     try:
-        return SwarmSettings(**optimizer)
+        return SwarmSettings(**checked)
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
+
+
+def _setting(where, name: str, value):
+    """One swarm setting checked against the type of its SwarmSettings field."""
+    key, kind = f"optimizer.{name}", _SETTINGS[name]
+    if kind == "int":
+        return schema.integer(where, key, value, minimum=_SETTING_MINIMA[name])
+    if kind == "float":
+        return schema.number(where, key, value, minimum=0.0)
+    if kind == "bool":
+        return schema.flag(where, key, value)
+    return schema.text(where, key, value, nullable=kind == "str | None")
 
 
 def _make_problem(where, problem_name: str, options: dict) -> DesignProblem:
@@ -231,85 +216,70 @@ def _make_problem(where, problem_name: str, options: dict) -> DesignProblem:
         return get_problem(problem_name, **options)
     except InputError as exc:
         key = "problem" if "unknown design problem" in str(exc) else "options"
-        raise _err(where, key, " ".join(str(exc).split())) from None
+        raise err(where, key, " ".join(str(exc).split())) from None
     except TypeError as exc:  # an option the problem does not take
-        raise _err(where, "options", f"{problem_name}: {' '.join(str(exc).split())}") from None
+        raise err(where, "options", f"{problem_name}: {' '.join(str(exc).split())}") from None
 
 
 def _narrow_bounds(where, bounds, names: tuple, lower: np.ndarray, upper: np.ndarray) -> None:
     """The ``bounds`` section: narrow ``lower``/``upper`` in place, inside the problem's box."""
     if not isinstance(bounds, dict):
-        raise _err(where, "bounds", f"expected a mapping name: [lower, upper], got {bounds!r}")
+        raise err(where, "bounds", f"expected a mapping name: [lower, upper], got {bounds!r}")
     for key, pair in bounds.items():
         if key not in names:
-            raise _err(where, f"bounds.{key}", "unknown design variable; expected one of "
-                       f"{', '.join(names)}")
+            raise err(where, f"bounds.{key}", "unknown design variable; expected one of "
+                      f"{', '.join(names)}")
         i = names.index(key)
-        if not (isinstance(pair, list) and len(pair) == 2 and all(_is_number(v) and
-                                                                  math.isfinite(v)
-                                                                  for v in pair)):
-            raise _err(where, f"bounds.{key}", f"expected [lower, upper] (two finite numbers), "
-                       f"got {pair!r}")
-        lo, hi = float(pair[0]), float(pair[1])
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise err(where, f"bounds.{key}", f"expected [lower, upper] (two finite numbers), "
+                      f"got {pair!r}")
+        lo, hi = (schema.number(where, f"bounds.{key}[{j}]", v) for j, v in enumerate(pair))
         if not lo < hi:
-            raise _err(where, f"bounds.{key}", f"expected lower < upper, got [{lo:g}, {hi:g}]")
+            raise err(where, f"bounds.{key}", f"expected lower < upper, got [{lo:g}, {hi:g}]")
         if lo < lower[i] or hi > upper[i]:
-            raise _err(where, f"bounds.{key}", f"[{lo:g}, {hi:g}] is outside the problem's "
-                       f"bounds [{lower[i]:g}, {upper[i]:g}]")
+            raise err(where, f"bounds.{key}", f"[{lo:g}, {hi:g}] is outside the problem's "
+                      f"bounds [{lower[i]:g}, {upper[i]:g}]")
         lower[i], upper[i] = lo, hi
-
-
-_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
-               "str": "text", "str | None": "text or null"}
 
 
 def _problem_bounds(where, name, problem) -> tuple[tuple, np.ndarray, np.ndarray]:
     """The problem's names and bounds after checking them (a problem's own error is named)."""
     names = tuple(getattr(problem, "names", ()))
     if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-        raise _err(where, "problem", f"{name}: expected distinct design variable names, got "
+        raise err(where, "problem", f"{name}: expected distinct design variable names, got "
                    f"{names!r}")
     lower = np.asarray(problem.lower, dtype=float).copy()
     upper = np.asarray(problem.upper, dtype=float).copy()
     if lower.shape != (len(names),) or upper.shape != (len(names),):
-        raise _err(where, "problem", f"{name}: expected bounds of shape ({len(names)},), got "
+        raise err(where, "problem", f"{name}: expected bounds of shape ({len(names)},), got "
                    f"{lower.shape} and {upper.shape}")
     for n, lo, hi in zip(names, lower, upper):
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise _err(where, "problem", f"{name}: bounds of {n!r}: expected finite lower < "
+            raise err(where, "problem", f"{name}: bounds of {n!r}: expected finite lower < "
                        f"upper, got [{lo:g}, {hi:g}]")
     return names, lower, upper
 
 
 def _reference(where, reference, names, lower, upper) -> dict:
-    if not isinstance(reference, dict):
-        raise _err(where, "reference", f"expected a mapping, got {reference!r}")
-    unknown = sorted(set(reference) - _REFERENCE)
-    if unknown:
-        raise _err(where, f"reference.{unknown[0]}", "unknown key; expected one of "
-                   f"{', '.join(sorted(_REFERENCE))}")
-    source = reference.get("source", "")
-    if not isinstance(source, str):
-        raise _err(where, "reference.source", f"expected text, got {source!r}")
+    schema.mapping(where, "reference", reference, _REFERENCE)
+    source = schema.text(where, "reference.source", reference.get("source", ""))
     params = reference.get("parameters")
     if not isinstance(params, dict):
-        raise _err(where, "reference.parameters", f"expected a mapping name: value, got "
-                   f"{params!r}")
+        raise err(where, "reference.parameters", f"expected a mapping name: value, got "
+                  f"{params!r}")
     missing = [n for n in names if n not in params]
     if missing:
-        raise _err(where, f"reference.parameters.{missing[0]}", "missing")
+        raise err(where, f"reference.parameters.{missing[0]}", "missing")
     for key, value in params.items():
         if key not in names:
-            raise _err(where, f"reference.parameters.{key}", "unknown design variable; "
-                       f"expected one of {', '.join(names)}")
-        if not _is_number(value) or not math.isfinite(value):
-            raise _err(where, f"reference.parameters.{key}", f"expected a number, got "
-                       f"{value!r}")
+            raise err(where, f"reference.parameters.{key}", "unknown design variable; "
+                      f"expected one of {', '.join(names)}")
+        schema.number(where, f"reference.parameters.{key}", value)
     criterion = reference.get("criterion")
-    if criterion is not None and not _is_number(criterion):
-        raise _err(where, "reference.criterion", f"expected a number, got {criterion!r}")
+    if criterion is not None:
+        criterion = schema.number(where, "reference.criterion", criterion)
     return {"source": source, "parameters": {n: float(params[n]) for n in names},
-            "criterion": None if criterion is None else float(criterion)}
+            "criterion": criterion}
 
 
 # -- records and result --------------------------------------------------------------------------
@@ -403,7 +373,7 @@ def _violation(evaluation: Evaluation, key: str | None) -> float:
     if evaluation.ok or key is None:
         return 0.0
     value = evaluation.info.get(key)
-    if _is_number(value) and not math.isnan(value):
+    if number_problem(value, infinite=True) is None:  # a number, inf included, not NaN
         return max(float(value), 0.0)
     if isinstance(value, (list, tuple)):
         try:

@@ -78,20 +78,21 @@ the parameter change is refused). A computed torque on the ``rigid_counterpart``
 chosen: it would cancel a rigid model's dynamics with high-gain feedback that excites the
 undamped elastic modes, and only flexible_cart_manipulator names a counterpart.
 
-The control laws are :mod:`multibody_control.controllers`; this node only wires
-parameters and messages to them (:func:`law_setup` is the parameter -> law mapping).
+The control laws are :mod:`multibody_control.controllers`; what the node decides besides
+messages (the law for the robot's capabilities, the tv_lqr redesign and its fallback, the
+nominal motion, the held target, stale and resumed states) is the ROS-free
+:class:`~multibody_control.controllers.session.TrackingSession`, which scripts and tests drive
+with arrays. This node only wires: parameters -> session, messages -> arrays -> session ->
+commands; the tv_lqr designs run in a :class:`~multibody_dynamics.ros.runtime.SolveWorker`
+thread (as inverter_node's inversions).
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import pinocchio as pin
 import rclpy
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import ParameterType
@@ -102,15 +103,13 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from multibody_dynamics.errors import InputError, ModelError, MultibodyError
+from multibody_dynamics.errors import MultibodyError
 from multibody_dynamics.flexible.joint_view import joint_space_model
-from multibody_dynamics.rigid import RigidDynamics
 from multibody_dynamics.robot import has_elastic_coordinates, load_robot
 from multibody_dynamics.ros.cdr import patched_or_none
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
     MessageError,
-    input_effort_limits,
     joint_state_to_arrays,
     stamp_to_sec,
     trajectory_from_msg,
@@ -123,6 +122,7 @@ from multibody_dynamics.ros.runtime import (
     TIMINGS,
     PacedLoop,
     PolledSubscription,
+    SolveWorker,
     StartupError,
     Throttle,
     exit_logger,
@@ -136,48 +136,30 @@ try:
 except ImportError:  # Humble: rclpy.qos_event
     from rclpy.qos_event import SubscriptionEventCallbacks
 
-from ..controllers import (
-    LAWS,
-    Controller,
-    Reference,
-    TrajectoryInterpolator,
-    TwistReference,
-    inputs_from_generalized,
-    make_controller,
-)
+from ..controllers import Reference, TrajectoryInterpolator
 from ..controllers.lqr import INTERPOLATIONS
 from ..controllers.rmrc import INNER_LOOPS
-from ..controllers.sampled import input_inertias, unstable_gains
-from ..outputs import Output
+from ..controllers.session import (  # noqa: F401 - law_setup & co. importable from the node
+    CONSTRAINED_LAWS,
+    FALLBACK_LAWS,
+    FLEXIBLE_LAWS,
+    LAW_PARAMETERS,
+    NODE_LAWS,
+    RESUME_JUMP,
+    DesignJob,
+    Hold,
+    LawError,
+    LawSetup,
+    Plan,
+    TrackingSession,
+    design_controller,
+    law_setup,
+    nominal_motion,
+)
 
-#: rad | m: states that resume after a gap longer than state_timeout this far from the last
-#: state before the gap come from a plant that restarted or moved without control; the law then
-#: holds the measured position instead of driving it back (a start-up hiccup of DDS, where the
-#: braked plant did not move, keeps the trajectory)
-RESUME_JUMP = 0.05
 DUPLICATE_WINDOW = 1.0  # s (wall): the same trajectory again within this is a double delivery
 #: s (wall): period of the look for a latched (transient-local) publisher of ~/joint_trajectory
 LATCHED_WATCH = 0.2
-#: Laws of constrained systems (closures, passive joints): their reference is the independent
-#: coordinates only (a trajectory may name just those), the desired constraint force
-#: ``lambda_d`` comes from the parameter of that name.
-CONSTRAINED_LAWS = ("projected_inverse_dynamics", "quasi_velocity")
-#: Laws the node runs (all of the library's).
-NODE_LAWS = tuple(LAWS)
-#: Laws checked for the stability of the sampled loop (multibody_control.controllers.sampled):
-#: pd and pid per input with its joint inertia, the error-dynamics laws with unit inertia.
-SAMPLED_CHECK = {"pd": "inertia", "pid": "inertia", "computed_torque": "unit",
-                 "projected_inverse_dynamics": "unit", "feedback_linearization": "unit"}
-#: Laws run on a flexible robot: joint feedback only (its joint view has no dynamics).
-FLEXIBLE_LAWS = ("pd", "pid")
-#: Laws tv_lqr can fall back on while its gains are computed; "zero": zero effort.
-FALLBACK_LAWS = ("pd", "pid", "computed_torque", "zero")
-#: Parameters whose change rebuilds the law (and re-solves tv_lqr).
-LAW_PARAMETERS = ("law", "output", "kp", "kd", "ki", "integral_limit", "effort_limit",
-                  "force_control", "force_kp", "force_ki", "lambda_d", "lqr_r", "lqr_dt",
-                  "lqr_interpolation", "fallback_law", "fallback_kp", "fallback_kd", "rmrc_frame",
-                  "rmrc_redundant_joint", "rmrc_inner", "rmrc_damping",
-                  "rmrc_singular_threshold", "rmrc_pose_gain")
 
 PARAMETERS = (
     ParameterSpec("robot", "arm7", "shipped robot name or path to a model YAML file",
@@ -274,243 +256,6 @@ PARAMETERS = (
 )
 
 
-def _gain(values, default=float("inf")):
-    if not values:
-        return default
-    return values[0] if len(values) == 1 else tuple(values)
-
-
-class LawError(InputError):
-    """The law parameters do not fit the robot (start-up: the node exits; run time: refused)."""
-
-
-@dataclass(frozen=True)
-class LawSetup:
-    """What the law parameters select.
-
-    Attributes
-    ----------
-    law : str  the ``law`` parameter
-    controller : Controller or None
-        The law run at every tick: the law itself (pd, pid, computed_torque, rmrc) or, for
-        tv_lqr, the fallback (None: ``fallback_law`` zero).
-    fallback : str  ``fallback_law`` for tv_lqr, else ``""``
-    lqr : dict or None  tv_lqr: ``make_controller`` arguments besides the trajectory and dt
-    lqr_dt : float  tv_lqr: ``lqr_dt`` (0: the control period)
-    """
-
-    law: str
-    controller: Controller | None
-    fallback: str = ""
-    lqr: dict[str, Any] | None = None
-    lqr_dt: float = 0.0
-
-
-def law_setup(model, values: dict, flexible: bool = False) -> LawSetup:
-    """The law (and tv_lqr's fallback and design settings) of the parameter ``values``.
-
-    Checks that the law fits ``model``: every gain vector has the right length, computed
-    torque and rmrc need a fully actuated model, rmrc a frame, tv_lqr an open chain (its
-    weights are checked by a design along a two-sample rest trajectory), pd, pid,
-    computed_torque and projected_inverse_dynamics gains a loop that is stable when sampled at
-    ``rate_hz`` (:mod:`multibody_control.controllers.sampled`). ``flexible``:
-    ``model`` is the joint view of a flexible robot; only :data:`FLEXIBLE_LAWS` run on it.
-
-    Raises
-    ------
-    MultibodyError (also ValueError)
-        The law does not fit; the message starts with ``law <name>:``.
-    """
-    law = values["law"]
-    limit = _gain(values["effort_limit"])
-    urdf = None if flexible or values["effort_limit"] else input_effort_limits(model)
-    if urdf is not None and np.any(np.isfinite(urdf)):
-        limit = tuple(float(x) for x in urdf)  # the URDF's, as the plant enforces them
-    if flexible and law not in FLEXIBLE_LAWS:
-        raise LawError(f"law {law}: {model.name} is a flexible model; only "
-                       f"{' and '.join(FLEXIBLE_LAWS)} (collocated joint feedback) run on it, "
-                       "the laws that need its dynamics (computed_torque, tv_lqr, rmrc) are "
-                       "not available for flexible robots")
-    try:
-        if law == "tv_lqr":
-            if model.closures:
-                raise ModelError(f"{model.name} has loop closures "
-                                 f"({', '.join(c.name for c in model.closures)}); the LQR design "
-                                 "linearizes an open chain only")
-            opts = {"kp": _gain(values["kp"]), "kd": _gain(values["kd"]),
-                    "effort_limit": limit, "R": _gain(values["lqr_r"]),
-                    "interpolation": values["lqr_interpolation"]}
-            dt = float(values["lqr_dt"]) or 1.0 / float(values.get("rate_hz", 500.0))
-            q0 = pin.neutral(model.pin_model)
-            rest = {"t": np.array([0.0, dt]), "q": np.vstack([q0, q0]),
-                    "v": np.zeros((2, model.nv)), "u": np.zeros((2, model.nu))}
-            design_controller(model, opts, rest, dt)  # raises on bad weights
-            fallback = values["fallback_law"]
-            ctl = None
-            if fallback != "zero":
-                try:
-                    ctl = make_controller(fallback, model, _gain(values["fallback_kp"]),
-                                          _gain(values["fallback_kd"]), _gain(values["ki"], 0.0),
-                                          _gain(values["integral_limit"]), limit)
-                except (MultibodyError, ValueError) as exc:
-                    raise InputError(f"fallback_law {fallback}: {exc}") from None
-            return LawSetup(law, ctl, fallback, opts, float(values["lqr_dt"]))
-        if law == "rmrc":
-            frame = values["rmrc_frame"] or model.end_effector
-            if not frame:
-                raise ModelError(f"{model.name} has no end_effector; set rmrc_frame")
-            ctl = make_controller(
-                "rmrc", model, _gain(values["kp"]), _gain(values["kd"]), effort_limit=limit,
-                frame=frame, redundant_joint=values["rmrc_redundant_joint"] or None,
-                inner=values["rmrc_inner"], damping=values["rmrc_damping"],
-                singular_threshold=values["rmrc_singular_threshold"],
-                pose_gain=values["rmrc_pose_gain"])
-            return LawSetup(law, ctl)
-        if law == "feedback_linearization":
-            rows = tuple(values["output"]) or Output.collocated(model).names
-            ctl = make_controller(law, model, _gain(values["kp"]), _gain(values["kd"]),
-                                  effort_limit=limit, output=rows)
-        elif law in CONSTRAINED_LAWS:
-            opts = {"independent": tuple(values["independent"]) or None,
-                    "force_control": bool(values["force_control"])}
-            if law == "projected_inverse_dynamics":
-                opts.update(force_kp=_gain(values["force_kp"], 0.0),
-                            force_ki=_gain(values["force_ki"], 0.0))
-            ctl = make_controller(law, model, _gain(values["kp"]), _gain(values["kd"]),
-                                  effort_limit=limit, **opts)
-            _check_lambda_d(model, values)
-        else:
-            ctl = make_controller(law, model, _gain(values["kp"]), _gain(values["kd"]),
-                                  _gain(values["ki"], 0.0), _gain(values["integral_limit"]),
-                                  limit)
-        if not flexible:  # the joint view of a flexible robot has no mass matrix
-            _check_sampled(model, law, values)
-        return LawSetup(law, ctl)
-    except (MultibodyError, ValueError) as exc:
-        text = " ".join(str(exc).split())
-        raise LawError(text if text.startswith(f"law {law}:") else f"law {law}: {text}") \
-            from None
-
-
-def _check_lambda_d(model, values):
-    """lambda_d needs force_control and one value per constraint row."""
-    lam = list(values["lambda_d"])
-    if lam and not values["force_control"]:
-        raise InputError("lambda_d is set but force_control is false; set force_control: true "
-                         "to command the constraint force")
-    if values["force_control"]:
-        from multibody_dynamics.constraints import Constraints
-
-        m = Constraints(model).n_rows
-        if lam and len(lam) != m:
-            raise InputError(f"lambda_d: expected {m} values (one per constraint row of "
-                             f"{model.name}), got {len(lam)}")
-
-
-def _check_sampled(model, law: str, values: dict):
-    """Refuse gains whose loop sampled at ``rate_hz`` is unstable
-    (:mod:`multibody_control.controllers.sampled`)."""
-    kind = SAMPLED_CHECK.get(law)
-    if kind is None or "rate_hz" not in values:
-        return
-    dt = 1.0 / float(values["rate_hz"])
-    kp, kd = np.asarray(values["kp"], float), np.asarray(values["kd"], float)
-    if kind == "inertia":
-        names, inertia = list(model.input_names), input_inertias(model)
-    else:
-        n = max(kp.size, kd.size)
-        names, inertia = [f"gain {i}" for i in range(n)] if n > 1 else ["all"], 1.0
-        if law == "computed_torque":
-            names = list(model.coordinate_names) if n > 1 else ["all coordinates"]
-    bad = unstable_gains(kp, kd, inertia, dt, names)
-    if bad:
-        unit = "" if kind == "inertia" else " (error-dynamics gains: M = 1)"
-        raise InputError(f"gains unstable at rate_hz {values['rate_hz']:g} (control period "
-                         f"{dt:g} s, one period of delay){unit}: {'; '.join(bad)}; lower kd "
-                         "(kd*dt/M well below 1) or raise rate_hz")
-
-
-def design_controller(model, lqr: dict, trajectory: dict, dt: float) -> Controller:
-    """The tv_lqr controller along ``trajectory`` (``t``, ``q``, ``v``, ``u``) at step ``dt``."""
-    opts = dict(lqr)
-    kp, kd = opts.pop("kp"), opts.pop("kd")
-    return make_controller("tv_lqr", model, kp, kd, trajectory=trajectory, dt=dt, **opts)
-
-
-def nominal_motion(model, coords: JointCoordinates, interp: TrajectoryInterpolator,
-                   dt: float) -> dict:
-    """The nominal motion (t, q, v, u) of tv_lqr: ``interp`` sampled every ``dt`` [s].
-
-    The nominal input is the trajectory's effort mapped to the inputs; without effort a
-    fully actuated model gets ``u = B^-1 ID(q, v, a)`` and an underactuated one is refused
-    (the nominal input of the passive coordinates is not determined by the joint motion).
-    """
-    t0, t1 = interp.start, interp.end
-    steps = max(int(np.floor((t1 - t0) / dt + 1e-9)), 1)
-    grid = t0 + dt * np.arange(steps + 1)
-    samples = [interp.sample(tk) for tk in grid]
-    q = np.array([coords.configuration(s[0]) for s in samples])
-    v = np.array([s[1] for s in samples])
-    if samples[0][3] is not None:
-        u = np.array([inputs_from_generalized(model, s[3], "points.effort") for s in samples])
-    else:
-        B = np.asarray(model.B, float)
-        if B.shape[0] != B.shape[1] or np.linalg.matrix_rank(B) < B.shape[0]:
-            raise InputError(f"tv_lqr: {model.name} is underactuated; the trajectory must carry "
-                             "the feedforward (points[].effort) as the nominal input")
-        rigid = RigidDynamics(model)
-        Binv = np.linalg.inv(B)
-        u = np.array([Binv @ rigid.inverse_dynamics(qk, s[1], s[2])
-                      for qk, s in zip(q, samples)])
-    return {"t": grid, "q": q, "v": v, "u": u}
-
-
-@dataclass
-class _Plan:
-    """tv_lqr gains along one trajectory."""
-
-    generation: int
-    controller: Controller
-    start: float            # node-clock time of the trajectory's t = 0 [s]
-    u_nominal: np.ndarray   # (N, nu) nominal input on the design grid (feedforward without effort)
-    t0: float
-    dt: float
-    solve_time: float       # s (wall) of the design
-
-    def feedforward(self, t: float) -> np.ndarray:
-        k = int(np.clip((t - self.t0) / self.dt, 0, self.u_nominal.shape[0] - 1))
-        return self.u_nominal[k]
-
-
-@dataclass
-class _DesignJob:
-    generation: int
-    interp: TrajectoryInterpolator
-    start: float
-    lqr: dict
-    dt: float
-
-
-def _fully_actuated(model) -> bool:
-    B = np.asarray(model.B, float)
-    return B.shape[0] == B.shape[1] and np.linalg.matrix_rank(B) == B.shape[0]
-
-
-def _position_limits(model, coords: JointCoordinates):
-    """(lower (n,), upper (n,), names) of the message coordinates from the URDF, or None.
-
-    None for a model without a pinocchio model (a flexible joint view) or with a continuous
-    joint (cos/sin in q); an unlimited joint has +-inf."""
-    pm = getattr(model, "pin_model", None)
-    if pm is None or pm.nq != pm.nv:
-        return None
-    lo = np.asarray(pm.lowerPositionLimit, float).copy()
-    hi = np.asarray(pm.upperPositionLimit, float).copy()
-    unset = (lo >= hi)  # pinocchio's placeholder for a joint without limits
-    lo[unset], hi[unset] = -np.inf, np.inf
-    return lo, hi, coords.names
-
-
 class ControllerNode(Node):
     """Tracking controller publishing effort commands for forward_command_controller-style
     plants."""
@@ -528,40 +273,22 @@ class ControllerNode(Node):
         p = self.params
         self.throttle = Throttle(self.get_logger())
         robot = load_robot(p["robot"])
-        self.flexible = has_elastic_coordinates(robot)
-        if self.flexible:  # the joints only; the elastic coordinates of /joint_states dropped
-            self.model = model = joint_space_model(robot)
-            self.coords = JointCoordinates(
-                model, ignored=robot.coordinate_names[robot.nv - robot.nq_e:])
-        else:
-            self.model = model = robot
-            self.coords = JointCoordinates(model)
-        self._actuated = _fully_actuated(model)
-        self._limits = _position_limits(model, self.coords)
+        # the joints only for a flexible robot; the elastic coordinates of /joint_states dropped
+        model = joint_space_model(robot) if has_elastic_coordinates(robot) else robot
+        ignored = robot.coordinate_names[robot.nv - robot.nq_e:]
+        self.coords = JointCoordinates(model, ignored=ignored)
         try:
-            self.setup = law_setup(model, p.values, self.flexible)
+            self.session = TrackingSession(robot, p.values, self.coords,
+                                           schedule=self._schedule_design)
         except LawError as exc:
             raise StartupError(f"{exc} (robot {model.name})") from None
-        self.state = None
-        self._state_time: float | None = None
-        self._hold: Reference | None = None
-        self._traj: tuple[TrajectoryInterpolator, float, bool] | None = None
-        self._last_ref: Reference | None = None
-        self._t_prev: float | None = None
+        # tv_lqr: designs run in a worker thread, off the executor; the tick picks up the gains
+        # (the recursion is Python-level numpy: the GIL goes back to the executor within 0.2 ms)
+        self._worker = SolveWorker(self._design, name="lqr_design", on_error=self._design_failed,
+                                   switch_interval=2e-4)
+        self.model, self.flexible = self.session.model, self.session.flexible
         self._goal_futures: list = []
         self.rejected = {"state": 0, "trajectory": 0, "twist": 0}
-        self._twist: np.ndarray | None = None
-        self._twist_time = 0.0
-
-        # tv_lqr: designs run in a worker thread; the tick picks up a finished one
-        self._cond = threading.Condition()
-        self._generation = 0
-        self._job: _DesignJob | None = None
-        self._ready: _Plan | None = None
-        self._plan: _Plan | None = None
-        self._stop = False
-        self._worker = threading.Thread(target=self._work, name="lqr_design", daemon=True)
-        self._worker.start()
 
         qos = QoSProfile(depth=10)
         self.topic = f"/{p['controller_name']}/commands"
@@ -624,7 +351,7 @@ class ControllerNode(Node):
         if p["timing"] == "paced" and sim_time:
             pacing += " (timing paced applies to the wall clock; with use_sim_time the timer runs)"
         self.get_logger().info(
-            f"{self._describe(self.setup)} control of {model.name} at {p['rate_hz']:g} Hz "
+            f"{self.session.describe()} control of {model.name} at {p['rate_hz']:g} Hz "
             f"({pacing}) -> "
             f"{self.topic} ({model.nu} efforts: {', '.join(model.input_names)}); reference: "
             + "; ".join(offered))
@@ -661,36 +388,32 @@ class ControllerNode(Node):
             f"(policy {qos_policy_name_from_kind(event.last_policy_kind)}); the volatile "
             "reader takes its messages")
 
+    # -- the session's state, by the names the node had (tests and diagnostics read them) ----
+    @property
+    def setup(self) -> LawSetup:
+        return self.session.setup
+
+    @property
+    def state(self):
+        return self.session.state
+
+    @property
+    def _traj(self):
+        return self.session.traj
+
+    @property
+    def _plan(self) -> Plan | None:
+        return self.session.plan
+
+    @property
+    def _ready(self) -> Plan | None:
+        return self.session.ready
+
     # -- parameters --------------------------------------------------------------------------
-    @staticmethod
-    def _describe(setup: LawSetup) -> str:
-        if setup.law == "tv_lqr":
-            return f"tv_lqr (fallback {setup.fallback} until the gains are ready)"
-        return setup.law
-
-    def _design_dt(self, values=None) -> float:
-        values = values or self.params.values
-        return float(values["lqr_dt"]) or 1.0 / float(values["rate_hz"])
-
     def _on_change(self, changes):
-        values = {**self.params.values, **changes}
-        redesign = "rate_hz" in changes and values["law"] == "tv_lqr" and not values["lqr_dt"]
-        if "rate_hz" in changes and not any(k in changes for k in LAW_PARAMETERS):
-            try:
-                _check_sampled(self.model, values["law"], values)
-            except InputError as exc:
-                raise LawError(f"rate_hz: {exc}") from None
-        if any(k in changes for k in LAW_PARAMETERS) or redesign:
-            old = self.setup
-            self.setup = law_setup(self.model, values, self.flexible)  # ValueError: refused
-            self.get_logger().info(f"control law {self._describe(self.setup)} rebuilt with the "
+        if self.session.reconfigure(changes):  # LawError (a ValueError): refused
+            self.get_logger().info(f"control law {self.session.describe()} rebuilt with the "
                                    "new parameters")
-            if self.setup.law != "rmrc":
-                self._twist = None
-            if self.setup.law == "tv_lqr":
-                self._request_design(keep_plan=old.law == "tv_lqr", dt=self._design_dt(values))
-            else:
-                self._request_design(keep_plan=False)
         if "rate_hz" in changes:
             self._start_ticks(changes["rate_hz"])
 
@@ -733,66 +456,32 @@ class ControllerNode(Node):
         return True
 
     # -- tv_lqr design (worker thread) ---------------------------------------------------------
-    def _request_design(self, keep_plan: bool, dt: float | None = None):
-        """A new design for the current trajectory (executor thread); drops a running one's result.
+    def _schedule_design(self, job: DesignJob | None):
+        """The session asks for a design (None: the running one is superseded)."""
+        worker = getattr(self, "_worker", None)
+        if worker is None:
+            return
+        if job is None:
+            worker.cancel()
+        else:
+            worker.submit(job)
 
-        ``keep_plan``: the current gains stay until the new ones are ready (same trajectory,
-        new weights); otherwise the fallback runs until then.
-        """
-        with self._cond:
-            self._generation += 1
-            if not keep_plan:
-                self._plan = None
-            self._job = None
-            if self.setup.law != "tv_lqr" or self._traj is None:
-                return
-            interp, start, _ = self._traj
-            self._job = _DesignJob(self._generation, interp, start, self.setup.lqr,
-                                   dt or self._design_dt())
-            self._cond.notify()
+    def _design(self, job: DesignJob, generation: int):
+        plan = self.session.design(job)
+        if not self.session.offer(plan):
+            self.get_logger().info(f"tv_lqr: gains solved in {plan.solve_time:.3f} s but "
+                                   "superseded by a newer trajectory or parameter change; "
+                                   "dropped")
 
-    def _work(self):
-        log = self.get_logger()
-        while True:
-            with self._cond:
-                while self._job is None and not self._stop:
-                    self._cond.wait()
-                if self._stop:
-                    return
-                job, self._job = self._job, None
-            # the recursion is Python-level numpy: ask the interpreter to hand the GIL back to
-            # the executor thread within 0.2 ms instead of the default 5 ms
-            interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(interval, 2e-4))
-            wall = time.perf_counter()
-            try:
-                nominal = nominal_motion(self.model, self.coords, job.interp, job.dt)
-                ctl = design_controller(self.model, job.lqr, nominal, job.dt)
-            except Exception as exc:  # the worker must survive anything a design raises
-                log.error(f"tv_lqr: design along the trajectory failed after "
-                          f"{time.perf_counter() - wall:.3f} s: {type(exc).__name__}: "
-                          f"{' '.join(str(exc).split())}; staying on the fallback law")
-                continue
-            finally:
-                sys.setswitchinterval(interval)
-            elapsed = time.perf_counter() - wall
-            plan = _Plan(job.generation, ctl, job.start, nominal["u"], float(nominal["t"][0]),
-                         job.dt, elapsed)
-            with self._cond:
-                if job.generation != self._generation:
-                    log.info(f"tv_lqr: gains solved in {elapsed:.3f} s but superseded by a newer "
-                             "trajectory or parameter change; dropped")
-                    continue
-                self._ready = plan
+    def _design_failed(self, job: DesignJob, exc: Exception, elapsed: float):
+        self.get_logger().error(f"tv_lqr: design along the trajectory failed after "
+                                f"{elapsed:.3f} s: {type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())}; staying on the fallback law")
 
     def _take_ready(self, now: float):
-        with self._cond:
-            plan, self._ready = self._ready, None
-            if plan is None or plan.generation != self._generation:
-                return
-            self._plan = plan
-        if self.setup.controller is not None:
-            self.setup.controller.reset()
+        plan = self.session.take_ready(now)
+        if plan is None:
+            return
         n = plan.u_nominal.shape[0]
         self.get_logger().info(
             f"tv_lqr: gains ready ({n} samples every {plan.dt:g} s, Riccati solve "
@@ -812,40 +501,21 @@ class ControllerNode(Node):
             self.rejected["state"] += 1
             self.throttle.warn("state", f"rejected /joint_states: {exc}")
             return
-        previous, self.state = self.state, state
         if self._on_each_state:
             self._stamp_now = stamp_to_sec(msg.header.stamp)
-        now = self._now()
-        # a clock not yet received (use_sim_time) reads 0: no gap measured from it
-        gap = 0.0 if not self._state_time else now - self._state_time
-        self._state_time = now
-        timeout = self.params["state_timeout"]
-        if self._hold is None:
-            self._hold = Reference.hold(self.model, self.state.q)
-        elif timeout > 0 and gap > timeout and previous is not None:
-            jump = float(np.max(np.abs(self.coords.positions(state.q)
-                                       - self.coords.positions(previous.q))))
-            if jump > RESUME_JUMP:
-                self._hold_measured(f"/joint_states resumed after {gap:.3g} s without, "
-                                    f"{jump:.3g} rad | m away from the last state")
+        self._held(self.session.observe(self._now(), state.q, state.v))
         if self._on_each_state:
             self._tick()
 
-    def _hold_measured(self, reason: str):
-        """The states resumed after a gap far from the last state (RESUME_JUMP) or the clock
-        went back: the plant restarted elsewhere or moved, so a held target or a running
-        trajectory would make it jump.  Hold the measured position instead (the trajectory
-        and its goal are aborted, integrators reset), as joint_trajectory_controller holds the
-        measured position on activation."""
-        self._reset_laws()
-        self._hold = Reference.hold(self.model, self.state.q)
+    def _held(self, hold: Hold | None):
+        """Log a hold of the measured position (and abort the goal of an aborted trajectory)."""
+        if hold is None:
+            return
         dropped = ""
-        if self._traj is not None:
-            self._traj = None
-            self._request_design(keep_plan=False)
-            self._finish_goals(False, f"{reason}: trajectory aborted")
+        if hold.aborted:
+            self._finish_goals(False, f"{hold.reason}: trajectory aborted")
             dropped = "; the trajectory was aborted"
-        self.get_logger().warning(f"{reason}: holding the measured position{dropped}")
+        self.get_logger().warning(f"{hold.reason}: holding the measured position{dropped}")
 
     def _on_twist(self, msg: TwistStamped):
         if self.setup.law != "rmrc":
@@ -865,22 +535,17 @@ class ControllerNode(Node):
             self.rejected["twist"] += 1
             self.throttle.warn("twist", f"rejected twist command: {problem}")
             return
-        self._twist, self._twist_time = twist, self._now()
-
-    def _twist_reference(self, now: float) -> TwistReference:
-        timeout = self.params["twist_timeout"]
-        if self._twist is None:
-            return TwistReference(np.zeros(6))
-        if timeout > 0 and now - self._twist_time > timeout:
-            self.throttle.info("twist_old", f"twist command older than {timeout:g} s; "
-                               "commanding zero twist")
-            return TwistReference(np.zeros(6))
-        return TwistReference(self._twist)
+        self.session.set_twist(twist, self._now())
 
     def _current_reference(self, now: float) -> Reference | None:
-        if self._traj is not None:
-            return self._sample(now)
-        return self._hold
+        ref = self.session.current_reference(now)
+        self._check_finished()
+        return ref
+
+    def _check_finished(self):
+        if self.session.pop_finished():
+            self.get_logger().info("trajectory finished; holding its last point")
+            self._finish_goals(True, "")
 
     def _accept(self, msg) -> tuple[TrajectoryInterpolator, float] | None:
         """Validated interpolator and start time of ``msg``; None for a stop request."""
@@ -892,72 +557,27 @@ class ControllerNode(Node):
         arr = trajectory_from_msg(msg, self.coords)
         if arr is None:
             return None
-        now = self._now()
-        start = arr.start if arr.start is not None else now
-        t, pos, vel, acc, eff = arr.t, arr.positions, arr.velocities, arr.accelerations, arr.effort
-        if arr.start is not None and arr.start + t[-1] < now:
-            # as joint_trajectory_controller: a trajectory that ends before it is received
-            raise MessageError(f"JointTrajectory: ends in the past (header.stamp + last "
-                               f"time_from_start = {arr.start + t[-1]:.6f} s < now {now:.6f} s); "
-                               "stamp it later or leave the stamp zero (start on receipt)")
-        self._check_limits(pos)
-        if eff is not None:
-            for k, e in enumerate(eff):
-                try:
-                    inputs_from_generalized(self.model, e, f"points[{k}].effort")
-                except MultibodyError as exc:
-                    raise MessageError(f"JointTrajectory: {exc}") from None
-        elif self.setup.law == "tv_lqr" and not self._actuated:
-            raise MessageError(f"JointTrajectory: law tv_lqr on the underactuated "
-                               f"{self.model.name} needs the feedforward (points[].effort) as "
-                               "the nominal input")
-        t_now = now - start
-        current = self._current_reference(now)
-        if t[0] > 0 and t_now < t[0] and current is not None:
-            t0 = max(t_now, 0.0)
-            t = np.concatenate([[t0], t])
-            pos = np.vstack([self.coords.positions(current.q), pos])
-            vel = None if vel is None else np.vstack([current.v, vel])
-            acc = None if acc is None else np.vstack([current.a, acc])
-            eff = None if eff is None else np.vstack([eff[:1], eff])
-        return TrajectoryInterpolator(t, pos, vel, acc, eff), start
-
-    def _check_limits(self, pos: np.ndarray):
-        """Positions (N, n) within the URDF limits of their joints (revolute/prismatic joints;
-        a continuous joint has none).  Finite but absurd values (1e300) fail here too."""
-        if self._limits is None:
-            return
-        lo, hi, names = self._limits
-        bad = np.argwhere((pos < lo) | (pos > hi))
-        if bad.size:
-            k, j = bad[0]
-            raise MessageError(f"JointTrajectory: point {k} puts {names[j]} at {pos[k, j]:.6g}, "
-                               f"outside its URDF limits [{lo[j]:g}, {hi[j]:g}]")
+        try:
+            accepted = self.session.interpolator(arr.t, arr.positions, arr.velocities,
+                                                 arr.accelerations, arr.effort, arr.start,
+                                                 self._now())
+        except MultibodyError as exc:
+            raise MessageError(f"JointTrajectory: {exc}") from None
+        self._check_finished()
+        return accepted
 
     def _complete(self, msg: JointTrajectory) -> JointTrajectory:
         """``msg`` with the joints it leaves out added (constrained laws only use the
         independent coordinates theta; the others get the current reference's positions and
         zero velocity, acceleration and effort, which the law ignores)."""
         names = list(msg.joint_names)
-        missing = [n for n in self.coords.names if n not in names]
+        try:
+            missing, fill = self.session.fill_dependent(names, self._now())
+        except MultibodyError as exc:
+            raise MessageError(f"JointTrajectory: {exc}") from None
+        self._check_finished()
         if not missing:
             return msg
-        ind = getattr(self.setup.controller, "independent", None)
-        if ind is None:
-            raise MessageError(f"JointTrajectory: leaves out {', '.join(missing)}; law "
-                               f"{self.setup.law} picks its independent coordinates at the first "
-                               "step, so name every joint (or set the parameter independent)")
-        needed = [self.coords.names[i] for i in ind]
-        absent = [n for n in needed if n not in names]
-        if absent:
-            raise MessageError(f"JointTrajectory: law {self.setup.law} tracks the independent "
-                               f"joints {', '.join(needed)}; {', '.join(absent)} not named "
-                               f"(got {', '.join(names) or 'none'})")
-        current = self._current_reference(self._now())
-        q = current.q if current is not None else (
-            self.state.q if self.state is not None else self.model.q_rest)
-        pos = self.coords.positions(q)
-        fill = [float(pos[self.coords.names.index(n)]) for n in missing]
         zeros = [0.0] * len(missing)
         out = JointTrajectory()
         out.header = msg.header
@@ -1002,64 +622,31 @@ class ControllerNode(Node):
     def _start(self, accepted):
         self._finish_goals(False, "preempted by a new trajectory")
         if accepted is None:
-            if self.state is not None:
-                self._hold = Reference.hold(self.model, self.state.q)
-            self._traj = None
-            self._request_design(keep_plan=False)
+            self.session.stop()
             self.get_logger().info("empty trajectory: stopping, holding the measured position")
             return
         interp, start = accepted
-        self._traj = (interp, start, False)
         self.get_logger().info(f"trajectory accepted: {interp.t.size} points, {interp.kind} "
                                f"interpolation, {interp.end:.3g} s from t = {start:.6g} s")
-        if self.setup.law == "tv_lqr":
-            self._request_design(keep_plan=False)
+        if self.session.start(interp, start) is not None:
             fallback = "zero effort" if self.setup.controller is None else \
                 f"the {self.setup.fallback} fallback"
             self.get_logger().info(f"tv_lqr: solving the Riccati recursion along it off the "
                                    f"executor; {fallback} until the gains are ready")
 
-    def _sample(self, now: float) -> Reference:
-        interp, start, done = self._traj
-        p, v, a, e = interp.sample(now - start)
-        u_ff = None if e is None else inputs_from_generalized(self.model, e)
-        ref = Reference(self.coords.configuration(p), v, a, u_ff)
-        if not done and now - start >= interp.end:
-            self._traj = (interp, start, True)
-            self._hold = Reference(ref.q, np.zeros(self.model.nv), np.zeros(self.model.nv), u_ff)
-            self.get_logger().info("trajectory finished; holding its last point")
-            self._finish_goals(True, "")
-        return ref
-
     # -- output ------------------------------------------------------------------------------
-    def _reset_laws(self):
-        if self.setup.controller is not None:
-            self.setup.controller.reset()
-        if self._plan is not None:
-            self._plan.controller.reset()
-
     def _command(self, now: float) -> np.ndarray:
         """The active law's inputs (nu,) at node-clock time ``now``."""
-        setup, q, v = self.setup, self.state.q, self.state.v
-        if setup.law == "rmrc":
-            return setup.controller.step(now, q, v, self._twist_reference(now))
-        ref = self._last_ref = self._current_reference(now)
-        plan = self._plan
-        if setup.law == "tv_lqr" and plan is not None:
-            t = now - plan.start  # the gain table runs on trajectory time
-            if ref.u_ff is None:
-                ref = Reference(ref.q, ref.v, ref.a, plan.feedforward(t))
-            return plan.controller.step(t, q, v, ref)
-        if setup.law in CONSTRAINED_LAWS and self.params["force_control"]:
-            lam = self.params["lambda_d"]
-            m = setup.controller.constraints.n_rows
-            ref = Reference(ref.q, ref.v, ref.a, ref.u_ff,
-                            np.asarray(lam, float) if lam else np.zeros(m))
-        if setup.controller is None:  # tv_lqr with fallback_law zero
+        session = self.session
+        if session.setup.law != "rmrc" and session.zero_fallback:
             self.throttle.warn("zero", "tv_lqr: no gains for the current reference yet; "
                                "publishing zero effort (fallback_law zero)")
-            return np.zeros(self.model.nu)
-        return setup.controller.step(now, q, v, ref)
+        u = session.command(now)
+        self._check_finished()
+        if session.twist_expired:
+            self.throttle.info("twist_old", f"twist command older than "
+                               f"{session.values['twist_timeout']:g} s; commanding zero twist")
+        return u
 
     def _tick(self):
         if self._states is not None:
@@ -1068,10 +655,7 @@ class ControllerNode(Node):
         if self.state is None:
             self.throttle.info("wait", "waiting for /joint_states")
             return
-        if self._t_prev is not None and now < self._t_prev:  # clock went back (sim restarted)
-            self._state_time = now
-            self._hold_measured(f"the clock went back from {self._t_prev:.6g} s to {now:.6g} s")
-        self._t_prev = now
+        self._held(self.session.check_clock(now))  # clock went back: the sim restarted
         if self._pending_msg is not None and self._pub.get_subscription_count() == 0:
             # DDS matches the two directions of the loop independently: the states can flow
             # while the plant receives no command yet (measured up to 0.5 s); a trajectory
@@ -1085,9 +669,9 @@ class ControllerNode(Node):
                 self.throttle.warn("trajectory", f"rejected trajectory: {exc}")
         if self._ready is not None:
             self._take_ready(now)
-        timeout = self.params["state_timeout"]
-        if timeout > 0 and now - self._state_time > timeout:
-            self.throttle.warn("stale", f"/joint_states older than {timeout:g} s; not commanding")
+        if self.session.stale(now):
+            self.throttle.warn("stale", f"/joint_states older than "
+                               f"{self.params['state_timeout']:g} s; not commanding")
             return
         try:
             u = self._command(now)
@@ -1103,10 +687,12 @@ class ControllerNode(Node):
 
     def _diagnose(self):
         """(level, message, values) of the control loop for /diagnostics (on the executor)."""
+        session = self.session
         with self._lock:
-            state, ref, published = self.state, self._last_ref, self._published
-            state_time, traj, loop = self._state_time, self._traj, self._loop
-            law = self._describe(self.setup) if self._plan is None else "tv_lqr"
+            state, ref, published = session.state, session.last_reference, self._published
+            state_time, traj, loop = session.state_time, session.traj, self._loop
+            law = self.session.describe() if session.plan is None else "tv_lqr"
+            error = session.tracking_error()
         wall = time.monotonic()
         published0, wall0 = self._report
         self._report = (published, wall)
@@ -1127,12 +713,8 @@ class ControllerNode(Node):
             return "warn", "waiting for /joint_states", values
         age = self._now() - state_time
         values["state age [s]"] = age
-        if ref is not None and self.setup.law != "rmrc":
-            error = pin.difference(self.model.pin_model, state.q, ref.q)
-            ind = getattr(self.setup.controller, "independent", None)
-            if self.setup.law in CONSTRAINED_LAWS and ind is not None:
-                error = error[ind]  # the law tracks theta only
-            values["tracking error max [rad | m]"] = float(np.max(np.abs(error), initial=0.0))
+        if error is not None:
+            values["tracking error max [rad | m]"] = error
         timeout = self.params["state_timeout"]
         if timeout > 0 and age > timeout:
             return "warn", f"/joint_states older than {timeout:g} s: not commanding", values
@@ -1144,12 +726,10 @@ class ControllerNode(Node):
         # the threads end before the node goes (runtime.EXIT_JOIN)
         if loop is not None and loop.stop_at_exit(log, "control thread") and loop.steps:
             log.info(f"control thread: {loop.describe()}")
-        cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
-        if cond is not None:
-            with cond:
-                self._stop = True
-                cond.notify_all()
-            join_worker(getattr(self, "_worker", None), log, "tv_lqr design thread")
+        worker = getattr(self, "_worker", None)  # None: the constructor failed before it
+        if worker is not None:
+            worker.stop(timeout=0.0)  # then waited for as every thread (runtime.EXIT_JOIN)
+            join_worker(worker.thread, log, "tv_lqr design thread")
         return super().destroy_node()
 
 # -- FollowJointTrajectory (when control_msgs exists) -------------------------------------
@@ -1208,10 +788,7 @@ class ControllerNode(Node):
 
         @self._locked
         def on_cancel(goal_handle):
-            if self.state is not None:
-                self._hold = Reference.hold(self.model, self.state.q)
-            self._traj = None
-            self._request_design(keep_plan=False)
+            self.session.stop()
             self._finish_goals(False, "canceled")
             return CancelResponse.ACCEPT
 

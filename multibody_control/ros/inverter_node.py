@@ -98,7 +98,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +121,7 @@ from multibody_dynamics.ros.conversions import (
 )
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import (
+    SolveWorker,
     StartupError,
     Throttle,
     exit_logger,
@@ -139,7 +139,6 @@ from ..inversion.flexible_scenario import (
     FlexibleInversionScenario,
     closed_summary,
     flexible_summary,
-    is_flexible_scenario,
     load_flexible_scenario,
     run_closed_scenario,
     run_flexible_scenario,
@@ -152,6 +151,7 @@ from ..inversion.scenario import (
     summary,
 )
 from ..outputs import Output
+from ..scenarios.schema import scenario_robot
 from ..tasks import TimeLaw
 
 DEFAULT_DT = 0.01      # s, sample spacing without a scenario
@@ -302,7 +302,6 @@ class _Job:
     setup: _Setup
     task: WaypointTask | None = None   # None: the scenario's task
     start: float | None = None         # header.stamp of the request [s], None: zero
-    generation: int = 0
 
 
 def resolve_scenario(path: str) -> Path:
@@ -342,13 +341,6 @@ class InverterNode(Node):
         self.rejected = 0
         self.published = 0
 
-        self._cond = threading.Condition()
-        self._pending: _Job | None = None
-        self._running: _Job | None = None
-        self._running_since = 0.0
-        self._generation = 0
-        self._stop = False
-
         self._pub = self.create_publisher(JointTrajectory, "~/joint_trajectory", LATCHED)
         self.create_subscription(JointTrajectory, "~/output_trajectory",
                                  self._on_output_trajectory,
@@ -356,8 +348,7 @@ class InverterNode(Node):
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._progress_timer = self.create_timer(p["progress_period"], self._progress,
                                                  clock=self._steady)
-        self._worker = threading.Thread(target=self._work, name="inversion", daemon=True)
-        self._worker.start()
+        self._worker = SolveWorker(self._solve, name="inversion", on_error=self._failed)
         s = self.setup
         self.get_logger().info(
             f"inverting for {self.model.name} (inputs {', '.join(self.model.input_names)}): "
@@ -369,11 +360,13 @@ class InverterNode(Node):
 
     # -- parameters --------------------------------------------------------------------------
     def _load_scenario(self, value: str):
-        """The scenario file ``value`` (rigid or flexible loader by its robot), or None."""
+        """The scenario file ``value`` (the flexible loader when its robot has elastic
+        coordinates, else the rigid one), or None."""
         if not value:
             return None
         path = resolve_scenario(value)
-        if is_flexible_scenario(path):
+        robot = scenario_robot(path)  # None: no robot key, the rigid loader says so
+        if robot is not None and has_elastic_coordinates(robot):
             sc = load_flexible_scenario(path)
             robot = sc.system.name if isinstance(sc, ClosedInversionScenario) else \
                 sc.chain.config.name
@@ -500,44 +493,25 @@ class InverterNode(Node):
                           f"{arr.t[0]:g}..{arr.t[-1]:g} s)", setup, task, arr.start))
 
     def _submit(self, job: _Job):
-        with self._cond:
-            self._generation += 1
-            job.generation = self._generation
-            if self._pending is not None:
-                self.get_logger().info(f"{self._pending.source}: superseded before it started")
-            self._pending = job
-            if self._running is not None:
-                self.get_logger().info(f"queued {job.source}; waiting for the running inversion")
-            self._cond.notify()
+        _, replaced, running = self._worker.submit(job)
+        if replaced is not None:
+            self.get_logger().info(f"{replaced.source}: superseded before it started")
+        if running is not None:
+            self.get_logger().info(f"queued {job.source}; waiting for the running inversion")
 
     def _progress(self):
-        with self._cond:
-            job, since = self._running, self._running_since
-        if job is not None:
+        running = self._worker.running()
+        if running is not None:
+            job, since = running
             self.get_logger().info(f"inverting {job.source}: {time.monotonic() - since:.0f} s "
                                    "so far")
 
     # -- worker thread -----------------------------------------------------------------------
-    def _work(self):
-        while True:
-            with self._cond:
-                while self._pending is None and not self._stop:
-                    self._cond.wait()
-                if self._stop:
-                    return
-                job, self._pending = self._pending, None
-                self._running, self._running_since = job, time.monotonic()
-            try:
-                self._solve(job)
-            except Exception as exc:  # the worker must survive anything a solve raises
-                self.get_logger().error(f"inversion of {job.source} failed: "
-                                        f"{type(exc).__name__}: {' '.join(str(exc).split())}; "
-                                        "nothing published")
-            finally:
-                with self._cond:
-                    self._running = None
+    def _failed(self, job: _Job, exc: Exception, elapsed: float):
+        self.get_logger().error(f"inversion of {job.source} failed: {type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())}; nothing published")
 
-    def _solve(self, job: _Job):
+    def _solve(self, job: _Job, generation: int):
         s = job.setup
         log = self.get_logger()
         log.info(f"inverting {job.source}: output [{', '.join(s.output.names)}], method "
@@ -555,10 +529,9 @@ class InverterNode(Node):
             result = invert(s.output.model, s.output, job.task, s.method, dt=s.dt, **options)
             text = summary(result, None)
         elapsed = time.monotonic() - start
-        if self._stop:
+        if self._worker.stopped:
             return
-        with self._cond:
-            superseded = self._pending is not None and self._pending.generation > job.generation
+        superseded = not self._worker.is_current(generation)
         if not result.success or result.t.size < 2:
             log.error(f"inversion of {job.source} failed after {elapsed:.2f} s: {result.message}; "
                       "nothing published")
@@ -597,13 +570,11 @@ class InverterNode(Node):
         return result, summary(result, None)
 
     def destroy_node(self):
-        cond = getattr(self, "_cond", None)  # None: the constructor failed before the worker
-        if cond is not None:
-            with cond:
-                self._stop = True
-                cond.notify_all()
+        worker = getattr(self, "_worker", None)  # None: the constructor failed before it
+        if worker is not None:
             # ended before the node goes (runtime.EXIT_JOIN); a running inversion finishes
-            join_worker(getattr(self, "_worker", None), exit_logger(self), "inversion thread")
+            worker.stop(timeout=0.0)
+            join_worker(worker.thread, exit_logger(self), "inversion thread")
         return super().destroy_node()
 
 

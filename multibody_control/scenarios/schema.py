@@ -1,9 +1,11 @@
 """The one schema checker of the scenario files (``run_*.yaml``, ``invert_*.yaml`` for rigid,
-flexible and closed flexible robots).
+flexible and closed flexible robots) and of the design study files (``config/designs/*.yaml``,
+:mod:`multibody_control.design.study`).
 
-Every scenario kind validates its keys with these functions, so that the same value gets the
+Every file kind validates its keys with these functions, so that the same value gets the
 same answer in every file and the errors read alike: ``<file>: <key>: <what was expected>``
-(:class:`~multibody_dynamics.errors.InputError`).
+(:class:`~multibody_dynamics.errors.InputError`). A bad number is worded by
+:func:`multibody_dynamics.yaml_io.number_problem`, which the model YAML checker shares.
 
 Numbers (:func:`number`): ints and floats, never booleans, never NaN, and finite unless the key
 is a limit (``infinite=True``), where ``.inf`` means "no limit" (``controller.effort_limit``,
@@ -13,19 +15,18 @@ tolerance, a coordinate or a matrix entry of ±inf is an error in every scenario
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from multibody_dynamics.errors import InputError
-from multibody_dynamics.yaml_io import load_yaml
+from multibody_dynamics.errors import InputError, ModelError
+from multibody_dynamics.yaml_io import load_yaml, number_problem
 
 from ..tasks import TimeLaw
 
 __all__ = ["err", "flag", "gain", "integer", "mapping", "matrix", "merge", "named", "number",
-           "read_scenario_file", "robot_path", "time_law", "xy"]
+           "read_scenario_file", "robot_path", "scenario_robot", "text", "time_law", "xy"]
 
 
 def err(where, key, msg) -> InputError:
@@ -48,14 +49,9 @@ def mapping(where, key, value, allowed=None) -> dict:
 def number(where, key, value, *, positive=False, minimum=None, infinite=False) -> float:
     """A real number: not a boolean, not NaN; finite unless ``infinite`` (a limit, where
     ``.inf`` means none); ``positive``: > 0; ``minimum``: >= minimum."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise err(where, key, f"expected a number, got {value!r}")
-    if not infinite and math.isinf(value):
-        raise err(where, key, f"expected a finite number, got {value!r}")
-    if positive and not value > 0:
-        raise err(where, key, f"expected a positive number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise err(where, key, f"expected a number >= {minimum:g}, got {value!r}")
+    problem = number_problem(value, infinite=infinite, positive=positive, minimum=minimum)
+    if problem is not None:
+        raise err(where, key, problem)
     return float(value)
 
 
@@ -79,6 +75,13 @@ def flag(where, key, value) -> bool:
     if not isinstance(value, bool):
         raise err(where, key, f"expected true or false, got {value!r}")
     return value
+
+
+def text(where, key, value, *, nullable=False) -> str | None:
+    """A string (``nullable``: or null)."""
+    if (value is None and nullable) or isinstance(value, str):
+        return value
+    raise err(where, key, f"expected text{' or null' if nullable else ''}, got {value!r}")
 
 
 def named(where, key, value) -> dict:
@@ -126,11 +129,12 @@ def time_law(where, t: dict, key: str = "task") -> TimeLaw:
     return TimeLaw(t0, tf, order)
 
 
-def read_scenario_file(path: Path) -> dict:
-    """The content of a scenario YAML (empty file: {}); InputError naming the file otherwise."""
+def read_scenario_file(path: Path, kind: str = "scenario") -> dict:
+    """The content of a scenario YAML (empty file: {}); InputError naming the file otherwise.
+    ``kind`` names the file in the message of a missing one ("study")."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: scenario file not found")
+        raise InputError(f"{path}: {kind} file not found")
     try:
         return load_yaml(path.read_text()) or {}
     except yaml.YAMLError as exc:
@@ -143,6 +147,36 @@ def robot_path(robot: str, path: Path | None) -> str:
     if robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute() and path is not None:
         return str(Path(path).parent / robot)
     return robot
+
+
+def scenario_robot(path: str | Path):
+    """The robot a scenario file names (its ``robot`` key), loaded by
+    :func:`~multibody_dynamics.robot.load_robot`, so that a caller can branch on what the robot
+    has (:func:`~multibody_dynamics.robot.has_elastic_coordinates`,
+    :func:`~multibody_dynamics.robot.has_closures`).
+
+    Returns
+    -------
+    RobotModel or None
+        None when the file has no ``robot`` text (the scenario's own loader reports it).
+
+    Raises
+    ------
+    InputError
+        The file is missing or malformed, or the robot does not load:
+        ``<file>: robot: <the loader's message>``.
+    """
+    from multibody_dynamics.robot import load_robot
+
+    path = Path(path)
+    raw = read_scenario_file(path)
+    robot = raw.get("robot") if isinstance(raw, dict) else None
+    if not isinstance(robot, str):
+        return None
+    try:
+        return load_robot(robot_path(robot, path))
+    except ModelError as exc:
+        raise err(path, "robot", " ".join(str(exc).split())) from None
 
 
 def merge(base: dict, over: dict) -> dict:

@@ -43,7 +43,7 @@ import numpy as np
 import yaml
 
 from ..errors import ModelError
-from ..yaml_io import load_yaml
+from ..yaml_io import load_yaml, number_problem
 
 #: Closure types and how many constraint rows each imposes.  The planar types
 #: act in the plane with normal ``normal`` (default z of frame_b).
@@ -143,14 +143,11 @@ class YamlChecker:
         return raw
 
     def number(self, value, key, *, minimum=None, positive=False):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(key, f"expected a number, got {value!r}")
-        if not np.isfinite(value):
-            raise self.error(key, f"expected a finite number, got {value!r}")
-        if positive and value <= 0.0:
-            raise self.error(key, f"expected a number > 0, got {value!r}")
-        if minimum is not None and value < minimum:
-            raise self.error(key, f"expected a number >= {minimum}, got {value!r}")
+        """A finite real number (the wording of :func:`~multibody_dynamics.yaml_io.
+        number_problem`, shared with the scenario and study files)."""
+        problem = number_problem(value, positive=positive, minimum=minimum)
+        if problem is not None:
+            raise self.error(key, problem)
         return float(value)
 
     def integer(self, value, key, *, minimum=None):

@@ -33,6 +33,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ..errors import InputError, ModelError
 from ..model.joint_angles import JointAngles
+from ..robot import input_effort_limits  # noqa: F401 - the simulator node imports it from here
 
 WRENCH_LABELS = ("fx", "fy", "fz", "tx", "ty", "tz")
 
@@ -382,25 +383,6 @@ def trajectory_from_msg(msg, coords: JointCoordinates) -> TrajectoryArrays | Non
         raise MessageError("JointTrajectory: accelerations given without velocities")
     stamp = stamp_to_sec(msg.header.stamp)
     return TrajectoryArrays(stamp if stamp > 0 else None, t, pos, vel, acc, eff)
-
-
-def input_effort_limits(model) -> np.ndarray | None:
-    """|u| bound (nu,) [N m | N] of each model input: the URDF ``effort`` limit of the
-    coordinate it drives (as a ros2_control effort interface bounds its command; inf where the
-    URDF gives none); for an MJCF model with actuator limits the larger magnitude of each
-    input's ``ctrlrange`` (:func:`input_bounds` gives the range itself); None for a model
-    without a URDF (flexible)."""
-    bounds = getattr(model, "actuator_limits", None)
-    if bounds is not None:  # an MJCF model: the envelope of MuJoCo's ctrlrange
-        return np.maximum(np.abs(bounds.ctrl_lower), np.abs(bounds.ctrl_upper))
-    pm = getattr(model, "pin_model", None)
-    B = np.asarray(getattr(model, "B", np.zeros((0, 0))), float)
-    if pm is None or B.ndim != 2 or B.shape[0] != pm.nv:
-        return None
-    limit = np.asarray(pm.effortLimit, float)
-    out = np.array([limit[int(np.argmax(np.abs(B[:, j])))] for j in range(B.shape[1])])
-    out[~(out > 0)] = np.inf
-    return out
 
 
 def input_bounds(model) -> tuple[np.ndarray, np.ndarray] | None:

@@ -641,3 +641,112 @@ def main_for(node_cls) -> Callable[[list[str] | None], None]:
 
     main.__doc__ = f"Run {getattr(node_cls, 'node_name', node_cls.__name__)}."
     return main
+
+
+class SolveWorker:
+    """One thread that solves, off the executor, the latest job submitted to it.
+
+    The nodes that run long solves (inverter_node's inversions, controller_node's tv_lqr
+    Riccati recursions) hand them to this thread so that the executor keeps taking parameters,
+    states and messages. A job submitted while another waits replaces it (only the latest
+    waiting request is kept); one submitted while a job runs waits for it. Every submission and
+    every :meth:`cancel` raises :attr:`generation`, so that ``solve`` can tell whether its job
+    was superseded while it ran (:meth:`is_current`); an exception escaping ``solve`` goes to
+    ``on_error`` and the thread goes on.
+
+    Parameters
+    ----------
+    solve : callable(job, generation)
+        The work, called in the thread with the job and the generation it was submitted as.
+    name : str
+        Thread name.
+    on_error : callable(job, Exception, float)
+        Called in the thread with an exception that escaped ``solve`` and the wall time the
+        solve ran [s].
+    switch_interval : float, optional
+        [s] While ``solve`` runs, the interpreter's thread switch interval is at most this
+        (``sys.setswitchinterval``): a solve in Python-level numpy hands the GIL back to the
+        executor thread within it instead of the default 5 ms. None: unchanged.
+    """
+
+    def __init__(self, solve: Callable, *, name: str, on_error: Callable,
+                 switch_interval: float | None = None):
+        self._solve, self._on_error = solve, on_error
+        self._switch_interval = switch_interval
+        self.lock = threading.Condition()  # also guards what a solve hands to the node
+        self.generation = 0
+        self._pending: tuple[object, int] | None = None
+        self._running: tuple[object, float] | None = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, job) -> tuple[int, object | None, object | None]:
+        """Queue ``job``; (its generation, the waiting job it replaced or None, the running job
+        or None)."""
+        with self.lock:
+            self.generation += 1
+            replaced = self._pending[0] if self._pending is not None else None
+            self._pending = (job, self.generation)
+            self.lock.notify()
+            return self.generation, replaced, (self._running or (None,))[0]
+
+    def cancel(self) -> int:
+        """Drop the waiting job and mark a running one superseded; the new generation."""
+        with self.lock:
+            self.generation += 1
+            self._pending = None
+            return self.generation
+
+    def is_current(self, generation: int) -> bool:
+        """Whether nothing was submitted or cancelled since the job of ``generation``."""
+        with self.lock:
+            return generation == self.generation
+
+    def running(self) -> tuple[object, float] | None:
+        """(the job being solved, its start on ``time.monotonic``) or None."""
+        with self.lock:
+            return self._running
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called (a solve ending after it publishes nothing)."""
+        return self._stop
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    def stop(self, timeout: float = 1.0) -> bool:
+        """End the thread after the running solve (if any; waiting jobs are dropped) and wait
+        up to ``timeout`` s for it; whether it ended."""
+        with self.lock:
+            self._stop = True
+            self._pending = None
+            self.lock.notify_all()
+        if self._thread is threading.current_thread():
+            return False
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                while self._pending is None and not self._stop:
+                    self.lock.wait()
+                if self._stop:
+                    return
+                (job, generation), self._pending = self._pending, None
+                self._running = (job, time.monotonic())
+            interval = sys.getswitchinterval()
+            if self._switch_interval is not None:
+                sys.setswitchinterval(min(interval, self._switch_interval))
+            wall = time.perf_counter()
+            try:
+                self._solve(job, generation)
+            except Exception as exc:  # noqa: BLE001 - the thread must survive any solve
+                self._on_error(job, exc, time.perf_counter() - wall)
+            finally:
+                sys.setswitchinterval(interval)
+                with self.lock:
+                    self._running = None
