@@ -435,7 +435,7 @@ def _small_solve(K, Lk, rhs, x, r):  # pragma: no cover - numba
     Kc = K[:r, :r].copy()
     bc = rhs[0, :r].copy()
     xc = np.empty(r)
-    if not _gauss_solve(Kc, bc, xc):
+    if not _gauss_solve(Kc, bc, xc, 0.0):
         return False
     for i in range(r):
         x[0, i] = xc[i]

@@ -44,6 +44,8 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg import lapack
 
+from .compiled_linalg import compiled_gauss_solve
+from .compiled_linalg import gauss_solve as _gauss_solve
 from .constraints import Constraints
 from .errors import InputError, SolverError
 from .model import MultibodyModel
@@ -643,7 +645,7 @@ def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cov
             rhs[i] = Pf[i] + alpha * Cv[i]
     # LU with partial pivoting (M_c is positive definite, Theorem 2: no zero pivot; should one
     # occur, NaN marks the result as failed, as a division by the zero pivot did)
-    if not _gauss_solve(K, rhs, a):
+    if not _gauss_solve(K, rhs, a, 0.0):
         for i in range(nv):
             a[i] = np.nan
     # f_c = (I - P)(M a - f) (eq. 32); lam = (A^+)^T f_c; residual ||A a + gamma||_inf
@@ -767,7 +769,7 @@ def _gauss_combine(Xt, Rt, c, Ul, A, gamma, r, out, ws):  # pragma: no cover - n
             for k in range(nv):
                 sm += Rt[1 + i1, k] * Xt[1 + i2, k]
             K[i1, i2] = sm
-    ok = r == 0 or _gauss_solve(K, rhs, mu)  # K is positive definite when M is
+    ok = r == 0 or _gauss_solve(K, rhs, mu, 0.0)  # K is positive definite when M is
     for k in range(nv):
         sa = Xt[0, k]
         sf = 0.0
@@ -843,41 +845,6 @@ def _residual_inf(A, gamma, a):  # pragma: no cover - numba
         if abs(sm) > res or sm != sm:
             res = abs(sm) if sm == sm else np.inf
     return res
-
-
-def _gauss_solve(K, rhs, x):  # pragma: no cover - numba
-    """Solve K x = rhs by Gaussian elimination with partial pivoting, overwriting K and rhs;
-    False (x untouched) when a pivot column is exactly zero."""
-    n = rhs.shape[0]
-    for col in range(n):
-        piv = col
-        big = abs(K[col, col])
-        for i in range(col + 1, n):
-            if abs(K[i, col]) > big:
-                big = abs(K[i, col])
-                piv = i
-        if big == 0.0:
-            return False
-        if piv != col:
-            for j in range(n):
-                tmp = K[col, j]
-                K[col, j] = K[piv, j]
-                K[piv, j] = tmp
-            tmp = rhs[col]
-            rhs[col] = rhs[piv]
-            rhs[piv] = tmp
-        for i in range(col + 1, n):
-            fac = K[i, col] / K[col, col]
-            if fac != 0.0:
-                for j in range(col + 1, n):
-                    K[i, j] -= fac * K[col, j]
-                rhs[i] -= fac * rhs[col]
-    for i in range(n - 1, -1, -1):
-        sm = rhs[i]
-        for j in range(i + 1, n):
-            sm -= K[i, j] * x[j]
-        x[i] = sm / K[i, i]
-    return True
 
 
 def _chol(M, L, n):  # pragma: no cover - numba
@@ -1013,7 +980,7 @@ def _inverse_dynamics_kernel(M, nle, tau_s, v, J, dJ, H, cl, cf, par, a, dep, pa
         for j in range(m):
             K[i, j] = A[i, dep[j]]
     a_dep = np.empty(m)
-    if not _gauss_solve(K, rhs, a_dep):
+    if not _gauss_solve(K, rhs, a_dep, 0.0):
         return tau, f_c, lam, 1, 0, 0
     for i in range(m):
         a[dep[i]] = a_dep[i]
@@ -1126,7 +1093,7 @@ def _numba_jit():
         _svd_rank = jit(_svd_rank)  # after _jacobi_columns, which it calls
         _jacobi_nonzero_rows = jit(_jacobi_nonzero_rows)
         _residual_inf = jit(_residual_inf)
-        _gauss_solve = jit(_gauss_solve)
+        _gauss_solve = compiled_gauss_solve()
         _chol = jit(_chol)
         _chol_solve = jit(_chol_solve)
         _constraint_basis = jit(_constraint_basis)  # after _closure_rows and _svd_rank

@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from multibody_dynamics.compiled_linalg import compiled_gauss_solve, gauss_solve
 from multibody_dynamics.errors import InputError
 from multibody_dynamics.fast_step import compiled_terms, pack_tree
 from multibody_dynamics.model import MultibodyModel
@@ -45,33 +46,6 @@ __all__ = ["OK", "SINGULAR", "UNBOUNDED", "CompiledZeroDynamics", "rk4_steps"]
 
 #: status of a run: completed, left the bound (or not finite), singular decoupling matrix
 OK, UNBOUNDED, SINGULAR = 0, 1, 2
-
-
-def _solve(Mz, b, dz, n, big):  # pragma: no cover - numba
-    """dz[n:2n] = Mz^-1 b by Gaussian elimination with partial pivoting (Mz, b overwritten);
-    False when a pivot is below 1e-13 ``big`` (the largest entry of Mz)."""
-    for c in range(n):
-        p = c
-        for r in range(c + 1, n):
-            if abs(Mz[r, c]) > abs(Mz[p, c]):
-                p = r
-        if not abs(Mz[p, c]) > 1e-13 * big:
-            return False
-        if p != c:
-            for k in range(n):
-                Mz[c, k], Mz[p, k] = Mz[p, k], Mz[c, k]
-            b[c], b[p] = b[p], b[c]
-        for r in range(c + 1, n):
-            f = Mz[r, c] / Mz[c, c]
-            for k in range(c, n):
-                Mz[r, k] -= f * Mz[c, k]
-            b[r] -= f * b[c]
-    for r in range(n - 1, -1, -1):
-        s = b[r]
-        for k in range(r + 1, n):
-            s -= Mz[r, k] * dz[n + k]
-        dz[n + r] = s / Mz[r, r]
-    return True
 
 
 def _rhs(z, dz, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, W, q, v, Mz,
@@ -99,7 +73,7 @@ def _rhs(z, dz, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 
             Mz[r, c] = s
             if abs(s) > big:
                 big = abs(s)
-    if not _solve(Mz, b, dz, n, big):
+    if not gauss_solve(Mz, b, dz[n:2 * n], 1e-13 * big):
         return False
     for k in range(n):
         dz[k] = z[n + k]
@@ -181,9 +155,9 @@ def _kernel():
             import numba
 
             jit = numba.njit(cache=True, nogil=True)
-            global _rhs, _rk4, _solve, _terms
+            global _rhs, _rk4, _terms, gauss_solve
             _terms = terms
-            _solve = numba.njit(cache=True, nogil=True, inline="always")(_solve)
+            gauss_solve = compiled_gauss_solve()
             _rhs = numba.njit(cache=True, nogil=True, inline="always")(_rhs)
             _rk4 = jit(_rk4)
             _KERNEL.append(_rk4)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compiled_linalg import compiled_gauss_solve, gauss_solve
 from .system import _chain_terms, _compiled_kernels
 
 __all__ = ["dop853_tableau", "integrate_kernel", "scratch_size", "servo_kernel"]
@@ -69,34 +70,6 @@ def _lookup(t, eta, T, C, G, q, v, ydd):  # pragma: no cover - compiled by numba
         v[nr + m] = eta[ne + m]
 
 
-def _gauss(A, b, x):  # pragma: no cover - compiled by numba
-    """``x = A^-1 b`` by Gaussian elimination with partial pivoting (A, b overwritten);
-    returns :data:`SINGULAR` on a zero or non-finite pivot."""
-    n = b.shape[0]
-    for c in range(n):
-        p = c
-        for r in range(c + 1, n):
-            if abs(A[r, c]) > abs(A[p, c]):
-                p = r
-        if A[p, c] == 0.0 or not np.isfinite(A[p, c]):
-            return SINGULAR
-        if p != c:
-            for k in range(n):
-                A[c, k], A[p, k] = A[p, k], A[c, k]
-            b[c], b[p] = b[p], b[c]
-        for r in range(c + 1, n):
-            f = A[r, c] / A[c, c]
-            for k in range(c, n):
-                A[r, k] -= f * A[c, k]
-            b[r] -= f * b[c]
-    for r in range(n - 1, -1, -1):
-        s = b[r]
-        for k in range(r + 1, n):
-            s -= A[r, k] * x[k]
-        x[r] = s / A[r, r]
-    return OK
-
-
 def _servo_rhs(t, eta, T, C, G, P, Ip, W, S, out):  # pragma: no cover - compiled by numba
     """``out = η'`` at time ``t``; returns :data:`SINGULAR` when ``M_ee - M_er Γ`` is singular.
 
@@ -128,7 +101,7 @@ def _servo_rhs(t, eta, T, C, G, P, Ip, W, S, out):  # pragma: no cover - compile
             A[r, c] = s
     for m in range(ne):
         out[m] = eta[ne + m]
-    return _gauss(A, b, out[ne:])
+    return OK if gauss_solve(A, b, out[ne:], 0.0) else SINGULAR
 
 
 #: status codes of :func:`_integrate` besides OK and SINGULAR
@@ -365,7 +338,7 @@ def _integrate(eta0, t_eval, tol, limit, watch, T, C, G, P, Ip, W, S,
 
 
 _KERNEL: list = []  # [(compiled _servo_rhs, compiled _integrate)] or [None] without numba
-_JITTED = ("_chain_terms", "_lookup", "_gauss", "_rms_scaled", "_dense", "_watch_gap", "_stage",
+_JITTED = ("_chain_terms", "_lookup", "_rms_scaled", "_dense", "_watch_gap", "_stage",
            "_servo_rhs", "_initial_step", "_rk_stages", "_error_norm", "_step",
            "_dense_coefficients", "_locate_event", "_integrate")
 
@@ -381,6 +354,7 @@ def _compile():
 
     jit = numba.njit(cache=True, nogil=True)
     names = globals()
+    names["gauss_solve"] = compiled_gauss_solve()
     for name in _JITTED:
         names[name] = jit(names[name])
     return names["_servo_rhs"], names["_integrate"]

@@ -8,61 +8,45 @@ publishes the constraint forces of the loop, and that every process exits cleanl
 """
 
 import os
+import sys
 import time
 import unittest
 
-import launch_testing.actions
 import launch_testing.asserts
 import numpy as np
 import rclpy
-from ament_index_python.packages import get_package_share_directory
 from builtin_interfaces.msg import Duration
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description import LaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-SHARE = get_package_share_directory("multibody_suite")
-TIMEOUT = 60.0  # s: start-up of three nodes on a loaded 2-core machine
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import node_test_case  # beside this file (see its docstring)
+
 JOINTS = ["left_elbow", "left_motor", "right_elbow", "right_motor"]
 MOVE = 0.1      # rad on each motor, reached in 1 s
 
 
 def generate_test_description():
-    bringup = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(SHARE, "launch", "bringup.launch.py")),
-        launch_arguments=[("robot", "five_bar"), ("sim", "embedded"), ("rviz", "false")],
-    )
-    return LaunchDescription([bringup, launch_testing.actions.ReadyToTest()])
+    return node_test_case.include("bringup.launch.py", robot="five_bar", sim="embedded",
+                                  rviz="false")
 
 
-class TestFiveBar(unittest.TestCase):
+class TestFiveBar(node_test_case.NodeTestCase):
+    NODE = "test_five_bar"
+    TIMEOUT = 60.0  # s: start-up of three nodes on a loaded 2-core machine
+
     @classmethod
     def setUpClass(cls):
-        rclpy.init()
-        cls.node = rclpy.create_node("test_five_bar")
+        super().setUpClass()
         cls.states, cls.forces = [], []
         cls.node.create_subscription(JointState, "/joint_states", cls.states.append, 100)
         cls.node.create_subscription(Float64MultiArray, "/dynamics_node/constraint_forces",
                                      cls.forces.append, 10)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.node.destroy_node()
-        rclpy.shutdown()
-
-    def spin_until(self, predicate, timeout=TIMEOUT):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and not predicate():
-            rclpy.spin_once(self.node, timeout_sec=0.05)
-        return predicate()
-
     def test_tracks_motors_only_reference(self, proc_output):
         pub = self.node.create_publisher(JointTrajectory, "/controller_node/joint_trajectory", 1)
-        self.assertTrue(self.spin_until(lambda: self.states and pub.get_subscription_count()),
-                        "no /joint_states or no controller after start-up")
+        self.wait_for_startup(self.states, pub)
         self.assertEqual(sorted(self.states[-1].name), JOINTS)
         index = {n: i for i, n in enumerate(self.states[-1].name)}
         q0 = np.array([self.states[-1].position[index[n]] for n in ("left_motor", "right_motor")])

@@ -11,18 +11,12 @@ exits cleanly.
 """
 
 import os
-import time
+import sys
 import unittest
 
-import launch_testing.actions
 import launch_testing.asserts
 import numpy as np
-import rclpy
 import yaml
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description import LaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
@@ -30,11 +24,12 @@ from multibody_control.controllers import TrajectoryInterpolator
 from multibody_control.trajectories import rest_to_rest
 from multibody_dynamics.ros.conversions import stamp_to_sec, trajectory_msg
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import node_test_case  # beside this file (see its docstring)
+
 ROBOT = "flexible_manipulator"
-SHARE = get_package_share_directory("multibody_suite")
-with open(os.path.join(SHARE, "config", "bringup", f"{ROBOT}.yaml")) as f:
+with open(os.path.join(node_test_case.SHARE, "config", "bringup", f"{ROBOT}.yaml")) as f:
     CONFIG = yaml.safe_load(f)
-TIMEOUT = 90.0  # s of wall time: start-up of two nodes on a loaded 2-core machine
 JOINTS = ["alpha", "beta"]
 ELASTIC = ["arm1.e1", "arm1.e2", "arm2.e1", "arm2.e2"]
 LEAD = 1.0      # s of simulated time between the last state seen and the start of the move: the
@@ -44,11 +39,8 @@ HOLD = 1.0      # s of simulated time recorded after the move
 
 
 def generate_test_description():
-    bringup = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(SHARE, "launch", "bringup.launch.py")),
-        launch_arguments=[("robot", ROBOT), ("sim", "embedded"), ("rviz", "false")],
-    )
-    return LaunchDescription([bringup, launch_testing.actions.ReadyToTest()])
+    return node_test_case.include("bringup.launch.py", robot=ROBOT, sim="embedded",
+                                  rviz="false")
 
 
 def _column(msg, field, names):
@@ -57,30 +49,19 @@ def _column(msg, field, names):
     return np.array([values[index[n]] for n in names])
 
 
-class TestFlexibleManipulator(unittest.TestCase):
+class TestFlexibleManipulator(node_test_case.NodeTestCase):
+    NODE = "test_flexible_manipulator"
+    TIMEOUT = 90.0  # s of wall time: start-up of two nodes on a loaded 2-core machine
+
     @classmethod
     def setUpClass(cls):
-        rclpy.init()
-        cls.node = rclpy.create_node("test_flexible_manipulator")
+        super().setUpClass()
         cls.states = []
         cls.node.create_subscription(JointState, "/joint_states", cls.states.append, 5000)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.node.destroy_node()
-        rclpy.shutdown()
-
-    def spin_until(self, predicate, timeout=TIMEOUT):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and not predicate():
-            rclpy.spin_once(self.node, timeout_sec=0.05)
-        return predicate()
-
     def test_lockstep_loop_tracks_the_demo_move(self, proc_output):
         pub = self.node.create_publisher(JointTrajectory, "/controller_node/joint_trajectory", 1)
-        self.assertTrue(self.spin_until(lambda: len(self.states) > 10
-                                        and pub.get_subscription_count()),
-                        "no /joint_states or no controller after start-up")
+        self.wait_for_startup(self.states, pub, min_states=11)
         last = self.states[-1]
         self.assertEqual(sorted(last.name), sorted(JOINTS + ELASTIC))
         move = CONFIG["demo"]["move"]
@@ -94,7 +75,7 @@ class TestFlexibleManipulator(unittest.TestCase):
         pub.publish(msg)
         t_end = t_start + duration + HOLD
         self.assertTrue(self.spin_until(
-            lambda: stamp_to_sec(self.states[-1].header.stamp) >= t_end, TIMEOUT + 60.0),
+            lambda: stamp_to_sec(self.states[-1].header.stamp) >= t_end, self.TIMEOUT + 60.0),
             "simulated time did not reach the end of the move")
         recorded = [m for m in self.states if t_start <= stamp_to_sec(m.header.stamp) <= t_end]
         stamps = np.array([stamp_to_sec(m.header.stamp) for m in recorded])

@@ -8,38 +8,31 @@ are left out with a warning where they are not installed.
 """
 
 import os
-import time
+import sys
 import unittest
 
-import launch_testing.actions
 import launch_testing.asserts
 import numpy as np
-import rclpy
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description import LaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-SHARE = get_package_share_directory("multibody_suite")
-TIMEOUT = 60.0  # s: start-up of four nodes on a loaded 2-core machine
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import node_test_case  # beside this file (see its docstring)
+
 EXPECTED = {"arm7": (7, 7), "five_bar": (4, 2)}  # (joints, efforts)
 
 
 def generate_test_description():
-    demo = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(SHARE, "launch", "demo.launch.py")),
-        launch_arguments=[("rviz", "false")],
-    )
-    return LaunchDescription([demo, launch_testing.actions.ReadyToTest()])
+    return node_test_case.include("demo.launch.py", rviz="false")
 
 
-class TestDemo(unittest.TestCase):
+class TestDemo(node_test_case.NodeTestCase):
+    NODE = "test_demo"
+    TIMEOUT = 60.0  # s: start-up of four nodes on a loaded 2-core machine
+
     @classmethod
     def setUpClass(cls):
-        rclpy.init()
-        cls.node = rclpy.create_node("test_demo")
+        super().setUpClass()
         cls.states = {ns: [] for ns in EXPECTED}
         cls.commands = {ns: [] for ns in EXPECTED}
         for ns in EXPECTED:
@@ -48,16 +41,8 @@ class TestDemo(unittest.TestCase):
             cls.node.create_subscription(Float64MultiArray, f"/{ns}/effort_controller/commands",
                                          cls.commands[ns].append, 10)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.node.destroy_node()
-        rclpy.shutdown()
-
     def test_both_loops_run(self, proc_output):
-        end = time.monotonic() + TIMEOUT
-        while time.monotonic() < end and not all(
-                self.states[ns] and self.commands[ns] for ns in EXPECTED):
-            rclpy.spin_once(self.node, timeout_sec=0.05)
+        self.spin_until(lambda: all(self.states[ns] and self.commands[ns] for ns in EXPECTED))
         for ns, (joints, efforts) in EXPECTED.items():
             self.assertTrue(self.states[ns], f"no /{ns}/joint_states")
             self.assertTrue(self.commands[ns], f"no /{ns}/effort_controller/commands")
