@@ -152,11 +152,10 @@ def planar_terms():
 
 def _z_rotation(R) -> tuple[float, float] | None:
     """(cos, sin) of a rotation about z, or None when ``R`` is not one."""
-    R = np.asarray(R)
-    if (abs(R[2, 2] - 1.0) > _TOL or np.max(np.abs(R[2, :2])) > _TOL
-            or np.max(np.abs(R[:2, 2])) > _TOL):
+    (r00, _, r02), (r10, _, r12), (r20, r21, r22) = np.asarray(R).tolist()
+    if abs(r22 - 1.0) > _TOL or max(abs(r02), abs(r12), abs(r20), abs(r21)) > _TOL:
         return None
-    return float(R[0, 0]), float(R[1, 0])
+    return r00, r10
 
 
 def pack_planar(pm: pin.Model):
