@@ -34,15 +34,21 @@ import math
 import numpy as np
 import pinocchio as pin
 
-__all__ = ["PLANAR_WORK", "pack_planar", "planar_terms"]
+__all__ = ["PLANAR_WORK", "pack_planar", "planar_terms", "wanted_rows"]
 
 #: columns of the work array of :func:`_planar_terms` per joint
 PLANAR_WORK = 20
 _TOL = 1e-12  # how far from planar a placement or axis may be (round-off of the URDF's rpy)
 
 
-def _planar_terms(q, v, ji, jp, g, M, nle, W):  # pragma: no cover - numba
+def _planar_terms(q, v, ji, jp, g, M, nle, W, rows):  # pragma: no cover - numba
     """Mass matrix ``M`` (n, n) and bias forces ``nle`` (n,) of a planar tree at (q, v).
+
+    ``rows`` (n,) int: 1 for the joints whose rows of ``M`` and ``nle`` are wanted *and every
+    joint below them in the tree*, 0 elsewhere; the backward pass skips the joints marked 0
+    (their ``nle`` and the entries of ``M`` between two of them are left as they were, zero
+    for ``M``).  All ones: the whole of ``M`` and ``nle``.  The entries computed are the same
+    to the last bit either way.
 
     ``ji`` (n, 2) [parent (-1: universe), kind (0 revolute, 1 prismatic)]; ``jp`` (n, 10)
     [cos and sin of the placement angle, placement translation x, y, axis (revolute: the sign
@@ -111,6 +117,8 @@ def _planar_terms(q, v, ji, jp, g, M, nle, W):  # pragma: no cover - numba
             M[i, j] = 0.0
     # backward pass: joint forces and composite inertias
     for i in range(n - 1, -1, -1):
+        if rows[i] == 0:
+            continue
         S0, S1, S2 = W[i, 4], W[i, 5], W[i, 6]
         par = ji[i, 0]
         nle[i] = S0 * W[i, 13] + S1 * W[i, 14] + S2 * W[i, 15]
@@ -135,8 +143,9 @@ _COMPILED: list = []  # [compiled _planar_terms] or [None] without numba
 def planar_terms():
     """The compiled :func:`_planar_terms` (for other kernels to call), or None without numba.
 
-    Its arguments are ``(q, v, ji, jp, g, M, nle, W)`` with ``(ji, jp)`` from
-    :func:`pack_planar` and ``W`` of shape ``(n, PLANAR_WORK)``.
+    Its arguments are ``(q, v, ji, jp, g, M, nle, W, rows)`` with ``(ji, jp)`` from
+    :func:`pack_planar`, ``W`` of shape ``(n, PLANAR_WORK)`` and ``rows`` from
+    :func:`wanted_rows`.
     """
     global _planar_terms
     if not _COMPILED:
@@ -148,6 +157,17 @@ def planar_terms():
             _planar_terms = numba.njit(cache=True, nogil=True)(_planar_terms)
             _COMPILED.append(_planar_terms)
     return _COMPILED[0]
+
+
+def wanted_rows(ji, wanted) -> np.ndarray:
+    """``rows`` of :func:`_planar_terms` for the joints ``wanted`` (indices): 1 for them and
+    every joint whose path to the root passes one of them, else 0."""
+    rows = np.zeros(ji.shape[0], np.int64)
+    rows[np.asarray(wanted, dtype=np.int64)] = 1
+    for i in range(ji.shape[0]):  # parents come before their children
+        if ji[i, 0] >= 0 and rows[ji[i, 0]]:
+            rows[i] = 1
+    return rows
 
 
 def _z_rotation(R) -> tuple[float, float] | None:

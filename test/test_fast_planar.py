@@ -55,13 +55,21 @@ def _compare(pm: pin.Model, states: int = 4):
         q, v = rng.uniform(-2, 2, n), rng.normal(size=n) * 2
         M, nle = np.zeros((n, n)), np.zeros(n)
         terms(q, v, ji, jp, np.array(pm.gravity.linear), M, nle,
-              np.zeros((n, fast_planar.PLANAR_WORK)))
+              np.zeros((n, fast_planar.PLANAR_WORK)), np.ones(n, np.int64))
         Mp = pin.crba(pm, data, q)
         Mp = np.triu(Mp) + np.triu(Mp, 1).T
         hp = pin.nonLinearEffects(pm, data, q, v)
         # round-off of a few dozen products of numbers of order 1-10: 1e-13 of the largest
         np.testing.assert_allclose(M, Mp, rtol=0, atol=1e-13 * max(1.0, np.abs(Mp).max()))
         np.testing.assert_allclose(nle, hp, rtol=0, atol=1e-13 * max(1.0, np.abs(hp).max()))
+        # only some rows wanted (a design study's passive joints): those rows, bit for bit
+        for wanted in ([n - 1], [n // 2], [1, n - 1]):
+            rows = fast_planar.wanted_rows(ji, wanted)
+            Mw, hw = np.zeros((n, n)), np.zeros(n)
+            terms(q, v, ji, jp, np.array(pm.gravity.linear), Mw, hw,
+                  np.zeros((n, fast_planar.PLANAR_WORK)), rows)
+            np.testing.assert_array_equal(Mw[wanted], M[wanted])
+            np.testing.assert_array_equal(hw[wanted], nle[wanted])
 
 
 @pytest.mark.parametrize("robot", ["passive_arm2", "passive_arm4", "passive_arm"])
@@ -71,6 +79,13 @@ def test_shipped_planar_arms_match_pinocchio(robot):
 
 def test_general_planar_tree_matches_pinocchio():
     _compare(_planar_tree())
+
+
+def test_wanted_rows_follow_the_tree_down():
+    ji, _ = fast_planar.pack_planar(_planar_tree())  # slide -> r1 -> (r2, r3)
+    np.testing.assert_array_equal(fast_planar.wanted_rows(ji, [1]), [0, 1, 1, 1])
+    np.testing.assert_array_equal(fast_planar.wanted_rows(ji, [2]), [0, 0, 1, 0])
+    np.testing.assert_array_equal(fast_planar.wanted_rows(ji, [0]), [1, 1, 1, 1])
 
 
 def test_non_planar_trees_are_not_packed():

@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from multibody_dynamics.errors import InputError
-from multibody_dynamics.fast_planar import PLANAR_WORK, pack_planar, planar_terms
+from multibody_dynamics.fast_planar import PLANAR_WORK, pack_planar, planar_terms, wanted_rows
 from multibody_dynamics.fast_step import compiled_terms, pack_tree
 from multibody_dynamics.model import MultibodyModel
 
@@ -75,11 +75,12 @@ def _solve(Mz, b, dz, n, big):  # pragma: no cover - numba
     return True
 
 
-def _rhs(z, dz, n, q_eq, T, iu, spring, planar, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, W, q,
-         v, Mz, b):  # pragma: no cover - numba
+def _rhs(z, dz, n, q_eq, T, iu, spring, planar, rows, ji, jf, g, fi, ff, M, nle, J, dJ, H, X,
+         W, q, v, Mz, b):  # pragma: no cover - numba
     """dz of the augmented zero dynamics at z; False when M_uu - M_ua Gamma is singular.
-    ``planar``: ``(ji, jf)`` are :func:`~multibody_dynamics.fast_planar.pack_planar`'s and
-    ``W`` its work space, else :func:`~multibody_dynamics.fast_step.pack_tree`'s."""
+    ``planar``: ``(ji, jf)`` are :func:`~multibody_dynamics.fast_planar.pack_planar`'s, ``W``
+    its work space and ``rows`` its rows wanted (the passive joints'), else
+    :func:`~multibody_dynamics.fast_step.pack_tree`'s."""
     nv = q.shape[0]
     for i in range(nv):
         s = q_eq[i]
@@ -89,8 +90,8 @@ def _rhs(z, dz, n, q_eq, T, iu, spring, planar, ji, jf, g, fi, ff, M, nle, J, dJ
             t += T[i, k] * z[n + k]
         q[i] = s
         v[i] = t
-    if planar:
-        _planar(q, v, ji, jf, g, M, nle, W)
+    if planar:  # only the passive rows and what they need
+        _planar(q, v, ji, jf, g, M, nle, W, rows)
     else:
         _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
     big = 0.0
@@ -113,7 +114,7 @@ def _rhs(z, dz, n, q_eq, T, iu, spring, planar, ji, jf, g, fi, ff, M, nle, J, dJ
     return True
 
 
-def _rk4(z, h, nsteps, bound, n, q_eq, T, iu, spring, planar, ji, jf, g, fi, ff, buf,
+def _rk4(z, h, nsteps, bound, n, q_eq, T, iu, spring, planar, rows, ji, jf, g, fi, ff, buf,
          resp):  # pragma: no cover - numba
     """``nsteps`` RK4 steps of ``h`` from ``z`` (3 n, updated in place); ``resp`` (nsteps + 1,
     n) or (0, n) receives q_u at every step; ``planar`` selects the tree dynamics (see
@@ -157,8 +158,8 @@ def _rk4(z, h, nsteps, bound, n, q_eq, T, iu, spring, planar, ji, jf, g, fi, ff,
                 c = h if s == 3 else 0.5 * h
                 for i in range(m):
                     k[4, i] = z[i] + c * k[s - 1, i]
-            if not _rhs(k[4], k[s], n, q_eq, T, iu, spring, planar, ji, jf, g, fi, ff, M, nle,
-                        J, dJ, H, X, W, q, v, Mz, b):
+            if not _rhs(k[4], k[s], n, q_eq, T, iu, spring, planar, rows, ji, jf, g, fi, ff, M,
+                        nle, J, dJ, H, X, W, q, v, Mz, b):
                 return SINGULAR, step
         top = 0.0
         for i in range(m):
@@ -274,6 +275,8 @@ class CompiledZeroDynamics:
         self.spring = np.vstack([K, D, np.asarray(model.q_rest, float)])
         self.g = np.array(model.pin_model.gravity.linear, float)
         self.fi, self.ff = np.zeros(0, np.int64), np.zeros((0, 12))
+        # the planar kernel's rows wanted: the passive joints' (and those below them)
+        self.rows = wanted_rows(self.tree[0], self.iu)
         n = self.n
         self.buf = np.zeros(nv * nv + 61 * nv + n * n + 16 * n)
         self.bound = float(bound)
@@ -303,6 +306,6 @@ class CompiledZeroDynamics:
         resp = np.zeros((nsteps + 1 if keep_response else 0, n))
         ji, jf = self.tree
         status, done = self.kernel(z, h, int(nsteps), self.bound, n, self.q_eq, self.T,
-                                   self.iu, self.spring, self.planar, ji, jf, self.g,
-                                   self.fi, self.ff, self.buf, resp)
+                                   self.iu, self.spring, self.planar, self.rows, ji, jf,
+                                   self.g, self.fi, self.ff, self.buf, resp)
         return int(status), done * h, z, resp[:done + 1] if keep_response else resp
