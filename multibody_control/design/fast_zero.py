@@ -10,7 +10,12 @@ with the integrals ``int q_u,i^2 dt`` appended to the state, ``z = [q_u, q_u', i
 pinocchio's ``crba`` and ``nonLinearEffects`` from Python for each of about 2300 right-hand
 sides (scipy's DOP853 at rtol 1e-6); here the whole run is one numba kernel on the tree
 dynamics of :func:`multibody_dynamics.fast_step.compiled_terms` (checked against pinocchio
-there) with classical RK4 at a fixed step.
+there) with classical RK4 at a fixed step.  A tree that moves in the ``x-y`` plane (the arms
+of Seifried (2014) Sect. 7.4.3, horizontal) runs on the planar twin of those recursions,
+:func:`multibody_dynamics.fast_planar.planar_terms`, for the passive rows only: the same
+integrals bit for bit on the case-1 designs measured (bench ``design_case1_zero_dynamics_planar``,
+``test_planar_dynamics_give_the_general_kernels_criterion``) in about half the time per step
+(most of the rest is the RK4 stages, the projection on ``T`` and the ``n_u x n_u`` solve).
 
 Step size: ``h = omega_h / max |lambda|`` from the eigenvalues ``lambda`` of the linearized
 zero dynamics (7.25) that step 1 of the criterion computes anyway.  For the lightly damped
