@@ -9,12 +9,17 @@
   ``SPHERE_COST`` s *sleep* instead (no core needed) show the executors' own efficiency.
 * Per-task overhead: the sphere at zero cost, ``OVERHEAD_DESIGNS`` designs, Dask LocalCluster
   against the local pool, both with 2 workers: wall time per task is then all overhead
-  (pickling the problem and the design, scheduling, the round trip).
+  (pickling the problem and the design, scheduling, the round trip). Once with one design per
+  task (``design_task_overhead_dask2``), once as the studies send them, in chunks of shrinking
+  size (``design_chunked_overhead_dask2``: overhead per design; and the chunked pool against
+  the pool with one design per task).
 * ``passive_arm2_case1``, the book's case 1 (Seifried (2014) Sect. 7.4.3: 100 particles, 22
   iterations, "approximately 240 s"; goal here <= 24 s on 2 workers): first the criterion
   (7.26) of ``CASE1_BATCH`` designs around the printed optimum (+-5 % of each bound width) with
   the compiled RK4 against the DOP853 reference (CPU time in this process, and the largest
-  relative difference of the values); then the whole study on warm backends (processes
+  relative difference of the values), and the RK4 of their zero dynamics on the planar tree
+  dynamics against the 6-component tree kernel (CPU time of the integrations alone, and whether
+  the integrals are bit for bit the same); then the whole study on warm backends (processes
   started, the model built and the kernels loaded in each) with 1 and 2 pool processes and a
   2-worker Dask LocalCluster: wall time, evaluations per second, parallel efficiency
   t(1) / (2 t(2)), and whether every backend gave the same 2200 evaluations.
@@ -27,7 +32,8 @@
   lower bound): N = ceil(E (c / efficiency) / 60 s) for a local pool and
   ceil(E (c / efficiency + o) / 60 s) for Dask, with c the CPU seconds per evaluation, the
   efficiency of the case-1 study at 2 workers and o the Dask per-task overhead over the pool
-  (per worker: twice the wall-time difference per task at 2 workers).
+  (per worker: twice the wall-time difference per design at 2 workers, designs sent in chunks
+  as a study sends them).
 
 All backends are started and warmed up (their processes spawned, the problem's model built in
 each) before any is timed; then they take turns ``ROUNDS`` times and each keeps its best, so
@@ -44,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from multibody_control.design.executors import evaluate_batch, open_executor
+from multibody_control.design.executors import chunks, evaluate_batch, open_executor
 from multibody_control.design.problem import PROBLEMS, get_problem
 
 SPHERE_COST = 0.02      # s of CPU per evaluation
@@ -62,16 +68,20 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def _timed_interleaved(backends: dict, problem, X, rounds: int) -> dict:
+def _timed_interleaved(backends: dict, problem, X, rounds: int, chunked=None) -> dict:
     """Best wall time [s] of evaluating every row of X on each backend, the backends taking
-    turns ``rounds`` times (the machine's noise spread over all of them)."""
+    turns ``rounds`` times (the machine's noise spread over all of them). ``chunked``: as
+    :func:`evaluate_batch`, or a mapping backend key -> that option."""
+    def option(key):
+        return chunked.get(key) if isinstance(chunked, dict) else chunked
+
     for backend in backends.values():  # warm up: processes started, the model built in each
         evaluate_batch(backend, problem, X[: max(4, backend.workers * 2)])
     best = dict.fromkeys(backends, float("inf"))
     for _ in range(rounds):
         for key, backend in backends.items():
             start = time.perf_counter()
-            out = evaluate_batch(backend, problem, X)
+            out = evaluate_batch(backend, problem, X, chunked=option(key))
             best[key] = min(best[key], time.perf_counter() - start)
             assert len(out) == len(X)
     return best
@@ -117,17 +127,7 @@ def run() -> list:
     sleep_entries, _ = _throughputs(sleeper, X, f"sphere_sleep_{int(SPHERE_COST * 1e3)}ms")
     entries += sleep_entries
 
-    free = get_problem("sphere", dim=3)
-    X = free.lower + rng.random((OVERHEAD_DESIGNS, 3)) * (free.upper - free.lower)
-    backends = {"pool": open_executor("pool", 2), "dask": open_executor("dask", 2)}
-    try:
-        times = _timed_interleaved(backends, free, X, ROUNDS)
-    finally:
-        for backend in backends.values():
-            backend.close()
-    t_pool, t_dask = times["pool"], times["dask"]
-    entries.append(_entry("design_task_overhead_dask2", t_dask, OVERHEAD_DESIGNS, t_pool,
-                          "pool of 2, zero-cost sphere"))
+    entries += _overheads(rng)
 
     mode = os.environ.get("BENCH_DESIGN_CASE1", "full")
     if mode != "0" and "passive_arm2_case1" in PROBLEMS:
@@ -135,10 +135,73 @@ def run() -> list:
         by_name = {e["name"]: e for e in entries}
         if "design_case1_study_pool2" in by_name:
             eff = by_name["design_case1_study_pool2"]["parallel_efficiency"]
-            overhead = (by_name["design_task_overhead_dask2"]["time_us"]
-                        - by_name["design_task_overhead_dask2"]["baseline_time_us"]) * 2e-6
+            overhead = (by_name["design_chunked_overhead_dask2"]["time_us"]
+                        - by_name["design_chunked_overhead_dask2"]["baseline_time_us"]) * 2e-6
             entries += _workers_needed(min(eff, 1.0), max(overhead, 0.0))
     return entries
+
+
+def _overheads(rng) -> list:
+    """Zero-cost sphere on 2 workers: Dask against the pool with one design per task, then
+    both with the designs in chunks as a study sends them, and the chunked pool against the
+    pool with one design per task."""
+    free = get_problem("sphere", dim=3)
+    X = free.lower + rng.random((OVERHEAD_DESIGNS, 3)) * (free.upper - free.lower)
+    pool, dask = open_executor("pool", 2), open_executor("dask", 2)
+    backends = {"pool": pool, "dask": dask, "pool_chunked": pool, "dask_chunked": dask}
+    chunked = {"pool": False, "dask": False, "pool_chunked": True, "dask_chunked": True}
+    try:
+        t = _timed_interleaved(backends, free, X, ROUNDS, chunked)
+    finally:
+        pool.close()
+        dask.close()
+    n = OVERHEAD_DESIGNS
+    return [
+        _entry("design_task_overhead_dask2", t["dask"], n, t["pool"],
+               "pool of 2, zero-cost sphere, one design per task"),
+        _entry("design_chunked_overhead_dask2", t["dask_chunked"], n, t["pool_chunked"],
+               "pool of 2, zero-cost sphere, designs in chunks (as a study)",
+               tasks=len(chunks(list(range(n)), 2))),
+        _entry("design_chunked_overhead_pool2", t["pool_chunked"], n, t["pool"],
+               "pool of 2, zero-cost sphere, one design per task",
+               tasks=len(chunks(list(range(n)), 2))),
+    ]
+
+
+def _kernel_speed(problem, X) -> dict:
+    """The RK4 of (7.26) on the planar tree dynamics against the 6-component tree kernel,
+    integrations alone, the feasible designs of ``X``, best of ``ROUNDS`` CPU times."""
+    from multibody_control.design.criteria import combined_output_selection
+    from multibody_control.design.fast_zero import CompiledZeroDynamics, rk4_steps
+    from multibody_dynamics.fast_step import pack_tree
+
+    runs = []
+    for x in X:
+        evaluation = problem.evaluate(x)
+        if not evaluation.ok:
+            continue
+        arm, _, gamma = problem.build(x)
+        _, T = combined_output_selection(arm.model, gamma)
+        lam = np.array([complex(*z) for z in evaluation.info["eigenvalues"]])
+        planar = CompiledZeroDynamics(arm.model, T, arm.model.q_rest)
+        general = CompiledZeroDynamics(arm.model, T, arm.model.q_rest)
+        general.tree, general.planar = pack_tree(arm.model.pin_model), False
+        runs.append((planar, general, rk4_steps(problem.t1, lam)))
+    q0 = np.full(2, problem.disturbance)
+    best = {"planar": float("inf"), "general": float("inf")}
+    ends = {}
+    for _ in range(ROUNDS):
+        for key, k in (("general", 1), ("planar", 0)):
+            start = time.thread_time()
+            ends[key] = [r[k].integrate(q0, 0 * q0, problem.t1, r[2])[2] for r in runs]
+            best[key] = min(best[key], time.thread_time() - start)
+    steps = sum(r[2] for r in runs)
+    same = all(np.array_equal(a, b) for a, b in zip(ends["planar"], ends["general"]))
+    return _entry("design_case1_zero_dynamics_planar", best["planar"], len(runs),
+                  best["general"], "6-component tree kernel (fast_step), same designs (CPU)",
+                  steps=steps, us_per_step=1e6 * best["planar"] / steps,
+                  baseline_us_per_step=1e6 * best["general"] / steps,
+                  bitwise_equal_integrals=same)
 
 
 def _study(name: str):
@@ -181,7 +244,7 @@ def _case1(full: bool) -> list:
     width = study.upper - study.lower
     X = np.clip(ref + 0.05 * width * rng.uniform(-1, 1, (CASE1_BATCH, len(ref))),
                 study.lower, study.upper)
-    entries = [_criterion_speed("passive_arm2_case1", X, "case1")]
+    entries = [_criterion_speed("passive_arm2_case1", X, "case1"), _kernel_speed(problem, X)]
     if not full:
         batch, _ = _throughputs(problem, X, "case1_batch", rounds=2)
         return entries + batch
@@ -208,6 +271,7 @@ def _case1(full: bool) -> list:
         cpu = sum(r.seconds for r in result.records)
         extra = {"workers": w, "evaluations": n, "wall_s": round(walls[(kind, w)], 2),
                  "cpu_s_in_evaluations": round(cpu, 2),
+                 "cpu_ms_per_evaluation": round(1e3 * cpu / n, 2),
                  "feasible": sum(r.evaluation.ok for r in result.records),
                  "best_criterion": result.best.evaluation.value if result.best else None,
                  "same_evaluations_on_every_backend": same,

@@ -471,6 +471,15 @@ def design_case1(results: dict, suites: list[str]) -> str:
                      f"({_num(1 / crit['ratio'], 3)}x faster)", "—", "—",
                      f"values within {_num(crit['max_relative_difference'], 2)} relative "
                      f"({crit['feasible']} feasible)", "—", _num(crit["load_avg_1min"], 2)])
+    planar = entries.get("design_case1_zero_dynamics_planar")
+    if planar is not None:
+        rows.append(["zero-dynamics RK4 of the feasible ones, planar vs 6-component tree kernel",
+                     "—", "—", f"{_num(planar['baseline_us_per_step'])} → "
+                     f"{_num(planar['us_per_step'])} µs CPU per step "
+                     f"({_num(1 / planar['ratio'], 3)}x faster)", "—", "—",
+                     "integrals bit for bit the same: "
+                     + ("yes" if planar["bitwise_equal_integrals"] else "**no**"), "—",
+                     _num(planar["load_avg_1min"], 2)])
     for key, label in (("pool1", "local pool, 1 process"), ("pool2", "local pool, 2 processes"),
                        ("dask2", "Dask LocalCluster, 2 workers")):
         e = entries.get(f"design_case1_study_{key}")
@@ -478,9 +487,11 @@ def design_case1(results: dict, suites: list[str]) -> str:
             continue
         goal = "—" if "meets_target" not in e else (
             f"≤ {_num(e['target_s'])} s: " + ("met" if e["meets_target"] else "**missed**"))
+        cpu_ms = e.get("cpu_ms_per_evaluation")
         rows.append([f"case-1 study ({e['evaluations']} evaluations), {label}",
                      _num(e["wall_s"]), _num(e["evaluations_per_s"]),
-                     _num(e["cpu_s_in_evaluations"]),
+                     _num(e["cpu_s_in_evaluations"])
+                     + ("" if cpu_ms is None else f" ({_num(cpu_ms)} ms each)"),
                      _num(e["cpu_s_in_evaluations"] / e["workers"]),
                      _num(e.get("parallel_efficiency"), 2),
                      f"best {_num(e['best_criterion'])}, {e['feasible']} feasible, same on "
@@ -499,7 +510,7 @@ def design_workers(results: dict, suites: list[str]) -> str:
              str(e["workers_local"]), str(e["workers_dask"]), e["basis"]]
             for e in _suites(results, suites or ["design"]) if "workers_local" in e]
     return _rows(["study", "evaluations", "CPU per evaluation", "efficiency (case 1, 2 workers)",
-                  "Dask overhead per task [ms]", "workers (local pool)", "workers (Dask)",
+                  "Dask overhead per design [ms]", "workers (local pool)", "workers (Dask)",
                   "basis"], rows)
 
 

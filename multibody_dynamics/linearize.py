@@ -219,8 +219,17 @@ class Linearizer:
              else require_finite(as_vector(u, self._nu, "u"), "u").copy())
         return self._linearize(q, v, u)
 
-    def _linearize(self, q, v, u) -> Linearization:
-        pm, data, nv = self._pm, self._data, self._nv
+    @property
+    def data(self) -> pin.Data:
+        """This linearizer's pinocchio ``Data`` (for other algorithms on the same model in the
+        same thread; every call overwrites it)."""
+        return self._data
+
+    def second_order(self, q, v, u) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(M, C, K, a)`` of the second-order form about (q, v, u) (module docstring), without
+        the first-order matrices; arguments as :meth:`linearize` but not checked (nq,), (nv,),
+        (nu,) float arrays."""
+        pm, data = self._pm, self._data
         tau_s, dtau_s_dq = self._spring(q, v)
         tau = self._Bu @ u + tau_s
         a = pin.aba(pm, data, q, v, tau).copy()
@@ -229,6 +238,11 @@ class Linearizer:
         M = np.triu(M) + np.triu(M, 1).T  # only the upper triangle is guaranteed by pinocchio
         K = dtau_dq - dtau_s_dq
         C = dtau_dv + np.diag(self._Ds)
+        return M, C, K, a
+
+    def _linearize(self, q, v, u) -> Linearization:
+        nv = self._nv
+        M, C, K, a = self.second_order(q, v, u)
         try:
             factor = cho_factor(M)
         except np.linalg.LinAlgError:

@@ -137,3 +137,27 @@ def test_bad_options_are_named():
         rk4_steps(3.0, [1j], omega_h=0.0)
     with pytest.raises(InputError, match="integrator"):
         get_problem("passive_arm2_case1", integrator="lsoda")
+
+
+@pytest.mark.parametrize("case", ["passive_arm2_case1", "passive_arm4_case4"])
+def test_planar_dynamics_give_the_general_kernels_criterion(case):
+    """The arms move in the horizontal plane, so the RK4 runs on the 3-component planar tree
+    dynamics (multibody_dynamics.fast_planar); the 6-component kernel of fast_step on the same
+    printed optimum (Tables 7.3, 7.6) gives the same integrals to round-off."""
+    from multibody_control.design.criteria import combined_output_selection
+    from multibody_control.design.fast_zero import CompiledZeroDynamics
+    from multibody_dynamics.fast_step import pack_tree
+
+    arm, _, gamma = get_problem(case).build(PRINTED_OPTIMA[case])
+    _, T = combined_output_selection(arm.model, gamma)
+    lam = linear_zero_dynamics(arm.model, gamma).eigenvalues
+    steps = rk4_steps(3.0, lam)
+    q0 = np.full(T.shape[1], 0.02)
+    planar = CompiledZeroDynamics(arm.model, T, arm.model.q_rest)
+    general = CompiledZeroDynamics(arm.model, T, arm.model.q_rest)
+    general.tree, general.planar = pack_tree(arm.model.pin_model), False
+    assert planar.planar
+    runs = [c.integrate(q0, np.zeros_like(q0), 3.0, steps) for c in (planar, general)]
+    assert runs[0][0] == runs[1][0] == 0
+    # a few thousand steps of round-off (1e-16 each) on a stable system
+    np.testing.assert_allclose(runs[0][2], runs[1][2], rtol=1e-11, atol=1e-15)

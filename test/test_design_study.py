@@ -18,7 +18,9 @@ import pytest
 
 from multibody_control.cli import main
 from multibody_control.design.executors import (
+    MIN_CHUNK,
     InProcessExecutor,
+    chunks,
     evaluate_batch,
     open_executor,
 )
@@ -188,6 +190,35 @@ def test_a_design_that_kills_its_pool_process_is_failed_alone():
         if ev.ok:
             assert ev.value == pytest.approx(np.sum((x - 0.3) ** 2), rel=1e-15)
     assert restarts >= 2  # it was lost in parallel, then alone
+
+
+def test_chunks_cover_every_row_once_in_shrinking_pieces():
+    rows = list(range(100))
+    cut = chunks(rows, workers=2)
+    assert [i for c in cut for i in c] == rows
+    sizes = [len(c) for c in cut]
+    assert sizes[0] == 25  # a quarter of the designs: half a worker's share
+    assert sizes == sorted(sizes, reverse=True)
+    assert min(sizes[:-1]) >= MIN_CHUNK
+    assert len(cut) <= 14  # a swarm iteration of 100 designs: about a dozen tasks, not 100
+    assert chunks([], 2) == [] and chunks([7], 4) == [[7]]
+
+
+def test_chunked_pool_gives_the_per_design_results_failures_included():
+    # rows 1 and 4 raise, row 2 kills its process: each fails alone, its chunk-mates do not
+    X = np.array([[-0.5, 0.1], [0.7, 0.0], [0.95, 0.2], [0.2, -0.3], [0.8, 0.4], [0.1, 0.4],
+                  [0.0, 0.0], [-0.2, 0.6]])
+    problem = get_problem("sphere", dim=2, raise_above=0.6, crash_above=0.9)
+    with open_executor("pool", workers=2) as backend:
+        single = evaluate_batch(backend, problem, X, chunked=False)
+        chunked = evaluate_batch(backend, problem, X, chunked=True)
+    assert [ev for ev, _ in chunked] == [ev for ev, _ in single]
+    assert [ev.ok for ev, _ in chunked] == [True, False, False, True, False, True, True, True]
+    assert "deliberate failure" in chunked[1][0].message
+    assert "worker process died" in chunked[2][0].message
+    for (ev, _), x in zip(chunked, X):
+        if ev.ok:
+            assert ev.value == pytest.approx(np.sum((x - 0.3) ** 2), rel=1e-15)
 
 
 def test_a_cancelled_evaluation_stops_the_study_instead_of_failing_the_design():

@@ -111,15 +111,16 @@ def combined_output_selection(model: MultibodyModel, gamma) -> tuple[np.ndarray,
     return S, T
 
 
-def _equilibrium(model: MultibodyModel, q, linearizer: Linearizer | None):
-    """The linearization at rest at ``q``, with the input that holds the actuated joints."""
-    q = model.q_rest.copy() if q is None else np.asarray(q, dtype=float)
+def _equilibrium(model: MultibodyModel, q, linearizer: Linearizer | None, full: bool = True):
+    """The linearization at rest at ``q``, with the input that holds the actuated joints;
+    ``full=False``: only ``(M, C, K, q)`` of its second-order form (what the zero dynamics
+    need; :meth:`~multibody_dynamics.linearize.Linearizer.second_order`)."""
+    q = model.q_rest.copy() if q is None else np.array(q, dtype=float)
     if q.shape != (model.nq,):
         raise DimensionError(f"q: expected shape ({model.nq},), got {q.shape}")
     lin = linearizer or Linearizer(model)
     zero = np.zeros(model.nv)
-    data = model.create_data()
-    tau = pin.rnea(model.pin_model, data, q, zero, zero)  # static generalized forces
+    tau = pin.rnea(model.pin_model, lin.data, q, zero, zero)  # static generalized forces
     tau = tau + model.stiffness * (q - model.q_rest)  # minus tau_s at rest
     u = np.linalg.lstsq(model.B, tau, rcond=None)[0]
     residual = tau - model.B @ u
@@ -127,7 +128,12 @@ def _equilibrium(model: MultibodyModel, q, linearizer: Linearizer | None):
         raise InputError(f"q = {np.round(q, 6).tolist()} is not an equilibrium of the passive "
                          f"joints of {model.name} (unbalanced generalized force "
                          f"{np.max(np.abs(residual)):.3g})")
-    return lin.linearize(q, zero, u)
+    if full:
+        return lin.linearize(q, zero, u)
+    if not np.all(np.isfinite(q)):
+        raise InputError(f"q: expected finite values, got {q.tolist()}")
+    M, C, K, _ = lin.second_order(q, zero, u)
+    return M, C, K, q
 
 
 def linear_zero_dynamics(model: MultibodyModel, gamma, q=None, *,
@@ -159,9 +165,9 @@ def linear_zero_dynamics(model: MultibodyModel, gamma, q=None, *,
     eq. 7.24's ``M_uu - M_ua Gamma``.  At rest the velocity terms ``k`` vanish to first order.
     """
     S, T = combined_output_selection(model, gamma)
-    lin = _equilibrium(model, q, linearizer)
+    M, C, K, q_eq = _equilibrium(model, q, linearizer, full=False)
     iu = np.flatnonzero(model.passive)
-    Mz, Cz, Kz = (X[iu] @ T for X in (lin.M, lin.C, lin.K))
+    Mz, Cz, Kz = (X[iu] @ T for X in (M, C, K))
     n = iu.size
     try:
         lu = sla.lu_factor(Mz, check_finite=True)
@@ -177,7 +183,7 @@ def linear_zero_dynamics(model: MultibodyModel, gamma, q=None, *,
     lam = np.linalg.eigvals(A)
     lam = lam[np.lexsort((lam.imag, lam.real))]
     return ZeroDynamics(A=A, M=Mz, C=Cz, K=Kz, eigenvalues=lam,
-                        minimum_phase=bool(np.all(lam.real < 0)), q=lin.q)
+                        minimum_phase=bool(np.all(lam.real < 0)), q=q_eq)
 
 
 def robust_minimum_phase(zero_dynamics_of: Callable[[np.ndarray], ZeroDynamics], p,
@@ -238,6 +244,8 @@ class Attenuation:
 class _ZeroDynamicsRhs:
     """x' of the nonlinear zero dynamics (7.24) with x = [q_u, q_u'] and y held at y_e."""
 
+    bound = 1e3  # |q_u| [rad] or |q_u'| [rad/s] beyond which the design "blew up"
+
     def __init__(self, model: MultibodyModel, gamma, q_eq):
         S, T = combined_output_selection(model, gamma)
         self.pm, self.data = model.pin_model, model.create_data()
@@ -245,7 +253,6 @@ class _ZeroDynamicsRhs:
         self.q_eq = np.asarray(q_eq, dtype=float)
         self.K, self.D, self.q_rest = model.stiffness, model.damping, model.q_rest
         self.n = self.iu.size
-        self.bound = 1e3  # |q_u| [rad] or |q_u'| [rad/s] beyond which the design "blew up"
 
     def configuration(self, x):
         n = self.n
@@ -327,13 +334,14 @@ def attenuation(model: MultibodyModel, gamma, q_u0, v_u0=None, *, t1: float = 3.
             return Attenuation(penalty, False, "non-minimum phase: max Re(lambda) = "
                                f"{zd.spectral_abscissa:.4g} 1/s", nan, empty, empty)
         eigenvalues = zd.eigenvalues if eigenvalues is None else eigenvalues
-    rhs = _ZeroDynamicsRhs(model, gamma, q_eq)
     n = iu.size
     if method == "rk4":
-        fast = CompiledZeroDynamics(model, rhs.T, q_eq, bound=rhs.bound)
+        _, T = combined_output_selection(model, gamma)
+        fast = CompiledZeroDynamics(model, T, q_eq, bound=_ZeroDynamicsRhs.bound)
         if fast.available:
             return _rk4_attenuation(fast, q_u0, v_u0, t1, rk4_steps(t1, eigenvalues, omega_h),
                                     penalty, keep_response)
+    rhs = _ZeroDynamicsRhs(model, gamma, q_eq)
 
     def augmented(t, z):
         dx = rhs(t, z[:2 * n])

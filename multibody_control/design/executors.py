@@ -11,7 +11,13 @@
 
 :func:`evaluate_batch` runs one swarm iteration through any of them and guarantees one
 :class:`~multibody_control.design.problem.Evaluation` per design, in design order, whatever
-happens to the workers:
+happens to the workers.  On the pool and on Dask the designs go in chunks, one task per chunk
+(:func:`evaluate_designs`), of decreasing size (guided self-scheduling: each chunk takes
+1 / (2 workers) of the designs not yet handed out, at least ``MIN_CHUNK``), so that a swarm
+iteration of 100 designs on 2 workers is about 12 tasks instead of 100 (a Dask task costs
+milliseconds of scheduler, client and worker time, as much as an evaluation) while the small
+chunks at the end still even out the workers' loads.  A design that raises fails alone inside
+its chunk; the guarantees below hold per design:
 
 * a Dask worker that dies has its running and queued tasks moved to the other workers by the
   scheduler (up to ``distributed.scheduler.allowed-failures`` deaths per task, default 3);
@@ -45,10 +51,13 @@ from multibody_dynamics.errors import InputError, MultibodyError
 
 from .problem import DesignProblem, Evaluation
 
-__all__ = ["KINDS", "ExecutorError", "InProcessExecutor", "StudyExecutor", "available_cores",
-           "evaluate_batch", "evaluate_design", "open_executor"]
+__all__ = ["KINDS", "MIN_CHUNK", "ExecutorError", "InProcessExecutor", "StudyExecutor",
+           "available_cores", "chunks", "evaluate_batch", "evaluate_design", "evaluate_designs",
+           "open_executor"]
 
 KINDS = ("inprocess", "pool", "dask")
+#: smallest chunk of designs per task on the pool and on Dask (see the module docstring)
+MIN_CHUNK = 2
 #: how long to wait for the first worker of an existing Dask cluster [s]
 DASK_CONNECT_TIMEOUT = 30.0
 
@@ -74,6 +83,35 @@ def evaluate_design(problem: DesignProblem, x) -> tuple[Evaluation, float]:
     start = time.thread_time()
     evaluation = problem.evaluate(np.asarray(x, dtype=float))
     return evaluation, time.thread_time() - start
+
+
+def evaluate_designs(problem: DesignProblem, X) -> list[tuple[Evaluation | None, float | str]]:
+    """Evaluate every row of ``X`` on ``problem``: the task of a chunk of designs.
+
+    Returns
+    -------
+    list
+        Per row ``(evaluation, CPU seconds)`` as :func:`evaluate_design`, or ``(None,
+        description)`` when its evaluation raised (the other rows are still evaluated).
+    """
+    out: list[tuple[Evaluation | None, float | str]] = []
+    for x in np.asarray(X, dtype=float):
+        try:
+            out.append(evaluate_design(problem, x))
+        except Exception as exc:  # noqa: BLE001 - this design's failure, reported by its row
+            out.append((None, _describe(exc)))
+    return out
+
+
+def chunks(rows: Sequence[int], workers: int, min_chunk: int = MIN_CHUNK) -> list[list[int]]:
+    """``rows`` cut into consecutive chunks by guided self-scheduling: each chunk holds
+    ``ceil(r / (2 workers))`` of the ``r`` rows left, at least ``min_chunk``."""
+    out, k = [], 0
+    while k < len(rows):
+        size = max(min_chunk, math.ceil((len(rows) - k) / (2 * max(workers, 1))))
+        out.append(list(rows[k:k + size]))
+        k += size
+    return out
 
 
 class InProcessExecutor(Executor):
@@ -278,7 +316,8 @@ def _describe(exc: BaseException) -> str:
 
 def evaluate_batch(backend: StudyExecutor, problem: DesignProblem, X: np.ndarray,
                    on_done: Callable[[int, Evaluation], None] | None = None,
-                   max_pool_breaks: int = 2) -> list[tuple[Evaluation, float]]:
+                   max_pool_breaks: int = 2,
+                   chunked: bool | None = None) -> list[tuple[Evaluation, float]]:
     """Evaluate every row of ``X`` through ``backend``; one result per row, in row order.
 
     Parameters
@@ -295,6 +334,9 @@ def evaluate_batch(backend: StudyExecutor, problem: DesignProblem, X: np.ndarray
     max_pool_breaks : int
         Local pool only: times an evaluation may be lost to a dying process in parallel before
         it is run alone; run alone, one more loss records it as failed.
+    chunked : bool, optional
+        Send the designs in chunks (:func:`chunks`) rather than one task each; default: on
+        the pool and on Dask.  The evaluations are the same either way.
 
     Returns
     -------
@@ -302,52 +344,84 @@ def evaluate_batch(backend: StudyExecutor, problem: DesignProblem, X: np.ndarray
         Each design's evaluation and its CPU time in the worker [s] (0 when it failed).
     """
     X = np.asarray(X, dtype=float)
-    results: list[tuple[Evaluation, float] | None] = [None] * len(X)
-    breaks = [0] * len(X)
+    if chunked is None:
+        chunked = backend.kind != "inprocess"
+    batch = _Outcomes(problem, len(X), chunked, on_done)
+    workers = backend.workers if chunked else 1
+    pending = list(range(len(X)))
+    while pending:
+        alone = [i for i in pending if batch.breaks[i] >= max_pool_breaks]
+        together = [i for i in pending if batch.breaks[i] < max_pool_breaks]
+        groups = chunks(together, workers) if chunked else [[i] for i in together]
+        lost = _run(backend, problem, X, groups, batch.settle, chunked)
+        for i in alone:  # one at a time: a loss now is this design's own doing
+            if _run(backend, problem, X, [[i]], batch.settle, chunked):
+                batch.store(i, (_failure(problem, "the worker process died while evaluating "
+                                         f"this design ({batch.breaks[i]} times)"), 0.0))
+        pending = lost
+    return batch.results  # type: ignore[return-value]
 
-    def settle(i: int, future: Future) -> bool:
-        """Store row i's outcome; False when it was lost with a broken pool (to resubmit)."""
+
+class _Outcomes:
+    """The results of :func:`evaluate_batch` as its tasks finish, and how often each row was
+    lost with a broken pool."""
+
+    def __init__(self, problem, rows: int, chunked: bool, on_done):
+        self.problem, self.chunked, self.on_done = problem, chunked, on_done
+        self.results: list[tuple[Evaluation, float] | None] = [None] * rows
+        self.breaks = [0] * rows
+
+    def store(self, i: int, outcome) -> None:
+        """Row ``i``'s (evaluation, seconds), or (None, description) of what it raised."""
+        evaluation, seconds = outcome
+        if evaluation is None:
+            self.results[i] = (_failure(self.problem, f"evaluation raised {seconds}"), 0.0)
+        else:
+            self.results[i] = _checked(self.problem, outcome)
+        if self.on_done is not None:
+            self.on_done(i, self.results[i][0])
+
+    def settle(self, rows: list[int], future: Future) -> bool:
+        """Store the outcomes of the task of ``rows``; False when they were lost with a broken
+        pool (to resubmit)."""
         try:
-            results[i] = _checked(problem, future.result())
+            outcome = future.result()
         except BrokenProcessPool:
-            breaks[i] += 1
+            for i in rows:
+                self.breaks[i] += 1
             return False
         except CancelledError:  # not this design's doing: the backend went away
             raise ExecutorError("an evaluation was cancelled: the executor shut down or lost "
                                 "its Dask scheduler; the study stops at its last checkpoint "
                                 "(continue with --resume)") from None
         except Exception as exc:  # noqa: BLE001 - a failed evaluation, recorded with its reason
-            results[i] = (_failure(problem, f"evaluation raised {_describe(exc)}"), 0.0)
-        if on_done is not None:
-            on_done(i, results[i][0])
+            outcome = [(None, _describe(exc))] * len(rows)
+        else:
+            if not self.chunked:
+                outcome = [outcome]
+            if not isinstance(outcome, list) or len(outcome) != len(rows):
+                outcome = [(None, f"the task returned {type(outcome).__name__}, expected "
+                                  f"{len(rows)} results")] * len(rows)
+        for i, one in zip(rows, outcome):
+            self.store(i, one)
         return True
 
-    pending = list(range(len(X)))
-    while pending:
-        alone = [i for i in pending if breaks[i] >= max_pool_breaks]
-        together = [i for i in pending if breaks[i] < max_pool_breaks]
-        lost = _run(backend, problem, X, together, settle)
-        for i in alone:  # one at a time: a loss now is this design's own doing
-            if _run(backend, problem, X, [i], settle):
-                results[i] = (_failure(problem, "the worker process died while evaluating "
-                                       f"this design ({breaks[i]} times)"), 0.0)
-                if on_done is not None:
-                    on_done(i, results[i][0])
-        pending = lost
-    return results  # type: ignore[return-value]
 
-
-def _run(backend: StudyExecutor, problem, X, rows: Sequence[int], settle) -> list[int]:
-    """Submit ``rows``, settle them as they finish; the rows lost to a broken pool."""
-    if not rows:
+def _run(backend: StudyExecutor, problem, X, groups: Sequence[list[int]], settle,
+         chunked: bool) -> list[int]:
+    """Submit each group of rows as one task (``chunked``; else each group is one row), settle
+    them as they finish; the rows lost to a broken pool."""
+    if not groups:
         return []
-    futures: dict[Future, int] = {}
+    futures: dict[Future, list[int]] = {}
     lost: list[int] = []
-    for k, i in enumerate(rows):
+    for k, rows in enumerate(groups):
         try:
-            futures[backend.executor.submit(evaluate_design, problem, X[i])] = i
+            task = (backend.executor.submit(evaluate_designs, problem, X[rows]) if chunked
+                    else backend.executor.submit(evaluate_design, problem, X[rows[0]]))
+            futures[task] = rows
         except BrokenProcessPool:  # broke while submitting: the rest is lost with it
-            lost = list(rows[k:])
+            lost = [i for rest in groups[k:] for i in rest]
             break
     not_done = set(futures)
     while not_done:
@@ -357,7 +431,7 @@ def _run(backend: StudyExecutor, problem, X, rows: Sequence[int], settle) -> lis
         done, not_done = done | cancelled, not_done - cancelled
         for future in done:
             if not settle(futures[future], future):
-                lost.append(futures[future])
+                lost.extend(futures[future])
     if lost:
         backend.restart()
     return sorted(lost)

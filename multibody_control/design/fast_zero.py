@@ -10,7 +10,12 @@ with the integrals ``int q_u,i^2 dt`` appended to the state, ``z = [q_u, q_u', i
 pinocchio's ``crba`` and ``nonLinearEffects`` from Python for each of about 2300 right-hand
 sides (scipy's DOP853 at rtol 1e-6); here the whole run is one numba kernel on the tree
 dynamics of :func:`multibody_dynamics.fast_step.compiled_terms` (checked against pinocchio
-there) with classical RK4 at a fixed step.
+there) with classical RK4 at a fixed step.  A tree that moves in the ``x-y`` plane (the arms
+of Seifried (2014) Sect. 7.4.3, horizontal) runs on the planar twin of those recursions,
+:func:`multibody_dynamics.fast_planar.planar_terms`, for the passive rows only: the same
+integrals bit for bit on the case-1 designs measured (bench ``design_case1_zero_dynamics_planar``,
+``test_planar_dynamics_give_the_general_kernels_criterion``) in about half the time per step
+(most of the rest is the RK4 stages, the projection on ``T`` and the ``n_u x n_u`` solve).
 
 Step size: ``h = omega_h / max |lambda|`` from the eigenvalues ``lambda`` of the linearized
 zero dynamics (7.25) that step 1 of the criterion computes anyway.  For the lightly damped
@@ -39,6 +44,7 @@ import numpy as np
 
 from multibody_dynamics.compiled_linalg import compiled_gauss_solve, gauss_solve
 from multibody_dynamics.errors import InputError
+from multibody_dynamics.fast_planar import PLANAR_WORK, pack_planar, planar_terms, wanted_rows
 from multibody_dynamics.fast_step import compiled_terms, pack_tree
 from multibody_dynamics.model import MultibodyModel
 
@@ -48,9 +54,12 @@ __all__ = ["OK", "SINGULAR", "UNBOUNDED", "CompiledZeroDynamics", "rk4_steps"]
 OK, UNBOUNDED, SINGULAR = 0, 1, 2
 
 
-def _rhs(z, dz, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, W, q, v, Mz,
-         b):  # pragma: no cover - numba
-    """dz of the augmented zero dynamics at z; False when M_uu - M_ua Gamma is singular."""
+def _rhs(z, dz, n, q_eq, T, iu, spring, planar, rows, ji, jf, g, fi, ff, M, nle, J, dJ, H, X,
+         W, q, v, Mz, b):  # pragma: no cover - numba
+    """dz of the augmented zero dynamics at z; False when M_uu - M_ua Gamma is singular.
+    ``planar``: ``(ji, jf)`` are :func:`~multibody_dynamics.fast_planar.pack_planar`'s, ``W``
+    its work space and ``rows`` its rows wanted (the passive joints'), else
+    :func:`~multibody_dynamics.fast_step.pack_tree`'s."""
     nv = q.shape[0]
     for i in range(nv):
         s = q_eq[i]
@@ -60,7 +69,10 @@ def _rhs(z, dz, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 
             t += T[i, k] * z[n + k]
         q[i] = s
         v[i] = t
-    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
+    if planar:  # only the passive rows and what they need
+        _planar(q, v, ji, jf, g, M, nle, W, rows)
+    else:
+        _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
     big = 0.0
     for r in range(n):
         row = iu[r]
@@ -81,10 +93,11 @@ def _rhs(z, dz, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 
     return True
 
 
-def _rk4(z, h, nsteps, bound, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, buf,
+def _rk4(z, h, nsteps, bound, n, q_eq, T, iu, spring, planar, rows, ji, jf, g, fi, ff, buf,
          resp):  # pragma: no cover - numba
     """``nsteps`` RK4 steps of ``h`` from ``z`` (3 n, updated in place); ``resp`` (nsteps + 1,
-    n) or (0, n) receives q_u at every step.  Returns ``(status, steps done)``."""
+    n) or (0, n) receives q_u at every step; ``planar`` selects the tree dynamics (see
+    :func:`_rhs`).  Returns ``(status, steps done)``."""
     nv = q_eq.shape[0]
     m = 3 * n
     o = 0
@@ -98,7 +111,8 @@ def _rk4(z, h, nsteps, bound, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, buf,
     o += 6 * nv
     X = buf[o:o + 12 * nv].reshape((nv, 12))
     o += 12 * nv
-    W = buf[o:o + 34 * nv].reshape((nv, 34))
+    wcols = PLANAR_WORK if planar else 34
+    W = buf[o:o + wcols * nv].reshape((nv, wcols))
     o += 34 * nv
     q = buf[o:o + nv]
     o += nv
@@ -123,8 +137,8 @@ def _rk4(z, h, nsteps, bound, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, buf,
                 c = h if s == 3 else 0.5 * h
                 for i in range(m):
                     k[4, i] = z[i] + c * k[s - 1, i]
-            if not _rhs(k[4], k[s], n, q_eq, T, iu, spring, ji, jf, g, fi, ff, M, nle, J, dJ,
-                        H, X, W, q, v, Mz, b):
+            if not _rhs(k[4], k[s], n, q_eq, T, iu, spring, planar, rows, ji, jf, g, fi, ff, M,
+                        nle, J, dJ, H, X, W, q, v, Mz, b):
                 return SINGULAR, step
         top = 0.0
         for i in range(m):
@@ -142,23 +156,32 @@ def _rk4(z, h, nsteps, bound, n, q_eq, T, iu, spring, ji, jf, g, fi, ff, buf,
 
 
 _KERNEL: list = []  # [compiled _rk4] or [None] without numba
-_terms = None  # the compiled tree dynamics, set before _rk4 is compiled (a global of _rhs)
+# the compiled tree dynamics, set before _rk4 is compiled (globals of _rhs)
+_terms = None
+_planar = None
 
 
 def _kernel():
-    """The compiled :func:`_rk4`, or None when numba is not installed."""
+    """The compiled :func:`_rk4`, or None when numba is not installed.
+
+    Both tree dynamics are inlined into the right-hand side (a call passing their fifteen
+    arrays cost about 15 % of a step).  numba's cache of :func:`_rk4` is keyed on this file
+    only: after a change of :mod:`multibody_dynamics.fast_step` or
+    :mod:`multibody_dynamics.fast_planar`, touch this file.
+    """
     if not _KERNEL:
-        terms = compiled_terms()
-        if terms is None:
+        terms, planar = compiled_terms(), planar_terms()
+        if terms is None or planar is None:
             _KERNEL.append(None)
         else:
             import numba
 
             jit = numba.njit(cache=True, nogil=True)
-            global _rhs, _rk4, _terms, gauss_solve
-            _terms = terms
+            inline = numba.njit(cache=True, nogil=True, inline="always")
+            global _rhs, _rk4, _terms, _planar, gauss_solve
+            _terms, _planar = inline(terms.py_func), inline(planar.py_func)
             gauss_solve = compiled_gauss_solve()
-            _rhs = numba.njit(cache=True, nogil=True, inline="always")(_rhs)
+            _rhs = inline(_rhs)
             _rk4 = jit(_rk4)
             _KERNEL.append(_rk4)
     return _KERNEL[0]
@@ -213,7 +236,12 @@ class CompiledZeroDynamics:
     def __init__(self, model: MultibodyModel, T, q_eq, bound: float = 1e3):
         self.n = int(T.shape[1])
         self.kernel = _kernel()
-        self.tree = pack_tree(model.pin_model) if self.kernel is not None else None
+        self.tree, self.planar = None, False
+        if self.kernel is not None:  # the planar dynamics where they apply (5x less work)
+            self.tree = pack_planar(model.pin_model)
+            self.planar = self.tree is not None
+            if not self.planar:
+                self.tree = pack_tree(model.pin_model)
         if not self.available:
             return
         nv = model.nv
@@ -226,6 +254,8 @@ class CompiledZeroDynamics:
         self.spring = np.vstack([K, D, np.asarray(model.q_rest, float)])
         self.g = np.array(model.pin_model.gravity.linear, float)
         self.fi, self.ff = np.zeros(0, np.int64), np.zeros((0, 12))
+        # the planar kernel's rows wanted: the passive joints' (and those below them)
+        self.rows = wanted_rows(self.tree[0], self.iu)
         n = self.n
         self.buf = np.zeros(nv * nv + 61 * nv + n * n + 16 * n)
         self.bound = float(bound)
@@ -255,6 +285,6 @@ class CompiledZeroDynamics:
         resp = np.zeros((nsteps + 1 if keep_response else 0, n))
         ji, jf = self.tree
         status, done = self.kernel(z, h, int(nsteps), self.bound, n, self.q_eq, self.T,
-                                   self.iu, self.spring, ji, jf, self.g, self.fi, self.ff,
-                                   self.buf, resp)
+                                   self.iu, self.spring, self.planar, self.rows, ji, jf,
+                                   self.g, self.fi, self.ff, self.buf, resp)
         return int(status), done * h, z, resp[:done + 1] if keep_response else resp

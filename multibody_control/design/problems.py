@@ -160,9 +160,13 @@ class ArmDesignProblem:
     def step1(self, x) -> np.ndarray:
         """Eigenvalues of step 1 for the design ``x``: the linearized zero dynamics of the
         combined output, or the transmission zeros of the exact output (``route="servo"``)."""
+        arm, _, gamma = self.build(x)
+        return self._step1(arm, gamma)
+
+    def _step1(self, arm, gamma) -> np.ndarray:
+        """:meth:`step1` of the design just built into ``arm``."""
         if self.route == "coordinates":
-            return self.zero_dynamics(x).eigenvalues
-        arm, _, _ = self.build(x)
+            return linear_zero_dynamics(arm.model, gamma, linearizer=arm.linearizer).eigenvalues
         return output_zeros(arm.model, EXACT_OUTPUT)
 
     def _perturbed(self, x):
@@ -187,7 +191,7 @@ class ArmDesignProblem:
                 "width_mm": {p.name: 1e3 * p.width for p in links}}
         n = gamma.shape[1]
         try:
-            lam = self.step1(x)
+            lam = self._step1(arm, gamma)
             stable = lam.size == 2 * n and bool(np.all(lam.real < 0))
             abscissa = float(np.max(lam.real)) if lam.size else float("inf")
             info.update(min_phase=stable,
