@@ -39,7 +39,6 @@ import numpy as np
 
 from multibody_dynamics.errors import InputError, MultibodyError
 
-from ..inversion.internal import integrate_forward
 from .criteria import PENALTY
 from .flexible_cart_output import (
     _NAMES,
@@ -204,23 +203,6 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
 
         chain, gamma, _ = self.build(x)
         return FlexibleServo(chain, gamma)
-
-    def tracking(self, x):
-        """Classical inversion of the task on the shaped arms: ``(t, q, e, ok, message)`` with
-        the end-point error ``e(t)`` [m] (7.16) on the output grid (shorter if it failed)."""
-        m, s = self.model(), self.servo(x)
-        ne = s.nu_int
-        eta, ok, msg = integrate_forward(lambda t, e: s.internal_rhs(t, e, m.ytraj),
-                                         s.equilibrium(m.y[0]), m.t, self.rtol,
-                                         1e-3 * self.rtol, 10 * self.dt, self.limit,
-                                         np.arange(ne))
-        n = len(eta)
-        q = np.hstack([m.y[:n] - eta[:, :ne] @ s.gamma.T, eta[:, :ne]])
-        r = np.array([s.chain.point_position(qk, m.body) for qk in q])
-        e = np.linalg.norm(m.r_d[:n] - r, axis=1)
-        if ok and n < len(m.t):
-            ok, msg = False, f"integration stopped at t = {m.t[n - 1]:.4g} s"
-        return m.t[:n], q, e, ok, msg
 
     def evaluate(self, x) -> Evaluation:
         """The criterion of ``x`` [m] (module docstring); never raises for a vector within
