@@ -171,26 +171,39 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
 
     def build(self, x):
         """``(chain, Γ (3, 4) in the chain's mode signs, info)`` of the design ``x``; the last
-        one is cached per thread (the zero dynamics and the inversion share it)."""
-        from multibody_dynamics.flexible.output import chain_combined_output
-
+        one is cached per thread (the zero dynamics and the inversion share it), and so is the
+        last shaped chain with its Γ0 (the serial route's fixed arms are built once)."""
         # the repr names every option the build depends on (heights, Γ0, mass, damping, robot)
         key = (repr(self), np.asarray(x, float).tobytes())
         last = getattr(_LAST, "value", None)
         if last is not None and last[0] == key:
             return last[1]
-        h, p = self.split(x)
-        chain, info = self.shape.chain_of(*self.heights(x))
+        _, p = self.split(x)
+        chain, info, ours, signs = self.shaped(*self.heights(x))
+        g0 = {"geometric": lambda: ours * signs, "initial": lambda: self.model().gamma0,
+              "printed": lambda: BOOK_GAMMA0_730, "zero": lambda: np.zeros((3, 4))}
+        gamma = (g0[self.gamma0]() + delta_gamma(p)) * signs
+        info = {**info, "gamma": (gamma * signs).round(6).tolist()}  # in the book's signs
+        _LAST.value = (key, (chain, gamma, info))
+        return chain, gamma, info
+
+    def shaped(self, heights: dict, s: float = 1.0):
+        """``(chain, info, Γ0 of the chain (3, 4), mode signs (4,))`` of the built heights
+        ``heights`` (per arm, (4,) [m]); the last one is cached per thread."""
+        from multibody_dynamics.flexible.output import chain_combined_output
+
+        key = (repr(self.shape), float(s),
+               tuple(np.asarray(h, float).tobytes() for h in heights.values()))
+        last = getattr(_LAST, "shaped", None)
+        if last is not None and last[0] == key:
+            return last[1]
+        chain, info = self.shape.chain_of(heights, s)
         ours = chain_combined_output(chain)
         signs = np.ones(4)
         for j, (r, c) in enumerate(_OWN):
             signs[j] = np.sign(ours[r, c]) * np.sign(BOOK_GAMMA0_730[r, c])
-        g0 = {"geometric": lambda: ours * signs, "initial": lambda: self.model().gamma0,
-              "printed": lambda: BOOK_GAMMA0_730, "zero": lambda: np.zeros((3, 4))}
-        gamma = (g0[self.gamma0]() + delta_gamma(p)) * signs
-        info["gamma"] = (gamma * signs).round(6).tolist()  # in the book's signs
-        _LAST.value = (key, (chain, gamma, info))
-        return chain, gamma, info
+        _LAST.shaped = (key, (chain, info, ours, signs))
+        return chain, info, ours, signs
 
     def gamma(self, x) -> np.ndarray:
         """Γ (3, 4) of the design ``x`` in the shaped chain's mode signs."""
