@@ -382,6 +382,59 @@ def flexible_shape(results: dict, suites: list[str]) -> str:
                   "clamped frequencies [Hz]"], rows)
 
 
+def flexible_evaluation_parts(results: dict, suites: list[str]) -> str:
+    """Issue 16 §4: one evaluation of each flexible problem and its parts, CPU ms
+    (bench_flexible_scale)."""
+    keys = ("fe_rebuild", "modal_reduction", "sid", "chain", "zero_dynamics", "inversion",
+            "criterion")
+
+    def ms(e: dict, key: str) -> str:
+        v = e.get(f"{key}_cpu_s")
+        return "—" if v is None else _num(1e3 * v)
+
+    rows = [[e["label"], ms(e, "evaluation"), *(ms(e, k) for k in keys), ms(e, "sum_of_parts"),
+             _num(e["criterion_mm"]), _num(e["load_avg_1min"], 2)]
+            for e in _suites(results, suites or ["flexible_scale"])
+            if e["name"].startswith("flexscale_parts_")]
+    return _rows(["problem, design", "one evaluation [ms]", "FE rebuild", "modal reduction",
+                  "SID", "chain", "zero dynamics", "inversion", "criterion", "sum of parts",
+                  "criterion (7.17) [mm]", "load average"], rows)
+
+
+def flexible_backends(results: dict, suites: list[str]) -> str:
+    """Issue 16 §4: flexible studies on a local pool and a Dask LocalCluster, same run
+    (bench_flexible_scale)."""
+    names = {"pool2": "local pool, 2 processes", "dask2": "Dask LocalCluster, 2 workers"}
+    rows = []
+    for e in _suites(results, suites or ["flexible_scale"]):
+        if "backend" not in e:
+            continue
+        ratio = f"{_num(e['ratio_to_pool'])}× the pool" if "ratio_to_pool" in e else "—"
+        rows.append([f"{e['study']}, {e['particles']} x {e['iterations']}"
+                     + (" (as written)" if e["full"] else ""), names[e["backend"]],
+                     str(e["evaluations"]), _num(e["wall_s"]), ratio,
+                     _num(e["evaluations_per_s"]), _num(1e3 * e["cpu_s_per_evaluation"]),
+                     _num(e["efficiency"], 2),
+                     "yes" if e["same_evaluations_on_both_backends"] else "**no**",
+                     _num(e["best_error_mm"]) if e["best_ok"] else "none accepted",
+                     _num(e["load_avg_1min"], 2)])
+    return _rows(["study", "backend", "evaluations", "wall [s]", "wall ratio",
+                  "evaluations / s", "CPU per evaluation [ms]", "efficiency",
+                  "same evaluations on both", "best [mm]", "load average"], rows)
+
+
+def flexible_workers(results: dict, suites: list[str]) -> str:
+    """Issue 16 §4: workers to finish the concurrent study in 5 minutes (bench_flexible_scale)."""
+    rows = [[str(e["evaluations"]), _num(e["budget_s"]),
+             f"{_num(1e3 * e['cpu_s_per_evaluation'])} ms ({e['measured_on']})",
+             _num(e["parallel_efficiency"], 2), _num(1e3 * e["dask_overhead_s_per_task"], 2),
+             str(e["workers_local"]), str(e["workers_dask"])]
+            for e in _suites(results, suites or ["flexible_scale"]) if "workers_local" in e]
+    return _rows(["evaluations", "in [s]", "CPU per evaluation", "efficiency (pool of 2)",
+                  "Dask overhead per task [ms]", "workers (local pool)", "workers (Dask)"],
+                 rows)
+
+
 def flexible_parallel(results: dict, suites: list[str]) -> str:
     """Seifried Sect. 6.5: the parallel flexible machine tool."""
     rows = []
@@ -598,6 +651,8 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "flexible_cart_readings": flexible_cart_readings,
     "flexible_shape": flexible_shape, "flexible_shape_cost": flexible_shape_cost,
     "flexible_cart_shape": flexible_cart_shape,
+    "flexible_evaluation_parts": flexible_evaluation_parts,
+    "flexible_backends": flexible_backends, "flexible_workers": flexible_workers,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
     "constrained_fd": constrained_fd,
     "design_tracking": design_tracking, "design_studies": design_studies,
