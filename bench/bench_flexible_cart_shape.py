@@ -20,8 +20,10 @@ Sect. 7.5.2.1, 7.5.2.3).
   ``BENCH_CARTSHAPE=full`` runs the files as written (the book's swarms: 160 x 45, 120 x 30,
   140 x 45, 160 x 60). ``BENCH_CARTSHAPE_STUDIES=shape,serial,...`` (``printed`` and the keys
   of :data:`STUDIES`) runs only those; the others keep the figures of bench/results.json's
-  last run. Each study
-  directory keeps ``design.png``, ``response.png`` and ``convergence.png``.
+  last run. A long study runs in parts (:func:`bench.common.run_bench_study`):
+  ``BENCH_CARTSHAPE_STOP_AFTER=N`` stops it after N iterations, checkpointed in its
+  directory, and ``BENCH_CARTSHAPE_RESUME=1`` continues it from there. Each study directory
+  keeps ``design.png``, ``response.png`` and ``convergence.png``.
 """
 
 from __future__ import annotations
@@ -192,7 +194,7 @@ def _study(key: str, robot: str | None = None) -> dict:
         options = {**options, "robot": robot}
     study, full = bench_study(path, "BENCH_CARTSHAPE", 20, 6, options, tag=tag)
     out = OUT / study.name
-    result = run_bench_study(study, out, plots=True)
+    result = run_bench_study(study, out, plots=True, env="BENCH_CARTSHAPE")
     best = result.best
     ok = best is not None and best.evaluation.ok
     info = best.evaluation.info if best is not None else {}

@@ -85,24 +85,36 @@ def bench_study(path, env: str, particles: int, iterations: int, options: dict |
 
 
 def run_bench_study(study, out=None, executor=None, kind: str = "pool", workers: int = 2,
-                    plots: bool = False):
+                    plots: bool = False, env: str | None = None):
     """Run ``study`` (no progress bar; ``out`` overwritten) on ``executor`` or a new
-    ``kind``/``workers`` backend (default: a local pool of 2); the StudyResult (its
-    ``run_wall_time`` [s] counts the swarm's iterations, not the backend's start)."""
-    from multibody_control.design.study import run_study
+    ``kind``/``workers`` backend (default: a local pool of 2); the StudyResult.
 
+    With ``env`` and ``out``, a long study runs in parts: ``{env}_STOP_AFTER=N`` stops after N
+    iterations (checkpointed in ``out``), ``{env}_RESUME=1`` continues from the checkpoint
+    there (if any; the swarm's state is in it, so the parts end as one run would).
+    """
+    from multibody_control.design.study import CHECKPOINT, run_study
+
+    stop, resume = None, False
+    if env is not None and out is not None:
+        stop = int(os.environ[f"{env}_STOP_AFTER"]) if os.environ.get(f"{env}_STOP_AFTER") \
+            else None
+        resume = os.environ.get(f"{env}_RESUME") == "1" and (Path(out) / CHECKPOINT).is_file()
     return run_study(study, out, executor=executor, kind=kind, workers=workers,
-                     progress=False, plots=plots, overwrite=out is not None)
+                     progress=False, plots=plots, overwrite=out is not None and not resume,
+                     resume=resume, stop_after=stop)
 
 
 def study_fields(study, result, full: bool) -> dict:
-    """The figures every bench study entry carries: swarm size, evaluations, accepted ones,
-    wall time of the iterations [s], evaluations per second, the CPU time spent in the
-    evaluations [s] and its mean per evaluation, the load average."""
-    records, wall = result.records, result.run_wall_time
+    """The figures every bench study entry carries: swarm size, iterations done, evaluations,
+    accepted ones, wall time of the iterations [s] (of all parts of a study run in parts),
+    evaluations per second, the CPU time spent in the evaluations [s] and its mean per
+    evaluation, the load average."""
+    records, wall = result.records, result.wall_time
     cpu = float(sum(r.seconds for r in records))
     return {"particles": study.optimizer.particles, "iterations": study.optimizer.iterations,
-            "full": bool(full), "evaluations": len(records),
+            "full": bool(full), "iterations_done": result.iterations_done,
+            "complete": result.complete, "evaluations": len(records),
             "feasible": sum(r.evaluation.ok for r in records), "wall_s": wall,
             "evaluations_per_s": len(records) / wall if wall > 0 else None,
             "cpu_s_in_evaluations": cpu,

@@ -319,8 +319,10 @@ def flexible_cart_shape(results: dict, suites: list[str]) -> str:
                 " / ".join(_num(v, 2) for v in hv) for hv in h.values()) + " mm"
             dg = [f"{v:g}" for k, v in (e["best"] or {}).items() if k.startswith("dg")]
             reading = f" ({e['reading']})" if e.get("reading") else ""
+            part = "" if e.get("complete", True) else \
+                f", stopped after {e['iterations_done']} iterations"
             rows.append([f"our {e['study']} swarm{reading}, {e['particles']} x {e['iterations']} "
-                         f"({e['evaluations']} evaluations, {e['feasible']} accepted, "
+                         f"({e['evaluations']} evaluations{part}, {e['feasible']} accepted, "
                          f"{_num(e['wall_s'])} s on a pool of 2):{heights}"
                          + (f" ΔΓ [{', '.join(dg)}]" if dg else ""), "—",
                          _num(e["best_error_mm"]) if e["best_ok"] else "none accepted",

@@ -230,3 +230,17 @@ def test_shape_evaluation_rebuilds_once(shape, monkeypatch):
     assert ev.ok and len(calls) == 1
     other = x * np.array([1.05] + [1.0] * 7)
     assert shape.evaluate(other).value != ev.value and len(calls) == 2
+
+
+@pytest.mark.slow  # the Python path: tens of seconds on a loaded machine
+def test_compiled_inversion_matches_the_python_path():
+    # the combined route inverts through the compiled DOP853 of fast_servo; the Python path
+    # (solve_ivp on the servo's NumPy right-hand side) takes the same steps, so the criteria
+    # agree to rounding accumulated over 3.3 s of adaptive steps (seen: 2e-9 relative); 1e-6
+    # still tells a different inversion apart (another Γ or chain moves it by percents)
+    p = FlexibleCartShapeOutputProblem()
+    fast = p.evaluate(BOOK_PC_737)
+    p.compiled = False
+    slow = p.evaluate(BOOK_PC_737 * (1 + 1e-12))  # not the cached build of the same vector
+    assert fast.ok and slow.ok
+    assert slow.value == pytest.approx(fast.value, rel=1e-6)
