@@ -25,7 +25,9 @@
   ``N = ceil(E (c / efficiency) / T)`` for a local pool and ``ceil(E (c / efficiency + o) / T)``
   for Dask, with c the mean CPU seconds per evaluation of the concurrent study run here, the
   pool's efficiency at 2 workers and o the Dask overhead per task and worker
-  (``2 (wall_dask - wall_pool) / evaluations``, 0 if Dask was faster).
+  (``2 (wall_dask - wall_pool) / evaluations``, 0 if Dask was faster); and once more with c
+  and the efficiency of the full concurrent swarm (140 x 45 on a pool of 2, suite
+  ``flexible_cart_shape``, its last complete run in bench/results.json) where there is one.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import bench_study, load_avg, per_call, run_bench_study, study_fields
+from bench.common import (
+    bench_study,
+    load_avg,
+    per_call,
+    previous_entries,
+    run_bench_study,
+    study_fields,
+)
 
 DESIGNS = Path(__file__).resolve().parent.parent / "config" / "designs"
 REPEAT = 5
@@ -241,6 +250,22 @@ def workers_needed(pool: dict, dask: dict, evaluations: int = CONCURRENT_EVALUAT
                            f"({pool['evaluations']} evaluations)", "full": pool["full"]}
 
 
+def _from_full_swarm(pool: dict, dask: dict) -> list:
+    """The estimate again from the full concurrent swarm of suite ``flexible_cart_shape`` (its
+    last run in bench/results.json, on a pool of 2, if complete): its CPU per evaluation and
+    efficiency, with the Dask overhead per task measured here."""
+    full = previous_entries("flexible_cart_shape", ["cartshape_study_concurrent"])
+    if not full or not full[0].get("full") or not full[0].get("complete"):
+        return []
+    e = full[0]
+    swarm = {**e, "efficiency": e["cpu_s_in_evaluations"] / (WORKERS * e["wall_s"])}
+    overhead = max(0.0, WORKERS * (dask["wall_s"] - pool["wall_s"]) / pool["evaluations"])
+    # the Dask run of the same swarm, had it the overhead measured here
+    as_dask = {"wall_s": swarm["wall_s"] + overhead * swarm["evaluations"] / WORKERS}
+    return [{"name": "flexscale_workers_5min_cart_concurrent_full_swarm",
+             **workers_needed(swarm, as_dask), "load_avg_1min": e.get("load_avg_1min")}]
+
+
 def run() -> list:
     entries = _parts()
     for spec in BACKEND_STUDIES:
@@ -249,6 +274,7 @@ def run() -> list:
         if spec[0] == "cart_concurrent":
             entries.append({"name": "flexscale_workers_5min_cart_concurrent",
                             **workers_needed(pool, dask), "load_avg_1min": load_avg()})
+            entries += _from_full_swarm(pool, dask)
     return entries
 
 
