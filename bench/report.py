@@ -248,8 +248,14 @@ def flexible_output_cost(results: dict, suites: list[str]) -> str:
         if k.startswith("flexdesign_study_"):
             rows.append([f"study, {100 * e['damping']:g} % damping, {e['particles']} particles x "
                          f"{e['iterations']} iterations, pool of 2", _num(e["wall_s"]),
-                         f"{e['evaluations']} evaluations, {e['feasible']} minimum phase"])
+                         f"{e['evaluations']} evaluations, {e['feasible']} minimum phase"
+                         + _load(e)])
     return _rows(["what", "wall [s]", "beside"], rows)
+
+
+def _load(e: dict) -> str:
+    """``; load average X`` where the entry recorded the machine's load."""
+    return f"; load average {_num(e['load_avg_1min'], 2)}" if "load_avg_1min" in e else ""
 
 
 def flexible_cart_output(results: dict, suites: list[str]) -> str:
@@ -284,7 +290,8 @@ def flexible_cart_output_cost(results: dict, suites: list[str]) -> str:
         rows.append(["the same with the Python internal dynamics", _num(c["evaluation_python_s"]),
                      f"{_num(c['speedup_vs_python'])}× the compiled evaluation"])
     rows.append([f"swarm, {s['particles']} particles x {s['iterations']} iterations, pool of 2",
-                 _num(s["wall_s"]), f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"])
+                 _num(s["wall_s"]), f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"
+                 + _load(s)])
     return _rows(["what", "wall [s]", "beside"], rows)
 
 
