@@ -4,21 +4,22 @@
   88.7 mm), of Γ0 (7.30) alone, and of the book's printed designs (7.32), (7.33) (1.6 mm,
   1.7 mm), each on Γ0 of our model and on the printed Γ0;
 * ``study``: the swarm of config/designs/flexible_cart_manipulator_output.yaml on a local pool
-  of 2. By default a reduced swarm (``BENCH_CARTDESIGN_PARTICLES`` x ``..._ITERATIONS``,
-  24 x 8); ``BENCH_CARTDESIGN=full`` runs the file as written (120 particles, 30 iterations);
+  of 2 (:func:`bench.common.bench_study`: by default a reduced swarm,
+  ``BENCH_CARTDESIGN_PARTICLES`` x ``..._ITERATIONS``, 24 x 8; ``BENCH_CARTDESIGN=full`` runs
+  the file as written, 120 particles, 30 iterations);
 * ``cost``: one evaluation of a minimum-phase design against its step 1 alone and against the
   same evaluation with the Python internal dynamics (``compiled = False``), timed in this run.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
 from bench.bench_flexible_design import compiled_speedup
+from bench.common import bench_study, run_bench_study, study_fields
 from multibody_control.design.flexible_cart_output import (
     BOOK_DGAMMA_732,
     BOOK_DGAMMA_733,
@@ -51,26 +52,13 @@ def _designs() -> list:
     return rows
 
 
-def _study(full: bool):
-    from multibody_control.design.study import load_study, run_study, study_from_mapping
-    from multibody_dynamics.yaml_io import load_yaml
-
-    if full:
-        study = load_study(STUDY)
-    else:
-        raw = load_yaml(STUDY.read_text())
-        raw["optimizer"]["particles"] = int(os.environ.get("BENCH_CARTDESIGN_PARTICLES", 24))
-        raw["optimizer"]["iterations"] = int(os.environ.get("BENCH_CARTDESIGN_ITERATIONS", 8))
-        study = study_from_mapping(raw, STUDY, name="flexible_cart_manipulator_output_reduced")
-    result = run_study(study, kind="pool", workers=2, progress=False, plots=False)
+def _study() -> dict:
+    study, full = bench_study(STUDY, "BENCH_CARTDESIGN", 24, 8)
+    result = run_bench_study(study)
     best = result.best
     return {
-        "name": "cartdesign_study_pool2", "particles": study.optimizer.particles,
-        "iterations": study.optimizer.iterations, "full": full,
-        "damping": study.options.get("damping", 0.02),
-        "evaluations": len(result.records),
-        "feasible": sum(r.evaluation.ok for r in result.records),
-        "wall_s": round(result.run_wall_time, 1),
+        "name": "cartdesign_study_pool2", "damping": study.options.get("damping", 0.02),
+        **study_fields(study, result, full),
         "best": {n: round(float(v), 3) for n, v in zip(study.names, best.x)},
         "best_ok": bool(best.evaluation.ok),
         "best_error_mm": 1e3 * best.evaluation.value if best.evaluation.ok else None,
@@ -92,6 +80,6 @@ def _cost() -> dict:
 
 def run() -> list:
     entries = _designs()
-    entries.append(_study(os.environ.get("BENCH_CARTDESIGN", "") == "full"))
+    entries.append(_study())
     entries.append(_cost())
     return entries

@@ -14,23 +14,34 @@ Sect. 7.5.2.1, 7.5.2.3).
   Fig. 7.15 (collocated) and Fig. 7.16 (combined outputs), the arm contours of (7.29) and
   (7.37) as Fig. 7.14, into ``design_output/bench_flexible_cart_shape/``;
 * ``study_*``: the four study files (config/designs/flexible_cart_manipulator_{shape,serial,
-  concurrent,shape_combined}.yaml) as reduced swarms on a local pool of 2
-  (``BENCH_CARTSHAPE_PARTICLES`` x
-  ``BENCH_CARTSHAPE_ITERATIONS``, default 20 x 6), and the serial study once more on the
-  model without gravity with 5 % damping (the reading where the book's (7.34) is minimum
-  phase); ``BENCH_CARTSHAPE=full`` runs the files as written (160 x 45, 120 x 30, 140 x 45:
-  hours on 2 cores). Each study directory keeps
-  ``design.png``, ``response.png`` and ``convergence.png``.
+  concurrent,shape_combined}.yaml) on a local pool of 2, and the serial study once more on
+  the model without gravity with 5 % damping (the reading where the book's (7.34) is minimum
+  phase), through :func:`bench.common.bench_study`: reduced swarms by default
+  (``BENCH_CARTSHAPE_PARTICLES`` x ``BENCH_CARTSHAPE_ITERATIONS``, 20 x 6);
+  ``BENCH_CARTSHAPE=full`` runs the files as written (the book's swarms: 160 x 45, 120 x 30,
+  140 x 45, 160 x 60). ``BENCH_CARTSHAPE_STUDIES=shape,serial,...`` (``printed`` and the keys
+  of :data:`STUDIES`) runs only those; the others keep the figures of bench/results.json's
+  last run. A long study runs in parts (:func:`bench.common.run_bench_study`):
+  ``BENCH_CARTSHAPE_STOP_AFTER=N`` stops it after N iterations, checkpointed in its
+  directory, and ``BENCH_CARTSHAPE_RESUME=1`` continues it from there. Each study directory
+  keeps ``design.png``, ``response.png`` and ``convergence.png``.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.common import (
+    bench_study,
+    previous_entries,
+    run_bench_study,
+    selected,
+    study_fields,
+)
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "design_output" / "bench_flexible_cart_shape"  # ignored by git
@@ -159,35 +170,37 @@ def _contours() -> dict:
     return {"name": "cartshape_contours", "figure": str(Path(path).relative_to(HERE.parent))}
 
 
-def _study(name: str, full: bool, options: dict | None = None, reading: str = "") -> dict:
-    from multibody_control.design.study import load_study, run_study, study_from_mapping
-    from multibody_dynamics.yaml_io import load_yaml
+#: the studies of the suite: key -> (study file suffix, options, reading)
+STUDIES = {
+    "shape": ("shape", None, ""),
+    "serial": ("serial", None, ""),
+    "concurrent": ("concurrent", None, ""),
+    "shape_combined": ("shape_combined", None, ""),
+    # the reading where (7.34) is minimum phase (the model file is written when it runs)
+    "serial_no_gravity": ("serial", {"damping": 0.05}, "no gravity, 5 % damping"),
+}
 
+
+def _entry_name(key: str) -> str:
+    name, _, reading = STUDIES[key]
+    tag = "".join(c if c.isalnum() else "_" for c in reading)
+    return f"cartshape_study_{name}{'_' + tag if tag else ''}"
+
+
+def _study(key: str, robot: str | None = None) -> dict:
+    name, options, reading = STUDIES[key]
     path = DESIGNS / f"flexible_cart_manipulator_{name}.yaml"
     tag = "".join(c if c.isalnum() else "_" for c in reading)
-    raw = load_yaml(path.read_text())
-    raw["options"].update(options or {})
-    if full:
-        study = (study_from_mapping(raw, path, name=f"{path.stem}_{tag}") if options
-                 else load_study(path))
-    else:
-        raw["optimizer"]["particles"] = int(os.environ.get("BENCH_CARTSHAPE_PARTICLES", 20))
-        raw["optimizer"]["iterations"] = int(os.environ.get("BENCH_CARTSHAPE_ITERATIONS", 6))
-        study = study_from_mapping(raw, path, name=f"{path.stem}{'_' + tag if tag else ''}"
-                                   "_reduced")
+    if options is not None:
+        options = {**options, "robot": robot}
+    study, full = bench_study(path, "BENCH_CARTSHAPE", 20, 6, options, tag=tag)
     out = OUT / study.name
-    t = time.perf_counter()
-    result = run_study(study, out, kind="pool", workers=2, progress=False, plots=True,
-                       overwrite=True)
-    wall = time.perf_counter() - t
+    result = run_bench_study(study, out, plots=True, env="BENCH_CARTSHAPE")
     best = result.best
     ok = best is not None and best.evaluation.ok
     info = best.evaluation.info if best is not None else {}
-    return {"name": f"cartshape_study_{name}{'_' + tag if tag else ''}", "study": name,
-            "reading": reading,
-            "particles": study.optimizer.particles, "iterations": study.optimizer.iterations,
-            "full": full, "evaluations": len(result.records),
-            "feasible": sum(r.evaluation.ok for r in result.records), "wall_s": wall,
+    return {"name": _entry_name(key), "study": name, "reading": reading,
+            **study_fields(study, result, full),
             "best_ok": ok, "best_error_mm": 1e3 * best.evaluation.value if ok else None,
             "best": ({n: round(float(v), 5) for n, v in zip(study.make_problem().names, best.x)}
                      if best is not None else None),
@@ -196,12 +209,17 @@ def _study(name: str, full: bool, options: dict | None = None, reading: str = ""
 
 
 def run() -> list:
-    entries = _printed()
-    full = os.environ.get("BENCH_CARTSHAPE", "") == "full"
-    for name in ("shape", "serial", "concurrent", "shape_combined"):
-        entries.append(_study(name, full))
-    with tempfile.TemporaryDirectory() as tmp:  # the reading where (7.34) is minimum phase
-        entries.append(_study("serial", full, {"robot": _no_gravity(Path(tmp)), "damping": 0.05},
-                              "no gravity, 5 % damping"))
+    chosen = selected("BENCH_CARTSHAPE_STUDIES", ("printed", *STUDIES))
+    if "printed" in chosen:
+        entries = _printed()
+    else:  # the printed designs' figures of the last run stay
+        entries = [e for e in previous_entries("flexible_cart_shape", None)
+                   if not e["name"].startswith("cartshape_study_")]
+    with tempfile.TemporaryDirectory() as tmp:
+        for key in STUDIES:
+            if key in chosen:
+                entries.append(_study(key, _no_gravity(Path(tmp))
+                                      if STUDIES[key][1] is not None else None))
+            else:  # not run now: the last run's figures stay
+                entries += previous_entries("flexible_cart_shape", [_entry_name(key)])
     return entries
-

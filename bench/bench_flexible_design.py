@@ -5,9 +5,9 @@
   +-20 % box (step 1 only);
 * ``book_gamma``: Γ (7.18) on the model with the study's damping (criterion, eigenvalues);
 * ``study``: the swarm of config/designs/flexible_manipulator_book_output.yaml on a local pool
-  of 2. By default a reduced swarm (``BENCH_FLEXDESIGN_PARTICLES`` x ``..._ITERATIONS``,
-  30 x 10); ``BENCH_FLEXDESIGN=full`` runs the file as written (100 particles, 20 iterations;
-  its wall time is in the results);
+  of 2 (:func:`bench.common.bench_study`: by default a reduced swarm,
+  ``BENCH_FLEXDESIGN_PARTICLES`` x ``..._ITERATIONS``, 30 x 10; ``BENCH_FLEXDESIGN=full`` runs
+  the file as written, 100 particles, 20 iterations; its wall time is in the results);
 * ``optimum``: the swarm's best Γ for every damping ratio of the sweep, and with the joint PD
   law of Sect. 6.4.1 (:func:`~multibody_control.inversion.flexible.track_flexible`), beside the
   Sect. 6.4 designs (rigid, quasi-static) on the same damped model;
@@ -20,12 +20,12 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench.common import bench_study, run_bench_study, study_fields
 from multibody_control.design.flexible_output import (
     BOOK_GAMMA_638,
     BOOK_GAMMA_718,
@@ -60,31 +60,21 @@ def _damping() -> list:
     return rows
 
 
-def _study(full: bool, damping: float | None = None):
-    from multibody_control.design.study import load_study, run_study, study_from_mapping
-    from multibody_dynamics.yaml_io import load_yaml
-
-    if full:
-        study = load_study(STUDY)
-    else:
-        raw = load_yaml(STUDY.read_text())
-        raw["optimizer"]["particles"] = int(os.environ.get("BENCH_FLEXDESIGN_PARTICLES", 30))
-        raw["optimizer"]["iterations"] = int(os.environ.get("BENCH_FLEXDESIGN_ITERATIONS", 10))
-        if damping is not None:
-            raw["options"]["damping"] = damping
-        study = study_from_mapping(raw, STUDY, name="flexible_manipulator_book_output_reduced")
-    result = run_study(study, kind="pool", workers=2, progress=False, plots=False)
-    return study, result
+def _study(damping: float | None = None):
+    """The study file through the shared bench set-up (``BENCH_FLEXDESIGN``); with ``damping``
+    always a reduced swarm on that damping."""
+    options = None if damping is None else {"damping": damping}
+    study, full = bench_study(STUDY, "BENCH_FLEXDESIGN", 30, 10, options,
+                              tag="" if damping is None else f"damping_{damping:g}",
+                              full=False if damping is not None else None)
+    return study, run_bench_study(study), full
 
 
 def _study_entry(name, study, result, full) -> dict:
     best = result.best
     return {
-        "name": name, "particles": study.optimizer.particles, "damping":
-        study.options.get("damping", 0.02), "iterations": study.optimizer.iterations,
-        "full": full, "evaluations": len(result.records),
-        "feasible": sum(r.evaluation.ok for r in result.records),
-        "wall_s": round(result.run_wall_time, 1),
+        "name": name, "damping": study.options.get("damping", 0.02),
+        **study_fields(study, result, full),
         "best": {n: round(float(v), 3) for n, v in zip(study.names, best.x)},
         "best_ok": bool(best.evaluation.ok), "best_error_mm": 1e3 * best.evaluation.value,
         "best_abscissa": best.evaluation.info.get("spectral_abscissa")}
@@ -154,13 +144,12 @@ def run() -> list:
     entries.append({"name": "flexdesign_book_gamma_718", "damping": p.damping,
                     "ok": ev.ok, "criterion": ev.value, "message": ev.message,
                     "spectral_abscissa": ev.info.get("spectral_abscissa")})
-    full = os.environ.get("BENCH_FLEXDESIGN", "") == "full"
-    study, result = _study(full)
+    study, result, full = _study()
     best = result.best
     x = np.asarray(best.x)
     entries.append(_study_entry("flexdesign_study_pool2", study, result, full))
     for z in STUDY_ZETAS:  # the result's dependence on the damping: reduced swarms
-        s_z, r_z = _study(False, z)
+        s_z, r_z, _ = _study(z)
         entries.append(_study_entry(f"flexdesign_study_damping_{z:g}", s_z, r_z, False))
     for z in ZETAS:
         ev = FlexibleOutputProblem(damping=z).evaluate(x)

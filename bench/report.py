@@ -248,8 +248,14 @@ def flexible_output_cost(results: dict, suites: list[str]) -> str:
         if k.startswith("flexdesign_study_"):
             rows.append([f"study, {100 * e['damping']:g} % damping, {e['particles']} particles x "
                          f"{e['iterations']} iterations, pool of 2", _num(e["wall_s"]),
-                         f"{e['evaluations']} evaluations, {e['feasible']} minimum phase"])
+                         f"{e['evaluations']} evaluations, {e['feasible']} minimum phase"
+                         + _load(e)])
     return _rows(["what", "wall [s]", "beside"], rows)
+
+
+def _load(e: dict) -> str:
+    """``; load average X`` where the entry recorded the machine's load."""
+    return f"; load average {_num(e['load_avg_1min'], 2)}" if "load_avg_1min" in e else ""
 
 
 def flexible_cart_output(results: dict, suites: list[str]) -> str:
@@ -287,7 +293,7 @@ def flexible_cart_output_cost(results: dict, suites: list[str]) -> str:
                      f"{_num(c['speedup_vs_python'])}× the compiled evaluation"])
     rows.append([f"swarm, {s['particles']} particles x {s['iterations']} iterations, pool of 2",
                  _num(s["wall_s"]),
-                 f"{s['evaluations']} evaluations, {s['feasible']} minimum phase"])
+                 f"{s['evaluations']} evaluations, {s['feasible']} minimum phase" + _load(s)])
     return _rows(["what", "wall [s]", "beside"], rows)
 
 
@@ -322,8 +328,10 @@ def flexible_cart_shape(results: dict, suites: list[str]) -> str:
                 " / ".join(_num(v, 2) for v in hv) for hv in h.values()) + " mm"
             dg = [f"{v:g}" for k, v in (e["best"] or {}).items() if k.startswith("dg")]
             reading = f" ({e['reading']})" if e.get("reading") else ""
+            part = "" if e.get("complete", True) else \
+                f", stopped after {e['iterations_done']} iterations"
             rows.append([f"our {e['study']} swarm{reading}, {e['particles']} x {e['iterations']} "
-                         f"({e['evaluations']} evaluations, {e['feasible']} accepted, "
+                         f"({e['evaluations']} evaluations{part}, {e['feasible']} accepted, "
                          f"{_num(e['wall_s'])} s on a pool of 2):{heights}"
                          + (f" ΔΓ [{', '.join(dg)}]" if dg else ""), "—",
                          _num(e["best_error_mm"]) if e["best_ok"] else "none accepted",
@@ -383,6 +391,59 @@ def flexible_shape(results: dict, suites: list[str]) -> str:
                      f"mass {book['mass_ratio']:.4f}× the initial arms"])
     return _rows(["design", "max error (7.17) [mm]", "heights y0-y3 [mm]",
                   "clamped frequencies [Hz]"], rows)
+
+
+def flexible_evaluation_parts(results: dict, suites: list[str]) -> str:
+    """Issue 16 §4: one evaluation of each flexible problem and its parts, CPU ms
+    (bench_flexible_scale)."""
+    keys = ("fe_rebuild", "modal_reduction", "sid", "chain", "zero_dynamics", "inversion",
+            "criterion")
+
+    def ms(e: dict, key: str) -> str:
+        v = e.get(f"{key}_cpu_s")
+        return "—" if v is None else _num(1e3 * v)
+
+    rows = [[e["label"], ms(e, "evaluation"), *(ms(e, k) for k in keys), ms(e, "sum_of_parts"),
+             _num(e["criterion_mm"]), _num(e["load_avg_1min"], 2)]
+            for e in _suites(results, suites or ["flexible_scale"])
+            if e["name"].startswith("flexscale_parts_")]
+    return _rows(["problem, design", "one evaluation [ms]", "FE rebuild", "modal reduction",
+                  "SID", "chain", "zero dynamics", "inversion", "criterion", "sum of parts",
+                  "criterion (7.17) [mm]", "load average"], rows)
+
+
+def flexible_backends(results: dict, suites: list[str]) -> str:
+    """Issue 16 §4: flexible studies on a local pool and a Dask LocalCluster, same run
+    (bench_flexible_scale)."""
+    names = {"pool2": "local pool, 2 processes", "dask2": "Dask LocalCluster, 2 workers"}
+    rows = []
+    for e in _suites(results, suites or ["flexible_scale"]):
+        if "backend" not in e:
+            continue
+        ratio = f"{_num(e['ratio_to_pool'])}× the pool" if "ratio_to_pool" in e else "—"
+        rows.append([f"{e['study']}, {e['particles']} x {e['iterations']}"
+                     + (" (as written)" if e["full"] else ""), names[e["backend"]],
+                     str(e["evaluations"]), _num(e["wall_s"]), ratio,
+                     _num(e["evaluations_per_s"]), _num(1e3 * e["cpu_s_per_evaluation"]),
+                     _num(e["efficiency"], 2),
+                     "yes" if e["same_evaluations_on_both_backends"] else "**no**",
+                     _num(e["best_error_mm"]) if e["best_ok"] else "none accepted",
+                     _num(e["load_avg_1min"], 2)])
+    return _rows(["study", "backend", "evaluations", "wall [s]", "wall ratio",
+                  "evaluations / s", "CPU per evaluation [ms]", "efficiency",
+                  "same evaluations on both", "best [mm]", "load average"], rows)
+
+
+def flexible_workers(results: dict, suites: list[str]) -> str:
+    """Issue 16 §4: workers to finish the concurrent study in 5 minutes (bench_flexible_scale)."""
+    rows = [[str(e["evaluations"]), _num(e["budget_s"]),
+             f"{_num(1e3 * e['cpu_s_per_evaluation'])} ms ({e['measured_on']})",
+             _num(e["parallel_efficiency"], 2), _num(1e3 * e["dask_overhead_s_per_task"], 2),
+             str(e["workers_local"]), str(e["workers_dask"])]
+            for e in _suites(results, suites or ["flexible_scale"]) if "workers_local" in e]
+    return _rows(["evaluations", "in [s]", "CPU per evaluation", "efficiency (pool of 2)",
+                  "Dask overhead per task [ms]", "workers (local pool)", "workers (Dask)"],
+                 rows)
 
 
 def flexible_parallel(results: dict, suites: list[str]) -> str:
@@ -652,6 +713,8 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "flexible_cart_readings": flexible_cart_readings,
     "flexible_shape": flexible_shape, "flexible_shape_cost": flexible_shape_cost,
     "flexible_cart_shape": flexible_cart_shape,
+    "flexible_evaluation_parts": flexible_evaluation_parts,
+    "flexible_backends": flexible_backends, "flexible_workers": flexible_workers,
     "speed": speed, "design": design, "peers": peers, "ros_memory": ros_memory,
     "constrained_fd": constrained_fd,
     "design_tracking": design_tracking, "design_studies": design_studies,

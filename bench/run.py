@@ -24,7 +24,8 @@ SUITES = ["rigid", "constrained", "simulate", "speed", "controllers", "inversion
           "elastic_joints", "flexible_parallel", "design", "flexible_design", "peers",
           "ros_memory", "design_tracking", "design_studies", "flexible_cart_design",
           "flexible_cart_readings", "flexible_shape", "batch",
-          "flexible_cart_shape", "ros_launch"]  # bench/bench_<name>.py, each with run() -> entries
+          "flexible_cart_shape", "ros_launch",
+          "flexible_scale"]  # bench/bench_<name>.py, each with run() -> entries
 
 
 def main(argv=None) -> int:

@@ -187,3 +187,60 @@ def test_criterion_runs_on_the_shaped_chain(concurrent):
     assert concurrent.servo(BOOK_PC_737).chain is chain
     flat = FlexibleCartShapeOutputProblem(heights=[10.0] * 8).evaluate(BOOK_PC_737[8:])
     assert abs(flat.value - ev.value) > 1e-4  # 0.1 mm: the shapes differ visibly
+
+
+def test_rebuilds_per_evaluation(monkeypatch):
+    # a concurrent evaluation rebuilds its arms once (step 1 and the inversion share the
+    # chain); the serial route builds its fixed arms once for all ΔΓ; the cached results are
+    # those of a fresh problem
+    calls = []
+    original = FlexibleShapeProblem.chain_of
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FlexibleShapeProblem, "chain_of", counted)
+    conc = FlexibleCartShapeOutputProblem()
+    x = BOOK_PC_737.copy()
+    for k in range(2):
+        x[0] *= 1.05 if k else 1.0  # another shape (not a uniform scale: mass is kept)
+        ev = conc.evaluate(x)
+        assert ev.ok and len(calls) == k + 1
+    serial = FlexibleCartShapeOutputProblem(heights=1e3 * BOOK_SHAPE_729)
+    calls.clear()
+    values = [serial.evaluate(BOOK_PC_737[8:] + d).value for d in (0.0, 0.01, 0.0)]
+    assert len(calls) == 1
+    assert values[0] == values[2] != values[1]
+    fresh = FlexibleCartShapeOutputProblem(heights=1e3 * BOOK_SHAPE_729, damping=0.0200000001)
+    assert fresh.evaluate(BOOK_PC_737[8:]).value == pytest.approx(values[0], rel=1e-6)
+
+
+def test_shape_evaluation_rebuilds_once(shape, monkeypatch):
+    calls = []
+    original = FlexibleShapeProblem.chain_of
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FlexibleShapeProblem, "chain_of", counted)
+    x = BOOK_SHAPE_729 * np.array([1.0, 1.03] + [1.0] * 6)  # a design no other test builds
+    ev = shape.evaluate(x)
+    assert ev.ok and len(calls) == 1
+    other = x * np.array([1.05] + [1.0] * 7)
+    assert shape.evaluate(other).value != ev.value and len(calls) == 2
+
+
+@pytest.mark.slow  # the Python path: tens of seconds on a loaded machine
+def test_compiled_inversion_matches_the_python_path():
+    # the combined route inverts through the compiled DOP853 of fast_servo; the Python path
+    # (solve_ivp on the servo's NumPy right-hand side) takes the same steps, so the criteria
+    # agree to rounding accumulated over 3.3 s of adaptive steps (seen: 2e-9 relative); 1e-6
+    # still tells a different inversion apart (another Γ or chain moves it by percents)
+    p = FlexibleCartShapeOutputProblem()
+    fast = p.evaluate(BOOK_PC_737)
+    p.compiled = False
+    slow = p.evaluate(BOOK_PC_737 * (1 + 1e-12))  # not the cached build of the same vector
+    assert fast.ok and slow.ok
+    assert slow.value == pytest.approx(fast.value, rel=1e-6)

@@ -39,7 +39,6 @@ import numpy as np
 
 from multibody_dynamics.errors import InputError, MultibodyError
 
-from ..inversion.internal import integrate_forward
 from .criteria import PENALTY
 from .flexible_cart_output import (
     _NAMES,
@@ -172,26 +171,39 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
 
     def build(self, x):
         """``(chain, Γ (3, 4) in the chain's mode signs, info)`` of the design ``x``; the last
-        one is cached per thread (the zero dynamics and the inversion share it)."""
-        from multibody_dynamics.flexible.output import chain_combined_output
-
+        one is cached per thread (the zero dynamics and the inversion share it), and so is the
+        last shaped chain with its Γ0 (the serial route's fixed arms are built once)."""
         # the repr names every option the build depends on (heights, Γ0, mass, damping, robot)
         key = (repr(self), np.asarray(x, float).tobytes())
         last = getattr(_LAST, "value", None)
         if last is not None and last[0] == key:
             return last[1]
-        h, p = self.split(x)
-        chain, info = self.shape.chain_of(*self.heights(x))
+        _, p = self.split(x)
+        chain, info, ours, signs = self.shaped(*self.heights(x))
+        g0 = {"geometric": lambda: ours * signs, "initial": lambda: self.model().gamma0,
+              "printed": lambda: BOOK_GAMMA0_730, "zero": lambda: np.zeros((3, 4))}
+        gamma = (g0[self.gamma0]() + delta_gamma(p)) * signs
+        info = {**info, "gamma": (gamma * signs).round(6).tolist()}  # in the book's signs
+        _LAST.value = (key, (chain, gamma, info))
+        return chain, gamma, info
+
+    def shaped(self, heights: dict, s: float = 1.0):
+        """``(chain, info, Γ0 of the chain (3, 4), mode signs (4,))`` of the built heights
+        ``heights`` (per arm, (4,) [m]); the last one is cached per thread."""
+        from multibody_dynamics.flexible.output import chain_combined_output
+
+        key = (repr(self.shape), float(s),
+               tuple(np.asarray(h, float).tobytes() for h in heights.values()))
+        last = getattr(_LAST, "shaped", None)
+        if last is not None and last[0] == key:
+            return last[1]
+        chain, info = self.shape.chain_of(heights, s)
         ours = chain_combined_output(chain)
         signs = np.ones(4)
         for j, (r, c) in enumerate(_OWN):
             signs[j] = np.sign(ours[r, c]) * np.sign(BOOK_GAMMA0_730[r, c])
-        g0 = {"geometric": lambda: ours * signs, "initial": lambda: self.model().gamma0,
-              "printed": lambda: BOOK_GAMMA0_730, "zero": lambda: np.zeros((3, 4))}
-        gamma = (g0[self.gamma0]() + delta_gamma(p)) * signs
-        info["gamma"] = (gamma * signs).round(6).tolist()  # in the book's signs
-        _LAST.value = (key, (chain, gamma, info))
-        return chain, gamma, info
+        _LAST.shaped = (key, (chain, info, ours, signs))
+        return chain, info, ours, signs
 
     def gamma(self, x) -> np.ndarray:
         """Γ (3, 4) of the design ``x`` in the shaped chain's mode signs."""
@@ -204,23 +216,6 @@ class FlexibleCartShapeOutputProblem(FlexibleCartOutputProblem):
 
         chain, gamma, _ = self.build(x)
         return FlexibleServo(chain, gamma)
-
-    def tracking(self, x):
-        """Classical inversion of the task on the shaped arms: ``(t, q, e, ok, message)`` with
-        the end-point error ``e(t)`` [m] (7.16) on the output grid (shorter if it failed)."""
-        m, s = self.model(), self.servo(x)
-        ne = s.nu_int
-        eta, ok, msg = integrate_forward(lambda t, e: s.internal_rhs(t, e, m.ytraj),
-                                         s.equilibrium(m.y[0]), m.t, self.rtol,
-                                         1e-3 * self.rtol, 10 * self.dt, self.limit,
-                                         np.arange(ne))
-        n = len(eta)
-        q = np.hstack([m.y[:n] - eta[:, :ne] @ s.gamma.T, eta[:, :ne]])
-        r = np.array([s.chain.point_position(qk, m.body) for qk in q])
-        e = np.linalg.norm(m.r_d[:n] - r, axis=1)
-        if ok and n < len(m.t):
-            ok, msg = False, f"integration stopped at t = {m.t[n - 1]:.4g} s"
-        return m.t[:n], q, e, ok, msg
 
     def evaluate(self, x) -> Evaluation:
         """The criterion of ``x`` [m] (module docstring); never raises for a vector within

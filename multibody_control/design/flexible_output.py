@@ -183,7 +183,7 @@ class FlexibleOutputProblem:
                                             10 * self.dt, self.limit, self.compiled)
         n = len(eta)
         q = np.hstack([m.y[:n] - eta[:, :ne] @ s.gamma.T, eta[:, :ne]])
-        r = m.chain.point_positions(q, m.body)
+        r = s.chain.point_positions(q, m.body)  # the servo's chain (a shaped one in subclasses)
         e = np.linalg.norm(m.r_d[:n] - r, axis=1)
         if ok and n < len(m.t):
             ok, msg = False, f"integration stopped at t = {m.t[n - 1]:.4g} s"

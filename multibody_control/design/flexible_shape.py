@@ -22,7 +22,8 @@ upper)`` with the ``s`` that gives ``m0`` exactly (the clipped mass is piecewise
 Cached per process (they do not change between evaluations): the base chain, the arms'
 mesh/Bernstein tables (:class:`~multibody_dynamics.flexible.shape.BezierArmBuilder`), the rigid
 inverse kinematics of the task tabulated on the output grid (the arm lengths do not change) and
-the desired end point.
+the desired end point; per thread, the last design's rebuilt chain (an evaluation builds it
+once for its check and its inversion).
 
 Test trajectory (``task``): ``line_6_4``, the Sect. 6.4 straight line of
 :func:`.flexible_output.book_task` for ``flexible_manipulator_book``; ``cart_semicircle``, the
@@ -35,6 +36,7 @@ output design, :mod:`.flexible_output`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -55,6 +57,9 @@ BOOK_SHAPE_729 = np.array([12.9, 10.4, 22.1, 5.3, 5.1, 16.2, 7.0, 1.0]) * 1e-3
 #: Test trajectories by name: factory () -> Task.
 TASKS: dict[str, Callable[[], Task]] = {"line_6_4": book_task,
                                         "cart_semicircle": cart_semicircle_task}
+
+_LAST = threading.local()
+
 
 class _Model:
     """Per-process state: the base chain, arm builders, initial mass and tabulated task."""
@@ -199,8 +204,17 @@ class FlexibleShapeProblem:
         return dict(zip(self.arm_names, split)), s
 
     def chain(self, x):
-        """The rebuilt, damped chain of ``x`` and ``info`` (heights, scale, frequencies)."""
-        return self.chain_of(*self.heights(x))
+        """The rebuilt, damped chain of ``x`` and ``info`` (heights, scale, frequencies); the
+        last one is cached per thread (an evaluation's check and its inversion share it)."""
+        # the repr names every option the chain depends on
+        key = (repr(self), np.asarray(x, float).tobytes())
+        last = getattr(_LAST, "value", None)
+        if last is not None and last[0] == key:
+            chain, info = last[1]
+            return chain, dict(info)
+        chain, info = self.chain_of(*self.heights(x))
+        _LAST.value = (key, (chain, info))
+        return chain, dict(info)
 
     def chain_of(self, heights: dict, s: float = 1.0):
         """The rebuilt, damped chain of the control heights ``heights`` (per arm, (4,) [m]) and
