@@ -589,7 +589,8 @@ def _accel(q, v, tau, mdl, wk, par, closed, a):  # pragma: no cover - numba
 
 def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     """Newton projection of q onto phi = 0 (Aghili 2005 eq. 39: ``q <- q - A^+ phi``, skipped
-    when the residual is already below tolerance), then v onto null(A) in the mass metric
+    when the residual is already below tolerance and the step ``A^+ phi`` below ``sp[4]``,
+    else once more at most when the residual is), then v onto null(A) in the mass metric
     (``v <- v - M^-1 B (B^T M^-1 B)^-1 B^T v``), with the SVD of A and the Cholesky of M at the
     final q.  In place; returns (ok, iterations, residual)."""
     ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
@@ -600,22 +601,41 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     n = q.shape[0]
     m = phi.shape[0]
     tol, max_iter, project_v = sp[1], int(sp[2]), sp[5] != 0.0
+    dq = wk[22][0]
     it = 0
+    polished = False
     while True:
         _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 2, W)
         err = _closure_residual(H, cl, cf, lphi, phi)
         _closure_rows(zero, J, dJ, H, cl, cf, A, gam, ws)
         r = _svd(wk, par)
-        if err < tol or it >= max_iter or not err < np.inf:
+        if it >= max_iter or not err < np.inf:
             break
-        for ii in range(r):  # q <- q - A^+ phi, A^+ = V S^-1 U^T
+        for k in range(n):
+            dq[k] = 0.0
+        for ii in range(r):  # dq = A^+ phi, A^+ = V S^-1 U^T
             j = order[ii]
             c = 0.0
             for l2 in range(m):
                 c += Qw[l2, j] * phi[l2]
             c /= sv[j]
             for k in range(n):
-                q[k] -= Vt[ii, k] * c
+                dq[k] += Vt[ii, k] * c
+        if err < tol:
+            # phi below tolerance: one more Newton step if q is still ||A^+ phi|| >= sp[4] off
+            # the manifold (near a singular configuration ||A^+ phi|| ~ ||phi|| / sigma_min;
+            # projection.NEWTON_STEP_FACTOR)
+            if polished:
+                break
+            big = False
+            for k in range(n):
+                if not abs(dq[k]) < sp[4]:
+                    big = True
+            if not big:
+                break
+            polished = True
+        for k in range(n):
+            q[k] -= dq[k]
         it += 1
     if not err < tol:
         return False, it, err
@@ -689,7 +709,8 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
          out_t, out_q, out_v, out_e, out_lam, out_res, out_vres, out_k):  # pragma: no cover
     """``nsteps`` fixed steps from (q, v, t0) with tau held, in place on q and v.
 
-    ``sp`` = [dt, position_tol, max_newton_iter, max_speed, (unused), project_velocity, method
+    ``sp`` = [dt, position_tol, max_newton_iter, max_speed, Newton step bound (one more
+    iteration below position_tol while ``||A^+ phi||_inf`` reaches it), project_velocity, method
     (0 RK4, 1 semi-implicit Euler)].  Step ``k0 + k`` (global count
     ``n_total``) is recorded into ``out_*[out_k]`` when ``(k0 + k + 1) % every == 0`` or it is
     the last one (``every`` 0: nothing recorded); ``nsteps`` 0 with ``every`` > 0 records the
@@ -1028,7 +1049,9 @@ class FastStepper:
         self.nv, self.m, self.closed = packed.nv, packed.m, packed.closed
         self.mdl, self.par = packed.mdl, packed.par
         self.sp = np.array([config.dt, config.position_tol, config.max_newton_iter,
-                            config.max_speed, 0.0, float(config.project_velocity),
+                            config.max_speed,
+                            _proj.NEWTON_STEP_FACTOR * config.position_tol,
+                            float(config.project_velocity),
                             0.0 if config.method == "rk4" else 1.0])
         self._none1, self._none2 = np.zeros(0), np.zeros((0, self.nv))
         self._nonelam = np.zeros((0, self.m))
