@@ -326,10 +326,17 @@ def _abi_solve(ji, J, U, D, Rt, Xt, k, P):  # pragma: no cover - numba
                 P[i, a, c] = (P[p, a, c] if p >= 0 else 0.0) + J[a, i] * qdd
 
 
+#: :func:`_tree_fd` solves with ``M`` by a dense Cholesky (``M`` from the composite-rigid-body
+#: pass of :func:`_terms`) up to this many joints, by articulated-body sweeps above: one call on
+#: the shipped loops (2-4 joints) took 2.5 us of arithmetic with the sweeps (6 x 6 articulated
+#: inertias per body) against 1.4 us dense (CPU time, four_bar)
+TREE_FD_DENSE_MAX_N = 8
+
+
 def _tree_fd_size(n, m, nf):
     """Length of the float buffer of :func:`_tree_fd` for n joints, m closure rows, nf frames."""
     return (16 * nf + 102 * n + 6 * n * (m + 1) + m * n + 2 * (m + 1) * n + m * m + 2 * m
-            + m * m + 2 * m + 72 + n * m + m * m + m)
+            + m * m + 2 * m + 72 + n * m + m * m + m + 2 * n * n)
 
 
 def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
@@ -337,7 +344,7 @@ def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
     in O(n m + m^3): :func:`_terms` without M (kinematics, J, dJ, frames, h by RNEA), the closure
     rows and their SVD, then the Gauss form of Aghili (2005) eq. 22 (projection.py's
     ``_gauss_combine``) with ``M^-1 f`` and ``M^-1 V_r`` from one articulated-body factorization
-    and r + 1 solves.  The constant arrays of :func:`_terms` and of the closure rows come packed
+    and r + 1 solves (up to :data:`TREE_FD_DENSE_MAX_N` joints: from M and its Cholesky).  The constant arrays of :func:`_terms` and of the closure rows come packed
     (a call from Python checks each argument: 7 instead of 13): ``ic`` = [nf, nc, ji, fi, cl]
     (integers, flattened), ``fc`` = [jf, g, ff, cf]; ``buf`` (:func:`_tree_fd_size`) holds the
     frame placements H first (frames on the universe set once), then the work arrays.
@@ -379,13 +386,21 @@ def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
     c = w[o + m:o + 2 * m]
     o += 2 * m
     wc = w[o:o + m * m + 2 * m]  # _gauss_combine's scratch
-    wb = w[o + m * m + 2 * m:]
-    _terms(q, v, ji, jf, g, fi, ff, w[:0].reshape((0, 0)), nle, J, dJ, H, X, 0, W)
+    o += m * m + 2 * m
+    wb = w[o:o + 72 + n * m + m * m + m]  # _constraint_basis's scratch
+    o += 72 + n * m + m * m + m
+    dense = n <= TREE_FD_DENSE_MAX_N
+    M = w[o:o + n * n].reshape((n, n))
+    L = w[o + n * n:o + 2 * n * n].reshape((n, n))
+    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1 if dense else 0, W)
     out = np.empty(2 * n + m)
     for i in range(n):
         Rt[0, i] = tau[i] - nle[i]
     r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
-    if _abi_factor(ji, J, W, IA, U, D):
+    if dense and _chol(M, L, n):
+        for i in range(r + 1):
+            _chol_solve(L, Rt, i, Xt, i, n)
+    elif not dense and _abi_factor(ji, J, W, IA, U, D):
         _abi_solve(ji, J, U, D, Rt, Xt, r + 1, P)
     else:
         for i in range(r + 1):
