@@ -478,7 +478,7 @@ def speed(results: dict, suites: list[str]) -> str:
              f"{_num(e['baseline_time_us'])} / {_num(e['time_us'])}",
              opt(e, "max_residual"), opt(e, "energy_error_J"), opt(e, "load_average_1min")]
             for e in entries]
-    return _rows(["case", "reference [sim s / wall s]", "compiled [sim s / wall s]",
+    return _rows(["case", "reference [sim s / CPU s]", "compiled [sim s / CPU s]",
                   "speed-up", "goal", "µs per step (reference / compiled)", "max closure gap",
                   "energy error [J]", "load average"], rows)
 
@@ -601,7 +601,7 @@ def peers(results: dict, suites: list[str]) -> str:
                 _num(e["throughput_vs_suite"], 2) + "×", _num(e["max_closure_gap_m"], 2),
                 _num(e["energy_error_J"], 2), _num(e.get("load_average_1min"), 2)]
 
-    return _rows(["mechanism", "tool", "method", "sim s / wall s", "throughput / suite's",
+    return _rows(["mechanism", "tool", "method", "sim s / CPU s", "throughput / suite's",
                   "max closure gap [m]", "energy error [J]", "load average"],
                  (row(e) for e in _suites(results, suites or ["peers"])))
 

@@ -329,10 +329,17 @@ def _abi_solve(ji, J, U, D, Rt, Xt, k, P):  # pragma: no cover - numba
                 P[i, a, c] = (P[p, a, c] if p >= 0 else 0.0) + J[a, i] * qdd
 
 
+#: :func:`_tree_fd` solves with ``M`` by a dense Cholesky (``M`` from the composite-rigid-body
+#: pass of :func:`_terms`) up to this many joints, by articulated-body sweeps above: one call on
+#: the shipped loops (2-4 joints) took 2.5 us of arithmetic with the sweeps (6 x 6 articulated
+#: inertias per body) against 1.4 us dense (CPU time, four_bar)
+TREE_FD_DENSE_MAX_N = 8
+
+
 def _tree_fd_size(n, m, nf):
     """Length of the float buffer of :func:`_tree_fd` for n joints, m closure rows, nf frames."""
     return (16 * nf + 102 * n + 6 * n * (m + 1) + m * n + 2 * (m + 1) * n + m * m + 2 * m
-            + m * m + 2 * m + 72 + n * m + m * m + m)
+            + m * m + 2 * m + 72 + n * m + m * m + m + 2 * n * n)
 
 
 def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
@@ -340,7 +347,7 @@ def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
     in O(n m + m^3): :func:`_terms` without M (kinematics, J, dJ, frames, h by RNEA), the closure
     rows and their SVD, then the Gauss form of Aghili (2005) eq. 22 (projection.py's
     ``_gauss_combine``) with ``M^-1 f`` and ``M^-1 V_r`` from one articulated-body factorization
-    and r + 1 solves.  The constant arrays of :func:`_terms` and of the closure rows come packed
+    and r + 1 solves (up to :data:`TREE_FD_DENSE_MAX_N` joints: from M and its Cholesky).  The constant arrays of :func:`_terms` and of the closure rows come packed
     (a call from Python checks each argument: 7 instead of 13): ``ic`` = [nf, nc, ji, fi, cl]
     (integers, flattened), ``fc`` = [jf, g, ff, cf]; ``buf`` (:func:`_tree_fd_size`) holds the
     frame placements H first (frames on the universe set once), then the work arrays.
@@ -382,13 +389,21 @@ def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
     c = w[o + m:o + 2 * m]
     o += 2 * m
     wc = w[o:o + m * m + 2 * m]  # _gauss_combine's scratch
-    wb = w[o + m * m + 2 * m:]
-    _terms(q, v, ji, jf, g, fi, ff, w[:0].reshape((0, 0)), nle, J, dJ, H, X, 0, W)
+    o += m * m + 2 * m
+    wb = w[o:o + 72 + n * m + m * m + m]  # _constraint_basis's scratch
+    o += 72 + n * m + m * m + m
+    dense = n <= TREE_FD_DENSE_MAX_N
+    M = w[o:o + n * n].reshape((n, n))
+    L = w[o + n * n:o + 2 * n * n].reshape((n, n))
+    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1 if dense else 0, W)
     out = np.empty(2 * n + m)
     for i in range(n):
         Rt[0, i] = tau[i] - nle[i]
     r = _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Rt[1:], c, Ul, wb)
-    if _abi_factor(ji, J, W, IA, U, D):
+    if dense and _chol(M, L, n):
+        for i in range(r + 1):
+            _chol_solve(L, Rt, i, Xt, i, n)
+    elif not dense and _abi_factor(ji, J, W, IA, U, D):
         _abi_solve(ji, J, U, D, Rt, Xt, r + 1, P)
     else:
         for i in range(r + 1):
@@ -592,7 +607,8 @@ def _accel(q, v, tau, mdl, wk, par, closed, a):  # pragma: no cover - numba
 
 def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     """Newton projection of q onto phi = 0 (Aghili 2005 eq. 39: ``q <- q - A^+ phi``, skipped
-    when the residual is already below tolerance), then v onto null(A) in the mass metric
+    when the residual is already below tolerance and the step ``A^+ phi`` below ``sp[4]``,
+    else once more at most when the residual is), then v onto null(A) in the mass metric
     (``v <- v - M^-1 B (B^T M^-1 B)^-1 B^T v``), with the SVD of A and the Cholesky of M at the
     final q.  In place; returns (ok, iterations, residual)."""
     ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
@@ -603,22 +619,41 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     n = q.shape[0]
     m = phi.shape[0]
     tol, max_iter, project_v = sp[1], int(sp[2]), sp[5] != 0.0
+    dq = wk[22][0]
     it = 0
+    polished = False
     while True:
         _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 2, W)
         err = _closure_residual(H, cl, cf, lphi, phi)
         _closure_rows(zero, J, dJ, H, cl, cf, A, gam, ws)
         r = _svd(wk, par)
-        if err < tol or it >= max_iter or not err < np.inf:
+        if it >= max_iter or not err < np.inf:
             break
-        for ii in range(r):  # q <- q - A^+ phi, A^+ = V S^-1 U^T
+        for k in range(n):
+            dq[k] = 0.0
+        for ii in range(r):  # dq = A^+ phi, A^+ = V S^-1 U^T
             j = order[ii]
             c = 0.0
             for l2 in range(m):
                 c += Qw[l2, j] * phi[l2]
             c /= sv[j]
             for k in range(n):
-                q[k] -= Vt[ii, k] * c
+                dq[k] += Vt[ii, k] * c
+        if err < tol:
+            # phi below tolerance: one more Newton step if q is still ||A^+ phi|| >= sp[4] off
+            # the manifold (near a singular configuration ||A^+ phi|| ~ ||phi|| / sigma_min;
+            # projection.NEWTON_STEP_FACTOR)
+            if polished:
+                break
+            big = False
+            for k in range(n):
+                if not abs(dq[k]) < sp[4]:
+                    big = True
+            if not big:
+                break
+            polished = True
+        for k in range(n):
+            q[k] -= dq[k]
         it += 1
     if not err < tol:
         return False, it, err
@@ -692,7 +727,8 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
          out_t, out_q, out_v, out_e, out_lam, out_res, out_vres, out_k):  # pragma: no cover
     """``nsteps`` fixed steps from (q, v, t0) with tau held, in place on q and v.
 
-    ``sp`` = [dt, position_tol, max_newton_iter, max_speed, (unused), project_velocity, method
+    ``sp`` = [dt, position_tol, max_newton_iter, max_speed, Newton step bound (one more
+    iteration below position_tol while ``||A^+ phi||_inf`` reaches it), project_velocity, method
     (0 RK4, 1 semi-implicit Euler)].  Step ``k0 + k`` (global count
     ``n_total``) is recorded into ``out_*[out_k]`` when ``(k0 + k + 1) % every == 0`` or it is
     the last one (``every`` 0: nothing recorded); ``nsteps`` 0 with ``every`` > 0 records the
@@ -1032,7 +1068,9 @@ class FastStepper:
         self.nv, self.m, self.closed = packed.nv, packed.m, packed.closed
         self.mdl, self.par = packed.mdl, packed.par
         self.sp = np.array([config.dt, config.position_tol, config.max_newton_iter,
-                            config.max_speed, 0.0, float(config.project_velocity),
+                            config.max_speed,
+                            _proj.NEWTON_STEP_FACTOR * config.position_tol,
+                            float(config.project_velocity),
                             0.0 if config.method == "rk4" else 1.0])
         self._none1, self._none2 = np.zeros(0), np.zeros((0, self.nv))
         self._nonelam = np.zeros((0, self.m))

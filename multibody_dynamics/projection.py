@@ -59,6 +59,14 @@ MASS_SOLVERS = ("auto", "dense", "sparse")
 #: ``mass_solver="auto"`` uses pinocchio's tree algorithms from this many velocity coordinates
 #: on (see :func:`inverse_mass_product` for the measurements behind it).
 SPARSE_MASS_MIN_NV = 20
+#: Newton projection: with ``||phi||_inf`` below ``position_tol``, one more Newton step is taken
+#: while ``||A^+ phi||_inf >= NEWTON_STEP_FACTOR * position_tol``.  ``A^+ phi`` is the distance
+#: to the manifold to first order, about ``||phi|| / sigma_min``: away from singular
+#: configurations it is below the bound whenever phi is (four_bar, 10 s of the speed bench: no
+#: extra iteration), near one it is not (slider-crank 1.6e-3 rad from q1 = pi/2: phi 6e-13 m, but q 1.3e-9
+#: rad off the branch; the next RK4 step followed the level set's turn and lost 1e-8 J).
+NEWTON_STEP_FACTOR = 10.0
+
 #: ``mass_solver="auto"``: the direct dynamics' fast path uses articulated-body solves instead
 #: of a dense Cholesky of M from this many velocity coordinates on (see ``bench/run.py --only
 #: constrained``, the closed-chain scaling entries).
@@ -87,7 +95,9 @@ class ProjectionSettings:
     alpha : float
         Scale of ``(I-P)`` in variant ``"eq29"`` [kg | kg m^2], non-zero.
     position_tol : float
-        Newton projection stops when ``||phi||_inf`` is below this [m | rad].
+        Newton projection stops when ``||phi||_inf`` is below this [m | rad], after one more
+        step if the Newton step ``||A^+ phi||_inf`` (the distance to the manifold) is still
+        :data:`NEWTON_STEP_FACTOR` times larger (near a singular configuration).
     max_iter : int
         Newton iterations at most.
     consistency_tol : float
@@ -1553,7 +1563,9 @@ class ProjectedDynamics:
     # -- manifold projection -------------------------------------------------------------------
     def project_position(self, q, tol: float | None = None,
                          max_iter: int | None = None) -> ManifoldProjectionResult:
-        """Newton-Raphson projection onto phi(q) = 0: ``q <- q (-) A^+ phi`` (Sect. 6, eq. 39).
+        """Newton-Raphson projection onto phi(q) = 0: ``q <- q (-) A^+ phi`` (Sect. 6, eq. 39),
+        until ``||phi||_inf < tol``, then once more if ``||A^+ phi||_inf`` is still at least
+        :data:`NEWTON_STEP_FACTOR` ``* tol`` (q far off a manifold near a singular configuration).
 
         The step is applied through ``pin.integrate`` (the manifold) and uses the
         holonomic rows only (Pfaffian rows have no position residual); the minimum-norm
@@ -1576,8 +1588,14 @@ class ProjectedDynamics:
         phi, A = c.residual_and_jacobian(q)
         err = float(np.max(np.abs(phi)))
         proj = null_space_projector(A, s.rank_atol, s.rank_rtol)
-        while err >= tol and it < max_iter and np.isfinite(err):
-            q = pin.integrate(self._pm, q, -(proj.A_pinv @ phi))
+        polished = False  # one step more below tol when q is still far off (NEWTON_STEP_FACTOR)
+        while it < max_iter and np.isfinite(err):
+            dq = proj.A_pinv @ phi
+            if err < tol:
+                if polished or not np.max(np.abs(dq)) >= NEWTON_STEP_FACTOR * tol:
+                    break
+                polished = True
+            q = pin.integrate(self._pm, q, -dq)
             it += 1
             phi, A = c.residual_and_jacobian(q)
             err = float(np.max(np.abs(phi)))

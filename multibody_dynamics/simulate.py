@@ -15,7 +15,9 @@ source), through :class:`~multibody_dynamics.projection.ProjectedDynamics`.  Ins
 Baumgarte stabilization (Aghili 2005 Sect. 6), after every step
 
 1. the configuration is projected onto the manifold ``phi(q) = 0`` by Newton-Raphson,
-   ``q <- q (-) A^+ phi`` until ``||phi||_inf < position_tol`` (eq. 39), and
+   ``q <- q (-) A^+ phi`` until ``||phi||_inf < position_tol`` (eq. 39), once more if the
+   step ``||A^+ phi||_inf`` is still ``projection.NEWTON_STEP_FACTOR`` times larger (near a
+   singular configuration a small phi does not mean a small distance), and
 2. the velocity is projected onto null(A) (all rows, Pfaffian ones included), by default in
    the mass metric (a constraint impulse; ``SimulatorConfig.velocity_metric``), which
    keeps the energy error second order where Aghili's Euclidean ``P v`` is first order.

@@ -169,12 +169,22 @@ def test_simulator_uses_project_velocity(models, rng, metric):
 
 
 def test_mass_metric_keeps_energy_through_singularities(models):
-    """Slider-crank through q1 = +-pi/2: the Euclidean P v loses energy to first order."""
+    """Slider-crank through q1 = +-pi/2: the Euclidean P v loses energy to first order.
+
+    Measured at 1 ms over 1.5 s (three crossings): drift 2.0e-10 J (mass), 9.6e-9 J
+    (euclidean); the largest one-step change 3.3e-12 J (mass: RK4's own, away from the
+    crossings) against 2.9e-9 J (euclidean, at a crossing).  The drifts were 2e-10 and 7.6e-7 J
+    while the Newton projection stopped at ``|phi| < position_tol`` with q still 1e-9 rad off
+    the branch near the crossing (3.9e-7 J in the step at t = 1.21 s; projection
+    NEWTON_STEP_FACTOR), so the first-order loss is compared step by step.
+    """
     from multibody_dynamics.simulate import simulate
 
     model = models["slider_crank"]
-    drift = {m: simulate(model, 1.5, q0=[0.0, 0.0], v0=[6.0, -12.0],
-                         config=SimulatorConfig(dt=1e-3, velocity_metric=m)).energy_drift
-             for m in ("mass", "euclidean")}
-    # measured 2e-10 (mass) and 8e-7 (euclidean) at 1 ms
-    assert drift["mass"] < 1e-8 and drift["euclidean"] > 100 * drift["mass"], drift
+    res = {m: simulate(model, 1.5, q0=[0.0, 0.0], v0=[6.0, -12.0],
+                       config=SimulatorConfig(dt=1e-3, velocity_metric=m))
+           for m in ("mass", "euclidean")}
+    drift = {m: r.energy_drift for m, r in res.items()}
+    step = {m: np.max(np.abs(np.diff(r.energy))) for m, r in res.items()}
+    assert drift["mass"] < 1e-8 and drift["euclidean"] > 10 * drift["mass"], drift
+    assert step["euclidean"] > 100 * step["mass"], step
