@@ -347,7 +347,8 @@ def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
     in O(n m + m^3): :func:`_terms` without M (kinematics, J, dJ, frames, h by RNEA), the closure
     rows and their SVD, then the Gauss form of Aghili (2005) eq. 22 (projection.py's
     ``_gauss_combine``) with ``M^-1 f`` and ``M^-1 V_r`` from one articulated-body factorization
-    and r + 1 solves (up to :data:`TREE_FD_DENSE_MAX_N` joints: from M and its Cholesky).  The constant arrays of :func:`_terms` and of the closure rows come packed
+    and r + 1 solves (up to :data:`TREE_FD_DENSE_MAX_N` joints: from M and its Cholesky).
+    The constant arrays of :func:`_terms` and of the closure rows come packed
     (a call from Python checks each argument: 7 instead of 13): ``ic`` = [nf, nc, ji, fi, cl]
     (integers, flattened), ``fc`` = [jf, g, ff, cf]; ``buf`` (:func:`_tree_fd_size`) holds the
     frame placements H first (frames on the universe set once), then the work arrays.

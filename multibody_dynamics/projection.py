@@ -63,8 +63,9 @@ SPARSE_MASS_MIN_NV = 20
 #: while ``||A^+ phi||_inf >= NEWTON_STEP_FACTOR * position_tol``.  ``A^+ phi`` is the distance
 #: to the manifold to first order, about ``||phi|| / sigma_min``: away from singular
 #: configurations it is below the bound whenever phi is (four_bar, 10 s of the speed bench: no
-#: extra iteration), near one it is not (slider-crank 1.6e-3 rad from q1 = pi/2: phi 6e-13 m, but q 1.3e-9
-#: rad off the branch; the next RK4 step followed the level set's turn and lost 1e-8 J).
+#: extra iteration), near one it is not (slider-crank 1.6e-3 rad from q1 = pi/2: phi 6e-13 m,
+#: but q 1.3e-9 rad off the branch; the next RK4 step followed the level set's turn and lost
+#: 1e-8 J).
 NEWTON_STEP_FACTOR = 10.0
 
 #: ``mass_solver="auto"``: the direct dynamics' fast path uses articulated-body solves instead
