@@ -121,6 +121,7 @@ from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import (
     DEFAULT_TIMING,
     TIMINGS,
+    ExitSafeLogging,
     PacedLoop,
     PolledSubscription,
     StartupError,
@@ -511,7 +512,7 @@ def _position_limits(model, coords: JointCoordinates):
     return lo, hi, coords.names
 
 
-class ControllerNode(Node):
+class ControllerNode(ExitSafeLogging, Node):
     """Tracking controller publishing effort commands for forward_command_controller-style
     plants."""
 
