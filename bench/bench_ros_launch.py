@@ -22,9 +22,19 @@ projected_inverse_dynamics and the move made back: range of the surface multipli
 simulator publishes and the tracking errors, beside the library run of the same sequence
 (``library_force_demo``).
 
+The flexible robots (``test/launch_helpers.py`` ``run_flexible_demo``, the run of
+``test_launch_bringup.py::test_flexible_bringup_tracks_demo_reference``): their defaults run
+the joint PD in lockstep on simulated time; the real-time factor of the running loop, the
+share of states paired without delay (each state's effort is the PD law on the state before
+it), the largest joint error over the demo move and its hold and the distance from the goal
+at the end, beside the library run of the same loop (``library_flexible_demo``) to the last
+recorded state.
+
 The errors do not depend on the load (lockstep); the states per simulated second do (the
 probe may drop some).  The 1-minute load average is recorded with every entry.
-``BENCH_ROS_LAUNCH_ONLY=passive_arm2,force`` selects cases (robot names, ``force``).
+``BENCH_ROS_LAUNCH_ONLY=passive_arm2,force`` selects cases (robot names, ``force``,
+``flexible`` for the four flexible robots); the entries of the cases not selected are kept
+from bench/results.json, so that ``--only ros_launch`` with a selection reruns only those.
 Without launch, launch_ros or rclpy every entry is skipped with the reason.
 """
 
@@ -45,6 +55,10 @@ CASES = (
     ("passive_arm4", "projected_inverse_dynamics"),
     ("dual_arm_load", "default"),
 )
+#: the flexible robots (joint PD in lockstep on simulated time)
+FLEXIBLE = ("flexible_manipulator", "flexible_manipulator_book", "flexible_cart_manipulator",
+            "flexible_parallel_tool")
+RESULTS = Path(__file__).resolve().parent / "results.json"
 
 
 #: what a run that went wrong raises: the helpers' RuntimeError, pytest.fail of the probe
@@ -54,6 +68,21 @@ _FAILURES: tuple[type[BaseException], ...] = (RuntimeError, AssertionError)
 def _selected() -> set[str] | None:
     only = os.environ.get("BENCH_ROS_LAUNCH_ONLY", "")
     return {s.strip() for s in only.split(",") if s.strip()} or None
+
+
+def _case(entry: dict) -> str:
+    """The selection name of an entry: ``force`` for prr_surface's, else its robot."""
+    return "force" if entry.get("robot") == "prr_surface" else entry.get("robot", "")
+
+
+def _kept(only: set[str]) -> list[dict]:
+    """The entries of bench/results.json's ros_launch suite whose case is not in ``only``."""
+    import json
+
+    if not RESULTS.exists():
+        return []
+    previous = json.loads(RESULTS.read_text()).get("suites", {}).get("ros_launch", [])
+    return [e for e in previous if "skipped" not in e and _case(e) not in only]
 
 
 def _probe(ros_helpers):
@@ -126,6 +155,28 @@ def _force(lh, ros_helpers, prefix, logs) -> list[dict]:
     return out
 
 
+def _flexible(lh, ros_helpers, prefix, logs, robot) -> dict:
+    probe, context = _probe(ros_helpers)
+    try:
+        r = lh.run_flexible_demo(prefix, probe, robot, logs / f"{robot}.log")
+    except _FAILURES as exc:
+        return {"name": robot, "robot": robot, "flexible": True,
+                "failed": " ".join(str(exc).split())[:300]}
+    finally:
+        _close(probe, context)
+    entry = {"name": robot, "robot": robot, "flexible": True, "law": r["law"],
+             "real_time_factor": r["rtf"], "paired": r["paired"], "max_error": r["max_error"],
+             "end_error": r["end_error"], "library_max": r["library_max"],
+             "library_end": r["library_end"], "states_per_s": r["rate"], "t_last": r["t_last"],
+             "move": r["largest"]}
+    entry.update(_common(r))
+    entry["clean"] = entry["clean"] and r["started"] == ["controller_node", "simulator_node"]
+    print(f"  {robot}: rtf {r['rtf']:.3g}, paired {r['paired']:.1%}, DDS {r['max_error']:.3g} "
+          f"/ {r['end_error']:.3g}, library {r['library_max']:.3g} / {r['library_end']:.3g}",
+          flush=True)
+    return entry
+
+
 def run() -> list[dict]:
     if str(TEST) not in sys.path:
         sys.path.insert(0, str(TEST))
@@ -142,6 +193,8 @@ def run() -> list[dict]:
     global _FAILURES
     _FAILURES = (RuntimeError, AssertionError, pytest.fail.Exception)
     only = _selected()
+    if only is not None and "flexible" in only:
+        only |= set(FLEXIBLE)
     entries = []
     with tempfile.TemporaryDirectory(prefix="bench_ros_launch_") as tmp:
         prefix = lh.make_prefix(Path(tmp) / "prefix")
@@ -151,6 +204,13 @@ def run() -> list[dict]:
                 entries.append(_lockstep(lh, ros_helpers, prefix, logs, robot, controller))
         if only is None or "force" in only:
             entries += _force(lh, ros_helpers, prefix, logs)
+        for robot in FLEXIBLE:
+            if only is None or robot in only:
+                entries.append(_flexible(lh, ros_helpers, prefix, logs, robot))
+    if only is not None:  # the other cases' last figures, in the order of the cases
+        order = [r for r, _ in CASES] + ["force"] + list(FLEXIBLE)
+        entries = sorted(_kept(only) + entries,
+                         key=lambda e: order.index(_case(e)) if _case(e) in order else -1)
     return entries
 
 

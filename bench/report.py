@@ -667,7 +667,8 @@ def ros_launch(results: dict, suites: list[str]) -> str:
                 _num(e["load_average_1min"], 2)]
 
     rows = [row(e) for e in _suites(results, suites or ["ros_launch"])
-            if "multiplier_min" not in e and e.get("robot") != "prr_surface"]
+            if "multiplier_min" not in e and e.get("robot") != "prr_surface"
+            and not e.get("flexible")]
     return _rows(["robot", "law", "DDS: max error over the move and hold / at the last state "
                   "recorded [rad or m]", "library, same loop to the same state",
                   "last state recorded [s after the start; move 2 s, hold 1 s]",
@@ -692,6 +693,27 @@ def ros_launch_force(results: dict, suites: list[str]) -> str:
     return _rows(["law (move)", "DDS: multiplier during the move and 1 s hold [N]",
                   "library, same sequence [N]", "DDS: max error / at the end [rad]",
                   "library [rad]", "load average"], rows)
+
+
+def ros_launch_flexible(results: dict, suites: list[str]) -> str:
+    """The flexible robots' lockstep bringups under the real launch: real-time factor, pairing
+    without delay and the errors of the demo move over DDS beside the library run of the same
+    loop (bench_ros_launch)."""
+    def row(e: dict) -> list[str]:
+        if "failed" in e:
+            return [e["name"], "—", "failed: " + e["failed"], "—", "—", "—", "—", "—", "—"]
+        return [e["name"], _num(e["move"]), _num(e["real_time_factor"], 2),
+                f"{100 * e['paired']:.2f} %", f"{_num(e['max_error'])} / {_num(e['end_error'])}",
+                f"{_num(e['library_max'])} / {_num(e['library_end'])}", _num(e["t_last"]),
+                "yes" if e["clean"] else "NO", _num(e["load_average_1min"], 2)]
+
+    rows = [row(e) for e in _suites(results, suites or ["ros_launch"]) if e.get("flexible")]
+    return _rows(["robot", "largest joint move of the demo [rad or m]",
+                  "real-time factor (lockstep over DDS)", "states paired without delay",
+                  "DDS: max joint error over the move and hold / at the last state recorded "
+                  "[rad or m]", "library, same loop to the same state",
+                  "last state recorded [s after the start]", "clean start and exit",
+                  "load average"], rows)
 
 
 def machine(results: dict, suites: list[str]) -> str:
@@ -720,6 +742,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "design_tracking": design_tracking, "design_studies": design_studies,
     "design_case1": design_case1, "design_workers": design_workers, "batch": batch,
     "ros_launch": ros_launch, "ros_launch_force": ros_launch_force,
+    "ros_launch_flexible": ros_launch_flexible,
     "machine": machine,
 }
 

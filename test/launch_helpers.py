@@ -461,3 +461,160 @@ def run_force_control_demo(prefix: Path, probe, log_path: Path) -> dict:
         out["leftover"] = run.leftover
         out["log"] = run.log()
     return out
+
+
+#: Flexible robots: s of simulated time recorded after the demo move (else LOCKSTEP_HOLD)
+FLEX_HOLD = {"flexible_parallel_tool": 0.1}  # its plant steps at ~0.08 x real time
+
+
+def library_flexible_demo(robot: str, cfg: dict, interp, t_start: float, t_end: float):
+    """The flexible bringup loop run in the library: the same pd gains on the joint view, the
+    simulator's stepper at its rate from ``initial_positions`` at rest, commands held over one
+    step and computed from the state at its start (lockstep, no delay), the reference held at
+    its first point until ``t_start`` (node clock [s]) and then the trajectory ``interp``
+    (a TrajectoryInterpolator), until ``t_end``.
+
+    Returns (max joint error [rad | m] over the run, joint positions at ``t_end`` (nq_r,))."""
+    import numpy as np
+
+    from multibody_control.controllers import Reference, make_controller
+    from multibody_dynamics.flexible.joint_view import joint_space_model
+    from multibody_dynamics.flexible.loader import load_flexible_model
+    from multibody_dynamics.flexible.stepper import make_stepper
+    from multibody_dynamics.simulate import SimulatorConfig
+
+    system = load_flexible_model(robot)
+    nr = system.nq_r
+    gains = cfg["controller_node"]["pd"]
+    ctl = make_controller("pd", joint_space_model(system), tuple(gains["kp"]),
+                          tuple(gains["kd"]))
+    sim = make_stepper(system, SimulatorConfig(dt=1.0 / cfg["simulator_node"]["rate_hz"]))
+    sim.reset(np.array(cfg["simulator_node"]["initial_positions"], float))
+    sim.t = t_start - 0.05  # at rest in equilibrium before: the hold changes nothing
+    B = np.asarray(system.B, float)
+    err = 0.0
+    while sim.t < t_end:
+        p, v, a, _ = interp.sample(sim.t - t_start)
+        sim.step(B @ ctl.step(sim.t, sim.q[:nr], sim.v[:nr], Reference(p, v, a, None)))
+        err = max(err, float(np.max(np.abs(sim.q[:nr] - interp.sample(sim.t - t_start)[0]))))
+    return err, sim.q[:nr].copy()
+
+
+def _field(msg, names, field: str):
+    """``field`` (velocity, effort) of a JointState, (len(names),) in the order of ``names``."""
+    import numpy as np
+
+    index = {n: i for i, n in enumerate(msg.name)}
+    values = getattr(msg, field)
+    return np.array([values[index[n]] for n in names])
+
+
+def _flexible_move(run, states, pub, names, move, duration, hold):
+    """Measure the real-time factor over 1 s of wall time, send the demo move stamped 0.5 s of
+    wall time ahead on the simulated clock and wait for the end of the hold.  Returns
+    (rtf, message sent, t_start, t_end, q_goal)."""
+    wall0, sim0 = time.monotonic(), stamp(states[-1])
+    time.sleep(1.0)
+    rtf = (stamp(states[-1]) - sim0) / (time.monotonic() - wall0)
+    if not rtf > 0.0:
+        raise RuntimeError(f"simulated time does not advance:\n{run.log()[-4000:]}")
+    q_start = joint_positions(states[-1], names)
+    q_goal = q_start.copy()
+    for name, delta in move.items():
+        q_goal[names.index(name)] += delta
+    t_start = stamp(states[-1]) + max(0.5 * rtf, 0.01)
+    msg = demo_trajectory(names, q_start, q_goal, duration, start=t_start)
+    pub.publish(msg)
+    t_end = t_start + duration + hold
+    wall1 = time.monotonic()
+    while stamp(states[-1]) < t_end:
+        if not run.alive or "process has died" in run.log():
+            raise RuntimeError(f"a process ended during the move:\n{run.log()[-4000:]}")
+        if time.monotonic() - wall1 > STARTUP + 20.0 * (duration + hold) / rtf:
+            raise RuntimeError(f"the loop stalled:\n{run.log()[-4000:]}")
+        time.sleep(0.05)
+    return rtf, msg, t_start, t_end, q_goal
+
+
+def run_flexible_demo(prefix: Path, probe, robot: str, log_path: Path) -> dict:
+    """``bringup.launch.py robot:=<robot> sim:=embedded rviz:=false`` of a flexible robot (the
+    joint PD in lockstep on simulated time): the real-time factor of the running loop
+    (simulated over wall time, 1 s), the demo move of its defaults stamped 0.5 s of wall time
+    ahead on the simulated clock, then FLEX_HOLD s (default LOCKSTEP_HOLD); errors of the
+    joints against the trajectory sent, the lockstep pairing from the recorded states (each
+    state's effort is the pd law on the state before it: no delay) and the library run of
+    the same loop (:func:`library_flexible_demo`) to the last state recorded.
+
+    Returns a dict: ``law`` ("pd"), ``rtf``, ``states`` (recorded in the move and hold),
+    ``expected`` (states of the simulator's rate over that span), ``rate`` (recorded per
+    simulated second), ``monotonic`` (their stamps increase), ``paired`` (fraction paired
+    without delay), ``t_last`` [s after the start], ``max_error``, ``end_error`` (distance
+    of the last state from the goal), ``library_max``, ``library_end`` [rad | m],
+    ``end_gap`` (last state against the library's positions at its stamp), ``largest`` (the
+    largest move), ``started`` (process names), ``accepted`` (the controller accepted the
+    trajectory), ``died``, ``alive``, ``exit_code``, ``leftover``, ``log`` as
+    :func:`run_lockstep_demo`.
+    """
+    import re
+
+    import numpy as np
+    from sensor_msgs.msg import JointState
+    from trajectory_msgs.msg import JointTrajectory
+
+    from multibody_control.controllers.reference import TrajectoryInterpolator
+    from multibody_dynamics.flexible.joint_view import joint_space_model
+    from multibody_dynamics.flexible.loader import load_flexible_model
+
+    cfg = bringup_defaults(robot)
+    system = load_flexible_model(robot)
+    names = list(system.joint_names)
+    move, duration = cfg["demo"]["move"], float(cfg["demo"]["duration"])
+    hold = FLEX_HOLD.get(robot, LOCKSTEP_HOLD)
+    states = probe.record(JointState, "/joint_states", depth=5000)
+    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
+    run = LaunchProcess(prefix, "bringup.launch.py",
+                        {"robot": robot, "sim": "embedded", "rviz": "false"}, log_path)
+    out: dict = {"robot": robot, "law": "pd"}
+    try:
+        _wait_loop(run, lambda: len(states) > 10 and pub.get_subscription_count() > 0, "loop")
+        rtf, msg, t_start, t_end, q_goal = _flexible_move(run, states, pub, names, move,
+                                                          duration, hold)
+        log = run.log()
+        out.update(rtf=rtf, died="process has died" in log, alive=run.alive,
+                   started=sorted(re.findall(r"\[(\w+)-\d+\]: process started", log)),
+                   accepted="trajectory accepted" in log)
+    finally:
+        out["exit_code"] = run.stop()
+        out["leftover"] = run.leftover
+        out["log"] = run.log()
+    t = np.array([p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points])
+    interp = TrajectoryInterpolator(t, np.array([p.positions for p in msg.points]),
+                                    np.array([p.velocities for p in msg.points]),
+                                    np.array([p.accelerations for p in msg.points]))
+    recorded = [m for m in list(states) if t_start <= stamp(m) <= t_end]
+    stamps = np.array([stamp(m) for m in recorded])
+    errors = [np.max(np.abs(joint_positions(m, names) - interp.sample(stamp(m) - t_start)[0]))
+              for m in recorded]
+    gains = cfg["controller_node"]["pd"]
+    kp, kd = np.array(gains["kp"], float), np.array(gains["kd"], float)
+    inputs = list(joint_space_model(system).input_names)
+    ia = [names.index(n) for n in inputs]
+
+    def law(m):
+        p, v, _, _ = interp.sample(stamp(m) - t_start)
+        return (kp * (p[ia] - joint_positions(m, inputs))
+                + kd * (v[ia] - _field(m, inputs, "velocity")))
+
+    paired = [np.allclose(_field(m1, inputs, "effort"), law(m0), rtol=1e-6, atol=1e-6)
+              for m0, m1 in zip(recorded, recorded[1:])]
+    q_last = joint_positions(recorded[-1], names)
+    err_lib, q_lib = library_flexible_demo(robot, cfg, interp, t_start, stamps[-1])
+    out.update(states=len(recorded), rate=len(recorded) / (t_end - t_start),
+               expected=(t_end - t_start) * cfg["simulator_node"]["rate_hz"],
+               monotonic=bool(np.all(np.diff(stamps) > 0)), paired=float(np.mean(paired)),
+               t_last=float(stamps[-1] - t_start), max_error=float(max(errors)),
+               end_error=float(np.max(np.abs(q_last - q_goal))), library_max=err_lib,
+               library_end=float(np.max(np.abs(q_lib - q_goal))),
+               end_gap=float(np.max(np.abs(q_last - q_lib))),
+               largest=max(abs(d) for d in move.values()))
+    return out

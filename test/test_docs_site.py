@@ -49,15 +49,24 @@ def test_ros_launch_tables_split_the_demo_moves_and_the_force_control():
          "multiplier_min": 49.998146, "multiplier_max": 50.0, "max_error": 1.99e-07,
          "end_error": 9.8e-15, "library_multiplier_min": 49.998147,
          "library_multiplier_max": 50.0, "library_max": 1.99e-07, "library_end": 9.8e-15,
-         "load_average_1min": 12.0, "clean": True}]}}
+         "load_average_1min": 12.0, "clean": True},
+        {"name": "flexible_manipulator", "robot": "flexible_manipulator", "flexible": True,
+         "law": "pd", "real_time_factor": 0.8312, "paired": 0.9995, "max_error": 0.046123,
+         "end_error": 0.0028, "library_max": 0.046121, "library_end": 0.0028,
+         "states_per_s": 999.0, "t_last": 3.0, "move": 0.2, "load_average_1min": 9.4,
+         "clean": True}]}}
     lines = report.table(results, "ros_launch").splitlines()
-    assert len(lines) == 4  # header, rule, the two demo moves; not the force control
+    assert len(lines) == 4  # header, rule, the two demo moves; not force control, flexible
     assert lines[2] == ("| dual_arm_load | feedback_linearization | 1.91e-05 / 1.57e-06 | "
                         "1.91e-05 / 1.57e-06 | 3 | 754 | yes | 15 |")
     assert lines[3].startswith("| passive_arm2 | — | failed: no loop after 90 s |")
     lines = report.table(results, "ros_launch_force").splitlines()
     assert lines[2] == ("| quasi_velocity (forward) | 49.99815 to 50 | 49.99815 to 50 | "
                         "1.99e-07 / 9.80e-15 | 1.99e-07 / 9.80e-15 | 12 |")
+    lines = report.table(results, "ros_launch_flexible").splitlines()
+    assert len(lines) == 3
+    assert lines[2] == ("| flexible_manipulator | 0.2 | 0.83 | 99.95 % | 0.0461 / 0.0028 | "
+                        "0.0461 / 0.0028 | 3 | yes | 9.4 |")
 
 
 def test_unknown_table_or_suite_is_an_error_naming_it():

@@ -31,7 +31,6 @@ rclpy the module is skipped.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from launch_helpers import (
     demo_trajectory,
     joint_positions,
     make_prefix,
+    run_flexible_demo,
     run_force_control_demo,
     run_lockstep_demo,
     stamp,
@@ -92,16 +92,6 @@ ERROR_BOUND = {"computed_torque": (0.25, 0.02), "projected_inverse_dynamics": (0
 @pytest.fixture(scope="module")
 def prefix(tmp_path_factory):
     return make_prefix(tmp_path_factory.mktemp("ament") / "prefix")
-
-
-def _velocities(msg, names):
-    index = {n: i for i, n in enumerate(msg.name)}
-    return np.array([msg.velocity[index[n]] for n in names])
-
-
-def _efforts(msg, names):
-    index = {n: i for i, n in enumerate(msg.name)}
-    return np.array([msg.effort[index[n]] for n in names])
 
 
 #: (robot, controller:=): every robot with its default, and arm7's documented pd and pid (they
@@ -211,8 +201,6 @@ def _check_lockstep_demo(prefix, probe, tmp_path, robot, controller):
     assert not r["leftover"], f"processes left after the launch: {r['leftover']}"
 
 
-#: Flexible robots: s of simulated time recorded after the move
-FLEX_HOLD = {"flexible_parallel_tool": 0.1}  # its plant steps at ~0.08 x real time; else 1 s
 #: DDS error / library error of the same loop accepted.  The lockstep loop (one plant step
 #: per command, one command per state, computed from it at its stamp) is the library's
 #: zero-order-hold loop without delay, so the two agree to round-off in the exchange (the
@@ -222,135 +210,42 @@ FLEX_HOLD = {"flexible_parallel_tool": 0.1}  # its plant steps at ~0.08 x real t
 FLEX_MARGIN = 1.25
 
 
-def _library_loop(robot, cfg, interp, t_start, t_end):
-    """Max joint error [rad | m] of the bringup loop run in the library: the same pd gains on
-    the joint view, the simulator's stepper at its rate from initial_positions at rest,
-    commands held over one step and computed from the state at its start (lockstep), the
-    reference held at its first point until ``t_start`` (node clock [s]) and then the
-    trajectory ``interp``, until ``t_end``.  Also the positions at ``t_end`` (nq_r,)."""
-    from multibody_control.controllers import Reference, make_controller
-    from multibody_dynamics.flexible.joint_view import joint_space_model
-    from multibody_dynamics.flexible.loader import load_flexible_model
-    from multibody_dynamics.flexible.stepper import make_stepper
-    from multibody_dynamics.simulate import SimulatorConfig
-
-    system = load_flexible_model(robot)
-    nr = system.nq_r
-    gains = cfg["controller_node"]["pd"]
-    ctl = make_controller("pd", joint_space_model(system), tuple(gains["kp"]),
-                          tuple(gains["kd"]))
-    sim = make_stepper(system, SimulatorConfig(dt=1.0 / cfg["simulator_node"]["rate_hz"]))
-    sim.reset(np.array(cfg["simulator_node"]["initial_positions"], float))
-    sim.t = t_start - 0.05  # at rest in equilibrium before: the hold changes nothing
-    B = np.asarray(system.B, float)
-    err = 0.0
-    while sim.t < t_end:
-        p, v, a, _ = interp.sample(sim.t - t_start)
-        sim.step(B @ ctl.step(sim.t, sim.q[:nr], sim.v[:nr], Reference(p, v, a, None)))
-        err = max(err, float(np.max(np.abs(sim.q[:nr] - interp.sample(sim.t - t_start)[0]))))
-    return err, sim.q[:nr].copy()
-
-
 @pytest.mark.parametrize("robot", FLEXIBLE)
 def test_flexible_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot):
     """A flexible robot with ``robot:=<robot> sim:=embedded rviz:=false`` only: the lockstep
     loop on simulated time comes up (simulator_node and controller_node; no dynamics_node,
     robot_state_publisher or RViz: no URDF), and tracks the demo move (sent with a start
     stamp on the simulated clock, 0.5 s of wall time ahead) as the library run of the same
-    loop does (FLEX_MARGIN); the real-time factor of the loop is measured."""
-    from sensor_msgs.msg import JointState
-    from trajectory_msgs.msg import JointTrajectory
-
-    from multibody_control.controllers.reference import TrajectoryInterpolator
-    from multibody_dynamics.flexible.joint_view import joint_space_model
-    from multibody_dynamics.flexible.loader import load_flexible_model
-
-    cfg = bringup_defaults(robot)
-    system = load_flexible_model(robot)
-    names = list(system.joint_names)
-    move, duration = cfg["demo"]["move"], float(cfg["demo"]["duration"])
-    hold = FLEX_HOLD.get(robot, 1.0)
-    states = probe.record(JointState, "/joint_states", depth=5000)
-    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
-    run = LaunchProcess(prefix, "bringup.launch.py",
-                        {"robot": robot, "sim": "embedded", "rviz": "false"},
-                        tmp_path / "launch.log")
+    loop does (FLEX_MARGIN); the real-time factor of the loop is measured
+    (launch_helpers.run_flexible_demo, which bench/bench_ros_launch.py also runs)."""
     try:
-        deadline = time.monotonic() + STARTUP
-        while time.monotonic() < deadline and not (
-                len(states) > 10 and pub.get_subscription_count() > 0):
-            assert run.alive, f"the launch ended:\n{run.log()[-4000:]}"
-            time.sleep(0.05)
-        assert states and pub.get_subscription_count() > 0, \
-            f"no loop after {STARTUP:g} s:\n{run.log()[-4000:]}"
-        wall0, sim0 = time.monotonic(), stamp(states[-1])
-        time.sleep(1.0)
-        rtf = (stamp(states[-1]) - sim0) / (time.monotonic() - wall0)
-        assert rtf > 0.0, "simulated time does not advance"
-        q_start = joint_positions(states[-1], names)
-        q_goal = q_start.copy()
-        for name, delta in move.items():
-            q_goal[names.index(name)] += delta
-        t_start = stamp(states[-1]) + max(0.5 * rtf, 0.01)
-        msg = demo_trajectory(names, q_start, q_goal, duration, start=t_start)
-        pub.publish(msg)
-        t_end = t_start + duration + hold
-        wall1 = time.monotonic()
-        while stamp(states[-1]) < t_end:
-            assert run.alive and "process has died" not in run.log(), run.log()[-4000:]
-            assert time.monotonic() - wall1 < STARTUP + 20.0 * (duration + hold) / rtf, \
-                "the loop stalled"
-            time.sleep(0.05)
-        log = run.log()
-        assert "process has died" not in log, log[-4000:]
-        started = sorted(re.findall(r"\[(\w+)-\d+\]: process started", log))
-        assert started == ["controller_node", "simulator_node"], log[-4000:]
-        assert "trajectory accepted" in log, log[-4000:]
-    finally:
-        code = run.stop()
-        print(f"----- launch (exit {code}):\n{run.log()[-3000:]}")
-    assert code is not None, "the launch did not end within 20 s of SIGINT"
-    assert not run.leftover, f"processes left after the launch: {run.leftover}"
-
-    t = np.array([p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points])
-    interp = TrajectoryInterpolator(t, np.array([p.positions for p in msg.points]),
-                                    np.array([p.velocities for p in msg.points]),
-                                    np.array([p.accelerations for p in msg.points]))
-    recorded = [m for m in list(states) if t_start <= stamp(m) <= t_end]
-    stamps = np.array([stamp(m) for m in recorded])
-    assert len(recorded) > 0.9 * (t_end - t_start) * cfg["simulator_node"]["rate_hz"], \
-        f"{len(recorded)} states over {t_end - t_start:g} s of simulated time"
-    assert np.all(np.diff(stamps) > 0)
-    errors = [np.max(np.abs(joint_positions(m, names) - interp.sample(stamp(m) - t_start)[0]))
-              for m in recorded]
-    err_dds = float(max(errors))
+        r = run_flexible_demo(prefix, probe, robot, tmp_path / "launch.log")
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    print(f"----- launch (exit {r['exit_code']}):\n{r['log'][-3000:]}")
+    log = r["log"]
+    assert not r["died"], log[-4000:]
+    assert r["started"] == ["controller_node", "simulator_node"], log[-4000:]
+    assert r["accepted"], log[-4000:]
+    assert r["exit_code"] is not None, "the launch did not end within 20 s of SIGINT"
+    assert not r["leftover"], f"processes left after the launch: {r['leftover']}"
+    assert r["states"] > 0.9 * r["expected"], \
+        f"{r['states']} states where the simulator's rate gives {r['expected']:g}"
+    assert r["monotonic"]
+    print(f"{robot} (pd, lockstep): real-time factor {r['rtf']:.3g}, {r['states']} states, "
+          f"{r['paired']:.1%} paired without delay, tracking error DDS {r['max_error']:.3g}, "
+          f"library {r['library_max']:.3g}, final {r['end_error']:.3g} rad | m; move "
+          f"{r['largest']:g}")
     # lockstep pairing, from the recorded states alone: the effort a state carries (applied
     # over the step that ended in it) is the pd law on the state before it (no delay); one
     # step of delay instead would be the law on the state two before
-    gains = cfg["controller_node"]["pd"]
-    kp, kd = np.array(gains["kp"], float), np.array(gains["kd"], float)
-    inputs = list(joint_space_model(system).input_names)
-    ia = [names.index(n) for n in inputs]
-
-    def law(m):
-        p, v, _, _ = interp.sample(stamp(m) - t_start)
-        return kp * (p[ia] - joint_positions(m, inputs)) + kd * (v[ia] - _velocities(m, inputs))
-
-    paired = [np.allclose(_efforts(m1, inputs), law(m0), rtol=1e-6, atol=1e-6)
-              for m0, m1 in zip(recorded, recorded[1:])]
-    final = float(np.max(np.abs(joint_positions(recorded[-1], names) - q_goal)))
-    err_lib, q_lib = _library_loop(robot, cfg, interp, t_start, stamp(recorded[-1]))
-    largest = max(abs(d) for d in move.values())
-    print(f"{robot} (pd, lockstep): real-time factor {rtf:.3g}, {len(recorded)} states, "
-          f"{np.mean(paired):.1%} paired without delay, tracking error DDS {err_dds:.3g}, "
-          f"library {err_lib:.3g}, final {final:.3g} rad | m; move {largest:g} in {duration:g} s")
-    assert np.mean(paired) > 0.99  # a lockstep timeout under load may break a pair or two
-    assert err_dds <= FLEX_MARGIN * err_lib + 1e-9
+    assert r["paired"] > 0.99  # a lockstep timeout under load may break a pair or two
+    assert r["max_error"] <= FLEX_MARGIN * r["library_max"] + 1e-9
     # the library loop itself tracks: error below half the move, goal reached within a quarter
     # (a braked or diverging loop fails; the PD of the light hubs is slow, see the tool)
-    assert err_lib < 0.5 * largest
-    assert final < 0.25 * largest
-    np.testing.assert_allclose(joint_positions(recorded[-1], names), q_lib, atol=0.1 * largest)
+    assert r["library_max"] < 0.5 * r["largest"]
+    assert r["end_error"] < 0.25 * r["largest"]
+    assert r["end_gap"] < 0.1 * r["largest"]
 
 
 def test_a_node_that_cannot_start_shuts_the_launch_down(prefix, tmp_path):

@@ -510,26 +510,87 @@ def test_volatile_trajectory_publisher_gets_no_qos_warning(launch, probe):
 
 
 def test_nodes_end_cleanly_on_one_or_two_interrupts(launch):
-    """Ctrl-C ends a node with exit 0 and its statistics, without "Failed to publish log
-    message to rosout: publisher's context is invalid" (the exit lines went through the
-    node's logger after the signal had shut its context down) and without a KeyboardInterrupt
-    traceback when a second Ctrl-C comes during the clean-up."""
+    """Ctrl-C ends each of the four nodes with exit 0 and its statistics, without "Failed to
+    publish log message to rosout: publisher's context is invalid" (the exit lines went
+    through the node's logger after the signal had shut its context down) and without a
+    KeyboardInterrupt traceback when a second Ctrl-C comes during the clean-up."""
     import signal
 
     sim = launch("simulator_node", robot="arm7")
     ctl = launch("controller_node", robot="arm7")
-    deadline = time.monotonic() + 60.0
-    while not ("simulating arm7" in sim.log() and "control of arm7" in ctl.log()):
-        assert sim.alive and ctl.alive and time.monotonic() < deadline, sim.log() + ctl.log()
+    dyn = launch("dynamics_node", robot="arm7")
+    inv = launch("inverter_node", robot="arm7")
+    up = ((sim, "simulating arm7"), (ctl, "control of arm7"), (dyn, "dynamics of arm7"),
+          (inv, "inverting for arm7"))
+    deadline = time.monotonic() + 90.0
+    while not all(text in p.log() for p, text in up):
+        assert all(p.alive for p, _ in up) and time.monotonic() < deadline, \
+            "".join(p.log() for p, _ in up)
         time.sleep(0.2)
-    time.sleep(1.0)  # both paced loops have stepped
-    sim.proc.send_signal(signal.SIGINT)
-    ctl.proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)  # both paced loops have stepped, dynamics_node has states
+    for p, _ in up:
+        p.proc.send_signal(signal.SIGINT)
     time.sleep(0.05)
     ctl.proc.send_signal(signal.SIGINT)  # the second one, during the clean-up
-    for p, stats in ((sim, "stepping thread:"), (ctl, "control thread:")):
+    for p, stats in ((sim, "stepping thread:"), (ctl, "control thread:"), (dyn, ""),
+                     (inv, "")):
         assert p.wait(30.0) == 0, p.log()[-3000:]
         log = p.log()
         assert "Failed to publish log message to rosout" not in log, log[-3000:]
         assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
         assert stats in log, log[-3000:]
+
+
+def test_node_lines_after_interrupts_stay_off_the_dead_rosout(capfd):
+    """What a node logs once SIGINT has shut its context down (rclpy's signal thread shuts the
+    C context down, as done here, while the nodes' threads still run) or once the process
+    ends (run_node has left the spin; the context may go at any moment) goes to the console
+    under ``<node>.exit``, not through the dead ``/rosout`` publisher ("Failed to publish log
+    message to rosout: publisher's context is invalid", printed by rcl on stderr).  A plain
+    rclpy node's logger, as the suite's nodes had, prints that message here: the check can
+    fail."""
+    import threading
+
+    from rclpy.node import Node
+
+    from multibody_control.ros.controller_node import ControllerNode
+    from multibody_control.ros.inverter_node import InverterNode
+    from multibody_dynamics.ros import runtime
+    from multibody_dynamics.ros.dynamics_node import DynamicsNode
+    from multibody_dynamics.ros.simulator_node import SimulatorNode
+
+    for cls in (SimulatorNode, ControllerNode, DynamicsNode, InverterNode):
+        assert cls.get_logger is runtime.ExitSafeLogging.get_logger, cls
+
+    class Probe(runtime.ExitSafeLogging, Node):
+        pass
+
+    context = rclpy.context.Context()
+    context.init(domain_id=ros_helpers.DOMAIN_ID)
+    node, plain = Probe("exit_probe", context=context), Node("plain_probe", context=context)
+    try:
+        assert runtime.exit_logger(node).name == "exit_probe"  # running: rosout too
+        runtime._ENDING.set()  # run_node's clean-up has started, the context still valid
+        try:
+            assert runtime.exit_logger(node).name == "exit_probe.exit"
+            node.get_logger().info("ending, context valid")
+        finally:
+            runtime._ENDING.clear()
+        with context.handle:
+            context.handle.shutdown()  # what rclpy's signal thread does on SIGINT
+        log = node.get_logger()  # taken once, as a thread or Throttle holds it
+        worker = threading.Thread(target=lambda: log.warning("a thread, after the signal"))
+        worker.start()
+        worker.join()
+        runtime.exit_logger(node).info("an exit line")
+        err = capfd.readouterr().err
+        assert "Failed to publish log message to rosout" not in err, err
+        assert "[exit_probe.exit]: a thread, after the signal" in err, err
+        assert "[exit_probe.exit]: ending, context valid" in err, err
+        plain.get_logger().warning("a plain node's logger, after the signal")
+        err = capfd.readouterr().err
+        assert "Failed to publish log message to rosout" in err, err
+    finally:
+        node.destroy_node()
+        plain.destroy_node()
+        context.try_shutdown()

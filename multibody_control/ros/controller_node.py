@@ -120,6 +120,7 @@ from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import (
     DEFAULT_TIMING,
     TIMINGS,
+    ExitSafeLogging,
     PacedLoop,
     PolledSubscription,
     SolveWorker,
@@ -256,7 +257,7 @@ PARAMETERS = (
 )
 
 
-class ControllerNode(Node):
+class ControllerNode(ExitSafeLogging, Node):
     """Tracking controller publishing effort commands for forward_command_controller-style
     plants."""
 

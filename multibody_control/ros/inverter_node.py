@@ -121,6 +121,7 @@ from multibody_dynamics.ros.conversions import (
 )
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import (
+    ExitSafeLogging,
     SolveWorker,
     StartupError,
     Throttle,
@@ -314,7 +315,7 @@ def resolve_scenario(path: str) -> Path:
     return p
 
 
-class InverterNode(Node):
+class InverterNode(ExitSafeLogging, Node):
     """Model inversion of desired output trajectories, published as joint trajectories."""
 
     node_name = "inverter_node"

@@ -45,7 +45,7 @@ from .conversions import (
     vector_msg,
 )
 from .parameters import ParameterSet, ParameterSpec
-from .runtime import Throttle, main_for
+from .runtime import ExitSafeLogging, Throttle, main_for
 
 ACCELERATION_SOURCES = ("differentiate", "zero")
 
@@ -61,7 +61,7 @@ PARAMETERS = (
 )
 
 
-class DynamicsNode(Node):
+class DynamicsNode(ExitSafeLogging, Node):
     """Gravity, inverse-dynamics and reaction loads of the state on /joint_states."""
 
     node_name = "dynamics_node"

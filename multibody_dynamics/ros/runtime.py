@@ -542,6 +542,7 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
         return 1
     global _executor_default
     _executor_default = executor or cli_kind or DEFAULT_EXECUTOR
+    _ENDING.clear()
     rclpy.init(args=argv)
     node = None
     spinner = None
@@ -575,6 +576,7 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        _ENDING.set()  # the exit's lines, the threads' too, to the console only (exit_logger)
         _ignore_stop_signals()  # a second Ctrl-C during the clean-up: no traceback
         if spinner is not None:
             try:
@@ -617,16 +619,62 @@ def _ignore_stop_signals() -> None:
             signal.signal(sig, signal.SIG_IGN)
 
 
-def exit_logger(node):
-    """The logger for a node's last lines (statistics at exit): ``node.get_logger()`` while its
-    context is valid; after a signal has shut the context down, a logger of the same name plus
-    ``.exit`` that only writes to the console, since the node's own logger would also try the
-    ``/rosout`` publisher of the dead context ("Failed to publish log message to rosout")."""
-    import rclpy
+#: set by :func:`run_node` once the process is ending (the spin is over, by a signal or
+#: otherwise): from then on a node's lines go to the console only (:func:`exit_logger`)
+_ENDING = threading.Event()
 
-    if rclpy.ok(context=node.context):
-        return node.get_logger()
-    return rclpy.logging.get_logger(f"{node.get_name()}.exit")
+
+def exit_logger(node):
+    """The logger for a node's lines at its exit: ``node.get_logger()`` (rclpy's) while its
+    context is valid and the process is not ending; once :func:`run_node` has left the spin, or
+    after a signal has shut the context down, a logger of the same name plus ``.exit`` that
+    only writes to the console, since the node's own logger would also try the ``/rosout``
+    publisher of the dead context ("Failed to publish log message to rosout: publisher's
+    context is invalid").
+
+    The process ending is checked first: on SIGINT, rclpy's signal thread shuts the context
+    down while the main thread already leaves the spin (KeyboardInterrupt), so a context still
+    valid when the exit starts may be gone at its next line (a node's logger chosen at the
+    start of ``destroy_node`` failed so under ``ros2 launch``).
+    """
+    import rclpy
+    from rclpy.node import Node
+
+    logger = Node.get_logger(node)  # its name stays readable after destroy_node
+    if not _ENDING.is_set() and rclpy.ok(context=node.context):
+        return logger
+    return rclpy.logging.get_logger(f"{logger.name}.exit")
+
+
+class ExitSafeLogger:
+    """A node's logger that is :func:`exit_logger` at each use: rclpy's logger of the node
+    while the node runs, the console-only ``.exit`` logger once the process ends or a signal
+    has shut the context down.  What a node's threads (paced loop, workers) log between the
+    signal and their stop then never reaches the dead ``/rosout`` publisher.
+
+    Attribute access is delegated (``log.info(...)`` calls rclpy's method directly, so
+    rclpy's call-site bookkeeping sees the caller, not this class).  A check and the shutdown
+    by rclpy's signal thread can still interleave within the same microsecond.
+    """
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node):
+        self._node = node
+
+    def __getattr__(self, name: str):
+        return getattr(exit_logger(self._node), name)
+
+
+class ExitSafeLogging:
+    """Mixin for the suite's nodes (before ``rclpy.node.Node`` in the bases):
+    ``get_logger()`` returns an :class:`ExitSafeLogger` of the node."""
+
+    def get_logger(self):
+        logger = self.__dict__.get("_exit_safe_logger")
+        if logger is None:
+            logger = self.__dict__["_exit_safe_logger"] = ExitSafeLogger(self)
+        return logger
 
 
 def main_for(node_cls) -> Callable[[list[str] | None], None]:

@@ -88,6 +88,7 @@ from .parameters import ParameterSet, ParameterSpec
 from .runtime import (
     DEFAULT_TIMING,
     TIMINGS,
+    ExitSafeLogging,
     PacedLoop,
     PolledSubscription,
     StartupError,
@@ -150,7 +151,7 @@ PARAMETERS = (
 )
 
 
-class SimulatorNode(Node):
+class SimulatorNode(ExitSafeLogging, Node):
     """Fixed-step simulation of a model (open chain or constrained) exposed over ROS 2 topics.
 
     With ``timing: paced`` (and ``realtime``) the steps run in a :class:`PacedLoop` thread;
