@@ -91,8 +91,8 @@ with ``s = q^T Komega q``, ``D = diag(0, 1, 1)``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -100,7 +100,7 @@ from ..errors import DimensionError, InputError
 from .beam import _GAUSS_W, _GAUSS_XI
 from .beam3d import DOFS_PER_NODE_3D, BeamModel3D, element_shapes_3d
 from .modal import ModalBasis
-from .sid import _check_arrays, _failer, _read_npz, _tol
+from .sid import _check_arrays, _failer, _ModalDataBase, _read_npz, _tol
 
 __all__ = [
     "FORMAT_VERSION_3D",
@@ -163,7 +163,7 @@ def _shapes(nq: int, nn: int) -> dict[str, tuple[int, ...]]:
 def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
     """Validate raw arrays; return float copies. Raises ModelError naming source and key."""
     fail = _failer(source)
-    out = _check_arrays(arrays, fail, KEYS_3D, {"format_version": FORMAT_VERSION_3D, "spatial": 1},
+    out = _check_arrays(arrays, fail, KEYS_3D, ModalData3D._TAGS,
                         _shapes, ("J0", "Me", "Ke", "De", "Komega"), ("J0", "Me"))
     cr1 = out["Cr1"]
     if np.abs(cr1 + cr1.transpose(1, 0, 2)).max() > _tol(cr1):
@@ -172,7 +172,7 @@ def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
 
 
 @dataclass(frozen=True, eq=False)
-class ModalData3D:
+class ModalData3D(_ModalDataBase):
     """Taylor-expanded mass integrals, stiffness and damping of one spatial flexible body.
 
     Fields are the keys of the module docstring's table (SI units, K_R coordinates; for
@@ -201,25 +201,8 @@ class ModalData3D:
     format_version: int = FORMAT_VERSION_3D
     spatial: int = 1
 
-    def __post_init__(self):
-        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key in ("format_version", "spatial"):
-            arrays[key] = np.asarray(arrays[key])
-        checked = _check(arrays, "ModalData3D")
-        for key, value in checked.items():
-            value.setflags(write=False)
-            object.__setattr__(self, key, float(value) if value.shape == () else value)
-
-    @property
-    def nq(self) -> int:
-        """Number of elastic coordinates."""
-        return self.Me.shape[0]
-
-    def _q(self, q_e, name: str = "q_e") -> np.ndarray:
-        q_e = np.asarray(q_e, float)
-        if q_e.shape != (self.nq,):
-            raise DimensionError(f"{name} must have shape ({self.nq},), got {q_e.shape}")
-        return q_e
+    _TAGS: ClassVar[dict[str, int]] = {"format_version": FORMAT_VERSION_3D, "spatial": 1}
+    _validate = staticmethod(_check)
 
     def first_moment(self, q_e) -> np.ndarray:
         """``m c(q_e) = mc0 + Ct^T q_e`` (3,) [kg m] in K_R (eq. 2.113)."""
@@ -253,13 +236,6 @@ class ModalData3D:
         """``O_e^k(q_e) = int phi~_k r~ dm`` (nq, 3, 3), sign-corrected eq. (2.122)."""
         q = self._q(q_e)
         return self.Oe0 + np.einsum("kjab,j->kab", self.Oe1, q) if second_order else self.Oe0
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """All keys as arrays, ready for :func:`numpy.savez`."""
-        out = {k: np.asarray(getattr(self, k), float) for k in KEYS_3D[2:]}
-        out["format_version"] = np.asarray(FORMAT_VERSION_3D, dtype=np.int64)
-        out["spatial"] = np.asarray(1, dtype=np.int64)
-        return out
 
 
 def modal_data_3d_from_beam(basis: ModalBasis) -> ModalData3D:

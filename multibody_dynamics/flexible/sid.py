@@ -51,10 +51,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 
-from ..errors import InputError, ModelError
+from ..errors import DimensionError, InputError, ModelError
 from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, _stepped_gauss_shapes, gauss_shapes
 from .modal import ModalBasis
 
@@ -140,7 +141,7 @@ def _tol(a):
 def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
     """Validate raw arrays; return float copies. Raises ModelError naming source and key."""
     fail = _failer(source)
-    out = _check_arrays(arrays, fail, KEYS, {"format_version": FORMAT_VERSION}, _shapes,
+    out = _check_arrays(arrays, fail, KEYS, ModalData._TAGS, _shapes,
                         ("Me", "Ke", "De", "Komega"), ("Me",))
     if out["I0"] <= 0.0:
         fail("I0", f"must be > 0, got {float(out['I0'])}")
@@ -149,8 +150,52 @@ def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
     return out
 
 
+class _ModalDataBase:
+    """What the planar :class:`ModalData` and the spatial ``ModalData3D`` share: validation on
+    construction, the elastic coordinate count, the ``q_e`` check and the ``.npz`` arrays.
+
+    A subclass is a frozen dataclass whose fields are the float keys of its file format plus the
+    integer tags ``_TAGS`` (key -> value written), and names its validator ``_validate``
+    (``(arrays, source) -> dict``, ModelError naming source and key).
+    """
+
+    _TAGS: ClassVar[dict[str, int]]
+
+    @staticmethod
+    def _validate(arrays: dict, source: str) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def __post_init__(self):
+        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in self._TAGS:
+            arrays[key] = np.asarray(arrays[key])
+        checked = self._validate(arrays, type(self).__name__)
+        for key, value in checked.items():
+            value.setflags(write=False)
+            object.__setattr__(self, key, float(value) if value.shape == () else value)
+
+    @property
+    def nq(self) -> int:
+        """Number of elastic coordinates."""
+        return self.Me.shape[0]
+
+    def _q(self, q_e, name: str = "q_e") -> np.ndarray:
+        q_e = np.asarray(q_e, float)
+        if q_e.shape != (self.nq,):
+            raise DimensionError(f"{name} must have shape ({self.nq},), got {q_e.shape}")
+        return q_e
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """All keys as arrays, ready for :func:`numpy.savez`."""
+        out = {f.name: np.asarray(getattr(self, f.name), float)
+               for f in fields(self) if f.name not in self._TAGS}
+        for key, value in self._TAGS.items():
+            out[key] = np.asarray(value, dtype=np.int64)
+        return out
+
+
 @dataclass(frozen=True, eq=False)
-class ModalData:
+class ModalData(_ModalDataBase):
     """Taylor-expanded mass integrals, stiffness and damping of one planar flexible body.
 
     Fields are the keys of the file format (see the module docstring for shapes, units and
@@ -172,24 +217,8 @@ class ModalData:
     node_shapes: np.ndarray
     format_version: int = FORMAT_VERSION
 
-    def __post_init__(self):
-        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
-        arrays["format_version"] = np.asarray(arrays["format_version"])
-        checked = _check(arrays, "ModalData")
-        for key, value in checked.items():
-            value.setflags(write=False)
-            object.__setattr__(self, key, float(value) if value.shape == () else value)
-
-    @property
-    def nq(self) -> int:
-        """Number of elastic coordinates."""
-        return self.Me.shape[0]
-
-    def _q(self, q_e) -> np.ndarray:
-        q_e = np.asarray(q_e, float)
-        if q_e.shape != (self.nq,):
-            raise InputError(f"q_e must have shape ({self.nq},), got {q_e.shape}")
-        return q_e
+    _TAGS: ClassVar[dict[str, int]] = {"format_version": FORMAT_VERSION}
+    _validate = staticmethod(_check)
 
     def first_moment(self, q_e) -> np.ndarray:
         """``m c(q_e) = mc0 + Ct^T q_e`` (2,) [kg m] in K_R (Seifried 2014 eq. 2.113)."""
@@ -224,12 +253,6 @@ class ModalData:
         q = self._q(q_e)
         out = -0.5 * self.I1
         return out - self.Me @ q if second_order else out
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """All keys as arrays, ready for :func:`numpy.savez`."""
-        out = {k: np.asarray(getattr(self, k), float) for k in KEYS[1:]}
-        out["format_version"] = np.asarray(FORMAT_VERSION, dtype=np.int64)
-        return out
 
 
 def stepped_element_fields(basis: ModalBasis) -> dict[str, np.ndarray]:
