@@ -99,6 +99,7 @@ import numpy as np
 from ..errors import DimensionError, InputError
 from .beam import _GAUSS_W, _GAUSS_XI
 from .beam3d import DOFS_PER_NODE_3D, BeamModel3D, element_shapes_3d
+from .body import _FloatingFrame
 from .modal import ModalBasis
 from .sid import _check_arrays, _failer, _ModalDataBase, _read_npz, _tol
 
@@ -372,7 +373,7 @@ class FlexibleBody3DConfig:
             )
 
 
-class FlexibleBody3D:
+class FlexibleBody3D(_FloatingFrame):
     """Spatial floating-frame flexible body built from :class:`ModalData3D`.
 
     Parameters
@@ -386,6 +387,8 @@ class FlexibleBody3D:
     ``q = [r, quat (x, y, z, w), q_e]`` (nq = 7 + ne), ``v = [v_O, omega, q_e']`` (nv = 6 + ne);
     see the module docstring for the equations and their sources.
     """
+
+    _NR, _QE, _VE = 3, 7, 6
 
     def __init__(self, data: ModalData3D, config: FlexibleBody3DConfig | None = None):
         if not isinstance(data, ModalData3D):
@@ -438,6 +441,9 @@ class FlexibleBody3D:
                 f"got {v.shape}"
             )
         return q, v
+
+    def _orientation(self, q) -> np.ndarray:
+        return quaternion_to_matrix(q[3:7])
 
     def rotation(self, q) -> np.ndarray:
         """``S`` (3, 3): rotation from the body frame K_R to the inertial frame."""
@@ -530,13 +536,6 @@ class FlexibleBody3D:
         S, _, h, _, _ = self._body_terms(q, v)
         return self._to_v(S, h)
 
-    def elastic_forces(self, q, v) -> np.ndarray:
-        """Internal elastic and damping forces ``[0; Ke q_e + De q_e']`` (nv,) (eq. 2.123)."""
-        q, v = self._split(q, v)
-        out = np.zeros(self.nv)
-        out[6:] = self.data.Ke @ q[7:] + self.data.De @ v[6:]
-        return out
-
     def gravity_forces(self, q) -> np.ndarray:
         """Generalized gravity forces (nv,) [N, N m] (eq. 2.126), applied-force sign."""
         q, _ = self._split(q)
@@ -561,10 +560,7 @@ class FlexibleBody3D:
             Mbar[:, :3] = Mbar[:, :3] @ S.T
             rhs[:3] = S @ rhs[:3]
         if tau is not None:
-            tau = np.asarray(tau, float)
-            if tau.shape != (self.nv,):
-                raise DimensionError(f"tau must have shape ({self.nv},), got {tau.shape}")
-            rhs = rhs + tau
+            rhs = rhs + self._applied(tau)
         return np.linalg.solve(Mbar, rhs)
 
     # -- kinematics ----------------------------------------------------------------------
@@ -590,34 +586,7 @@ class FlexibleBody3D:
         q[3:7] /= np.linalg.norm(q[3:7])
         return q
 
-    def node_position(self, q, node: int) -> np.ndarray:
-        """Inertial position (3,) [m] of a node of the modal data (linear in ``q_e``)."""
-        q, _ = self._split(q)
-        d = self.data
-        nn = d.node_positions.shape[0]
-        if isinstance(node, bool) or not isinstance(node, (int, np.integer)) \
-                or not -nn <= node < nn:
-            raise InputError(f"node must be an integer in [-{nn}, {nn}), got {node!r}")
-        r = d.node_positions[node] + d.node_shapes[node, :3] @ q[7:]
-        return q[:3] + quaternion_to_matrix(q[3:7]) @ r
-
     # -- energy and momentum -------------------------------------------------------------
-    def kinetic_energy(self, q, v) -> float:
-        """``1/2 v^T M(q) v`` [J]."""
-        q, v = self._split(q, v)
-        return 0.5 * v @ self.mass_matrix(q) @ v
-
-    def potential_energy(self, q) -> float:
-        """Gravity plus elastic potential ``-g0^T (m r + S m c) + 1/2 q_e^T Ke q_e`` [J]."""
-        q, _ = self._split(q)
-        d = self.data
-        mc = quaternion_to_matrix(q[3:7]) @ d.first_moment(q[7:])
-        return -self._g0 @ (d.mass * q[:3] + mc) + 0.5 * q[7:] @ d.Ke @ q[7:]
-
-    def energy(self, q, v) -> float:
-        """Total mechanical energy [J]."""
-        return self.kinetic_energy(q, v) + self.potential_energy(q)
-
     def momentum(self, q, v) -> tuple[np.ndarray, np.ndarray]:
         """Linear momentum [kg m/s] and angular momentum about the inertial origin
         [kg m^2/s], both (3,) in inertial axes: ``p = Mbar z_II``, ``L = S p_t``,
