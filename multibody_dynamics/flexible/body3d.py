@@ -101,7 +101,7 @@ from .beam import _GAUSS_W, _GAUSS_XI
 from .beam3d import DOFS_PER_NODE_3D, BeamModel3D, element_shapes_3d
 from .body import _FloatingFrame
 from .modal import ModalBasis
-from .sid import _check_arrays, _failer, _ModalDataBase, _read_npz, _tol
+from .sid import _check_arrays, _failer, _ModalDataBase, _tol
 
 __all__ = [
     "FORMAT_VERSION_3D",
@@ -318,10 +318,7 @@ def modal_data_3d_from_beam(basis: ModalBasis) -> ModalData3D:
 
 def save_modal_data_3d(path: str | os.PathLike, data: ModalData3D) -> None:
     """Write ``data`` as one ``.npz`` file with the keys of :data:`KEYS_3D`."""
-    if not isinstance(data, ModalData3D):
-        raise InputError(f"data must be a ModalData3D, got {type(data).__name__}")
-    with open(path, "wb") as fh:  # open ourselves so numpy does not append a second ".npz"
-        np.savez(fh, **data.arrays())
+    ModalData3D._save(path, data)
 
 
 def load_modal_data_3d(path: str | os.PathLike) -> ModalData3D:
@@ -333,8 +330,7 @@ def load_modal_data_3d(path: str | os.PathLike) -> ModalData3D:
         Unreadable file, missing key, wrong version, shape, symmetry or definiteness; the
         message names the file and the key.
     """
-    path = os.fspath(path)
-    return ModalData3D(**_check(_read_npz(path), path))
+    return ModalData3D._load(path)
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,20 @@ class _ModalDataBase:
             raise DimensionError(f"{name} must have shape ({self.nq},), got {q_e.shape}")
         return q_e
 
+    @classmethod
+    def _save(cls, path: str | os.PathLike, data) -> None:
+        """Write ``data`` (an instance of ``cls``, InputError otherwise) as one ``.npz`` file."""
+        if not isinstance(data, cls):
+            raise InputError(f"data must be a {cls.__name__}, got {type(data).__name__}")
+        with open(path, "wb") as fh:  # open ourselves so numpy does not append a second ".npz"
+            np.savez(fh, **data.arrays())
+
+    @classmethod
+    def _load(cls, path: str | os.PathLike):
+        """Read and validate the ``.npz`` file at ``path`` (ModelError naming file and key)."""
+        path = os.fspath(path)
+        return cls(**cls._validate(_read_npz(path), path))
+
     def arrays(self) -> dict[str, np.ndarray]:
         """All keys as arrays, ready for :func:`numpy.savez`."""
         out = {f.name: np.asarray(getattr(self, f.name), float)
@@ -369,10 +383,7 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
 
 def save_modal_data(path: str | os.PathLike, data: ModalData) -> None:
     """Write ``data`` as one ``.npz`` file with the keys of :data:`KEYS` (format version 1)."""
-    if not isinstance(data, ModalData):
-        raise InputError(f"data must be a ModalData, got {type(data).__name__}")
-    with open(path, "wb") as fh:  # open ourselves so numpy does not append a second ".npz"
-        np.savez(fh, **data.arrays())
+    ModalData._save(path, data)
 
 
 def load_modal_data(path: str | os.PathLike) -> ModalData:
@@ -387,8 +398,7 @@ def load_modal_data(path: str | os.PathLike) -> ModalData:
         Unreadable file, missing key, wrong version, shape, symmetry or definiteness; the
         message names the file and the key.
     """
-    path = os.fspath(path)
-    return ModalData(**_check(_read_npz(path), path))
+    return ModalData._load(path)
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
