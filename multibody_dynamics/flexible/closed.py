@@ -116,7 +116,7 @@ from .beam import (
     element_matrices,
     element_shapes,
 )
-from .sid import ModalData
+from .sid import ModalData, _ElementSums
 from .simulation import ClosedSimulation
 from .system import FlexibleChain, FlexibleChainConfig
 
@@ -959,10 +959,8 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,  # noqa
     De = al * Me + be * Ke
     # mass integrals (as sid.modal_data_from_beam, element by element)
     nq = modes
-    mass, mx, i0 = 0.0, 0.0, 0.0
-    ct = np.zeros((nq, 2))
-    i1, cr0 = np.zeros(nq), np.zeros(nq)
-    cr1, kom = np.zeros((nq, nq)), np.zeros((nq, nq))
+    sums = _ElementSums(nq)
+    kom = np.zeros((nq, nq))
     # centrifugal axial force per unit Omega^2 at x: int_x^L rho A s ds + sum of lumped m x_k
     rho_a = np.array([e[2].section.rho * e[2].section.A for e in elems])
     tail = np.zeros(ne + 1)
@@ -979,17 +977,12 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,  # noqa
         wg = _GAUSS_W * h
         u, w, th, dw = (sh[key] @ pe for key in ("u", "w", "theta", "dw"))
         ra = rho_a[e]
-        mass += ra * wg.sum()
-        mx += ra * wg @ x
-        i0 += wg @ (ra * x**2 + rho_i)
-        ct[:, 0] += ra * wg @ u
-        ct[:, 1] += ra * wg @ w
-        i1 += 2.0 * ra * (wg * x) @ u
-        cr0 += (wg * ra * x) @ w + rho_i * wg @ th
-        cr1 += ra * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
+        sums.add(u, w, th, x, wg, ra, rho_i)
         axial = tail[e + 1] + ra * 0.5 * (nodes[e + 1] ** 2 - x**2)
         kom += dw.T @ ((wg * axial)[:, None] * dw)
     shapes = Phi.reshape(-1, DOFS_PER_NODE, nq)
+    mass, mx, i0 = sums.mass, sums.mx, sums.i0
+    ct, i1, cr0, cr1 = sums.ct, sums.i1, sums.cr0, sums.cr1
     for k, lm in lumped:
         r0 = np.array([nodes[k], 0.0])
         a = shapes[k, :2]  # (2, nq)

@@ -322,6 +322,38 @@ def _stepped_integrals(basis: ModalBasis):
     return mass, mx, i0, ct, i1, cr0, cr1, me, kom
 
 
+class _ElementSums:
+    """Running sums of the planar mass integrals over beam elements by Gauss quadrature:
+    ``m``, ``int x dm``, ``I0``, ``Ct``, ``I1``, ``Cr0`` and the unsymmetrised ``Cr1``
+    (Seifried 2014 eqs. 2.112-2.116), for :func:`modal_data_from_beam` and the closed chain's
+    arm (which adds lumped masses to the same sums).
+
+    Parameters
+    ----------
+    nq : int
+        Number of elastic coordinates.
+    """
+
+    def __init__(self, nq: int):
+        self.mass, self.mx, self.i0 = 0.0, 0.0, 0.0
+        self.ct = np.zeros((nq, 2))
+        self.i1, self.cr0 = np.zeros(nq), np.zeros(nq)
+        self.cr1 = np.zeros((nq, nq))
+
+    def add(self, u, w, th, x, wg, rho_a, rho_i) -> None:
+        """Add one element: its mode fields ``u, w, th`` (5, nq) at the Gauss points ``x`` (5,)
+        [m] with weights ``wg`` (5,) [m], line density ``rho_a`` [kg/m] and section inertia
+        ``rho_i`` [kg m] (zero without rotary inertia)."""
+        self.mass += rho_a * wg.sum()
+        self.mx += rho_a * wg @ x
+        self.i0 += wg @ (rho_a * x**2 + rho_i)
+        self.ct[:, 0] += rho_a * wg @ u
+        self.ct[:, 1] += rho_a * wg @ w
+        self.i1 += 2.0 * rho_a * (wg * x) @ u
+        self.cr0 += (wg * rho_a * x) @ w + rho_i * wg @ th
+        self.cr1 += rho_a * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
+
+
 def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     """Mass integrals of a beam body by consistent (Gauss) integration over its elements.
 
@@ -352,26 +384,19 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
         rho_a = s.rho * s.A
         rho_i = s.rho * s.I if cfg.rotary_inertia else 0.0
         sh = gauss_shapes(h, phi_s)
-        mass, mx, i0 = 0.0, 0.0, 0.0
-        ct = np.zeros((nq, 2))
-        i1, cr0 = np.zeros(nq), np.zeros(nq)
-        cr1, me, kom = np.zeros((nq, nq)), np.zeros((nq, nq)), np.zeros((nq, nq))
+        sums = _ElementSums(nq)
+        me, kom = np.zeros((nq, nq)), np.zeros((nq, nq))
         for e in range(cfg.n_elements):
             pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
             x = beam.nodes[e] + _GAUSS_XI * h
             wg = _GAUSS_W * h
             u, w, th, dw = (sh[k] @ pe for k in ("u", "w", "theta", "dw"))
-            mass += rho_a * wg.sum()
-            mx += rho_a * wg @ x
-            i0 += wg @ (rho_a * x**2 + rho_i)
-            ct[:, 0] += rho_a * wg @ u
-            ct[:, 1] += rho_a * wg @ w
-            i1 += 2.0 * rho_a * (wg * x) @ u
-            cr0 += (wg * rho_a * x) @ w + rho_i * wg @ th
-            cr1 += rho_a * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
+            sums.add(u, w, th, x, wg, rho_a, rho_i)
             me += rho_a * (u.T @ (wg[:, None] * u) + w.T @ (wg[:, None] * w))
             me += rho_i * th.T @ (wg[:, None] * th)
             kom += dw.T @ ((wg * rho_a * 0.5 * (length**2 - x**2))[:, None] * dw)
+        mass, mx, i0 = sums.mass, sums.mx, sums.i0
+        ct, i1, cr0, cr1 = sums.ct, sums.i1, sums.cr0, sums.cr1
     nodes = np.column_stack([beam.nodes, np.zeros_like(beam.nodes)])
     node_shapes = basis.Phi.reshape(-1, DOFS_PER_NODE, nq)
     return ModalData(
