@@ -118,7 +118,7 @@ from .beam import (
 )
 from .sid import ModalData, _ElementSums
 from .simulation import ClosedSimulation
-from .system import FlexibleChain, FlexibleChainConfig
+from .system import FlexibleChain, FlexibleChainConfig, _vector
 
 __all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedForwardDynamicsResult",
            "ClosedSimulation", "ArmSegment", "LumpedMass", "segmented_arm_modal_data"]
@@ -382,13 +382,7 @@ class ClosedFlexibleChain:
         return "\n".join(lines)
 
     def _vec(self, x, name, n=None):
-        n = self.nv if n is None else n
-        x = np.asarray(x, float)
-        if x.shape != (n,):
-            raise DimensionError(f"{name} must have shape ({n},), got {x.shape}")
-        if not np.all(np.isfinite(x)):
-            raise InputError(f"{name} must be finite")
-        return x
+        return _vector(x, self.nv if n is None else n, name, finite=True)
 
     # -- constraint rows -----------------------------------------------------------------
     def _point(self, kin, end, q, v):

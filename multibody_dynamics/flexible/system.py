@@ -67,6 +67,17 @@ def _rot(theta: float) -> np.ndarray:
     return np.array([[c, -s], [s, c]])
 
 
+def _vector(x, n: int, name: str, finite: bool = False) -> np.ndarray:
+    """``x`` as a float array of shape (n,): DimensionError naming ``name`` otherwise and, with
+    ``finite``, InputError if it holds NaN or inf (the check of the chains, the closed chains
+    and :func:`~multibody_dynamics.flexible.simulation.simulate_flexible`)."""
+    x = np.asarray(x, float)
+    if x.shape != (n,):
+        raise DimensionError(f"{name} must have shape ({n},), got {x.shape}")
+    if finite and not np.all(np.isfinite(x)):
+        raise InputError(f"{name} must be finite")
+    return x
+
 @dataclass(frozen=True, eq=False)
 class ChainBody:
     """One body of a planar chain and the joint that carries it.
@@ -669,11 +680,7 @@ class FlexibleChain:
 
     # -- validation ----------------------------------------------------------------------
     def _vec(self, x, name, n=None):
-        n = self.nv if n is None else n
-        x = np.asarray(x, float)
-        if x.shape != (n,):
-            raise DimensionError(f"{name} must have shape ({n},), got {x.shape}")
-        return x
+        return _vector(x, self.nv if n is None else n, name)
 
     def neutral(self) -> np.ndarray:
         """Zero configuration q (nq,)."""
