@@ -48,10 +48,12 @@ from .sid import ModalData
 
 __all__ = ["FlexibleBodyConfig", "FlexibleBody2D"]
 
+#: The planar cross-product matrix (rotation by +90 degrees), shared by the planar modules.
 _J = np.array([[0.0, -1.0], [1.0, 0.0]])
 
 
 def _rot(theta: float) -> np.ndarray:
+    """The planar rotation matrix (2, 2) of ``theta`` [rad]."""
     c, s = np.cos(theta), np.sin(theta)
     return np.array([[c, -s], [s, c]])
 

@@ -116,20 +116,13 @@ from .beam import (
     element_matrices,
     element_shapes,
 )
+from .body import _J, _rot
 from .sid import ModalData, _ElementSums
 from .simulation import ClosedSimulation
 from .system import FlexibleChain, FlexibleChainConfig, _vector
 
 __all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedForwardDynamicsResult",
            "ClosedSimulation", "ArmSegment", "LumpedMass", "segmented_arm_modal_data"]
-
-_J = np.array([[0.0, -1.0], [1.0, 0.0]])
-
-
-def _rot(theta: float) -> np.ndarray:
-    c, s = np.cos(theta), np.sin(theta)
-    return np.array([[c, -s], [s, c]])
-
 
 # ============================================================================ closure rows
 @dataclass(frozen=True)

@@ -53,20 +53,12 @@ from typing import Literal
 import numpy as np
 
 from ..errors import DimensionError, InputError, ModelError, SolverError
-from .body import FlexibleBody2D, FlexibleBodyConfig
+from .body import _J, FlexibleBody2D, FlexibleBodyConfig, _rot
 from .sid import ModalData
 
 __all__ = ["ChainBody", "FlexibleChainConfig", "FlexibleChain"]
 
 JointType = Literal["revolute", "prismatic"]
-_J = np.array([[0.0, -1.0], [1.0, 0.0]])
-
-
-def _rot(theta: float) -> np.ndarray:
-    c, s = np.cos(theta), np.sin(theta)
-    return np.array([[c, -s], [s, c]])
-
-
 def _vector(x, n: int, name: str, finite: bool = False) -> np.ndarray:
     """``x`` as a float array of shape (n,): DimensionError naming ``name`` otherwise and, with
     ``finite``, InputError if it holds NaN or inf (the check of the chains, the closed chains
