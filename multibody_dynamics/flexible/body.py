@@ -58,6 +58,18 @@ def _rot(theta: float) -> np.ndarray:
     return np.array([[c, -s], [s, c]])
 
 
+
+def _gravity(value, n: int) -> tuple[float, ...]:
+    """``value`` as ``n`` floats, the gravity of a planar (2) or spatial (3) body config
+    [m/s^2]; InputError unless it is ``n`` finite numbers."""
+    try:
+        g = np.asarray(value, float)
+    except (TypeError, ValueError):
+        g = np.full(0, np.nan)
+    if g.shape != (n,) or not np.all(np.isfinite(g)):
+        raise InputError(f"gravity must be {n} finite numbers [m/s^2], got {value!r}")
+    return tuple(float(x) for x in g)
+
 @dataclass(frozen=True)
 class FlexibleBodyConfig:
     """Options of a planar floating-frame body.
@@ -77,10 +89,7 @@ class FlexibleBodyConfig:
     second_order_inertia: bool = True
 
     def __post_init__(self):
-        g = np.asarray(self.gravity, float)
-        if g.shape != (2,) or not np.all(np.isfinite(g)):
-            raise InputError(f"gravity must be 2 finite numbers [m/s^2], got {self.gravity!r}")
-        object.__setattr__(self, "gravity", (float(g[0]), float(g[1])))
+        object.__setattr__(self, "gravity", _gravity(self.gravity, 2))
 
 
 class _FloatingFrame:

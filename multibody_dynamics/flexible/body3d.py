@@ -99,7 +99,7 @@ import numpy as np
 from ..errors import DimensionError, InputError
 from .beam import _GAUSS_W, _GAUSS_XI
 from .beam3d import DOFS_PER_NODE_3D, BeamModel3D, element_shapes_3d
-from .body import _FloatingFrame
+from .body import _FloatingFrame, _gravity
 from .modal import ModalBasis
 from .sid import _check_arrays, _failer, _ModalDataBase, _tol
 
@@ -356,13 +356,7 @@ class FlexibleBody3DConfig:
     velocity_frame: Literal["body", "inertial"] = "body"
 
     def __post_init__(self):
-        try:
-            g = np.asarray(self.gravity, float)
-        except (TypeError, ValueError):
-            g = np.full(0, np.nan)
-        if g.shape != (3,) or not np.all(np.isfinite(g)):
-            raise InputError(f"gravity must be 3 finite numbers [m/s^2], got {self.gravity!r}")
-        object.__setattr__(self, "gravity", tuple(float(x) for x in g))
+        object.__setattr__(self, "gravity", _gravity(self.gravity, 3))
         if self.velocity_frame not in ("body", "inertial"):
             raise InputError(
                 f"velocity_frame must be 'body' or 'inertial', got {self.velocity_frame!r}"
