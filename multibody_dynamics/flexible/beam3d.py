@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 
@@ -52,6 +52,8 @@ from .beam import (
     _GAUSS_W,
     _GAUSS_XI,
     BeamModel,
+    Support,
+    Theory,
     _assemble,
     _Isotropic,
     _Meshed,
@@ -81,8 +83,6 @@ __all__ = [
 DOFS_PER_NODE_3D = 6
 #: Names of the six nodal dofs, in order.
 COMPONENTS = ("u", "v", "w", "rx", "ry", "rz")
-Theory = Literal["euler-bernoulli", "timoshenko"]
-Support = Literal["free", "pinned", "clamped"]
 # "pinned" is a fork support: translations and twist held, both bending rotations free
 _SUPPORT_DOFS = {"free": (), "pinned": (0, 1, 2, 3), "clamped": (0, 1, 2, 3, 4, 5)}
 # planar element dofs [u1, w1, t1, u2, w2, t2]: the bending ones
