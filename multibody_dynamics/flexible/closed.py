@@ -116,7 +116,7 @@ from .beam import (
     element_matrices,
     element_shapes,
 )
-from .body import _J, _rot
+from .body import _J
 from .sid import ModalData, _ElementSums
 from .simulation import ClosedSimulation
 from .system import FlexibleChain, FlexibleChainConfig, _vector
@@ -381,28 +381,7 @@ class ClosedFlexibleChain:
     def _point(self, kin, end, q, v):
         """Position, J (2, nv), bias, angle, angle row (nv,), angle bias of a closure point."""
         i, node = end
-        b = self.chain.bodies[i]
-        r, th, Jb, beta = kin[i]
-        S = _rot(th)
-        w = Jb[2] @ v
-        J = Jb[:2].copy()
-        bias = beta[:2].copy()
-        Jt = Jb[2].copy()
-        ang = th
-        if b.flexible:
-            d, sl = b.modal_data, self.chain.elastic_slices[i]
-            shape = d.node_shapes[node]
-            local = d.node_positions[node] + shape[:2] @ q[sl]
-            J[:, sl] += S @ shape[:2]
-            bias += 2.0 * w * (_J @ S @ shape[:2] @ v[sl])
-            ang = th + shape[2] @ q[sl]
-            Jt[sl] += shape[2]
-        else:
-            local = np.array(b.distal)
-        Sl = S @ local
-        J += np.outer(_J @ Sl, Jb[2])
-        bias += beta[2] * (_J @ Sl) - w * w * Sl
-        return r + Sl, J, bias, ang, Jt, beta[2]
+        return self.chain._point_terms(kin, i, node, q, v)
 
     def constraint_terms(self, q, v=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Residual ``c`` (nc,) [m | rad], Jacobian ``C`` (nc, nv) and bias ``c_tt = C' v`` (nc,).

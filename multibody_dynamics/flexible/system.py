@@ -1014,24 +1014,37 @@ class FlexibleChain:
         q, v = self._vec(q, "q"), self._vec(v, "v")
         i = self._body_index(body)
         b = self.bodies[i]
-        r, th, Jb, beta = self._kinematics(q, v)[i]
+        k = b.distal_node if b.flexible and node is None else node
+        r, J, bias, _, _, _ = self._point_terms(self._kinematics(q, v), i, k, q, v)
+        return r, J, bias
+
+    def _point_terms(self, kin, i: int, node, q, v):
+        """Position (2,), Jacobian (2, nv), bias (2,), angle [rad], angle row (nv,) and angle
+        bias of the point at ``node`` of body ``i`` (its distal point when rigid), from the
+        body kinematics ``kin`` of :meth:`_kinematics`: the algebra of
+        :meth:`point_kinematics`, also used for the closure points of closed chains."""
+        b = self.bodies[i]
+        r, th, Jb, beta = kin[i]
         S = _rot(th)
         w = Jb[2] @ v
         J = Jb[:2].copy()
         bias = beta[:2].copy()
+        Jt = Jb[2].copy()
+        ang = th
         if b.flexible:
-            k = b.distal_node if node is None else node
             d, sl = b.modal_data, self.elastic_slices[i]
-            shape = d.node_shapes[k, :2]
-            local = d.node_positions[k] + shape @ q[sl]
-            J[:, sl] += S @ shape
-            bias += 2.0 * w * (_J @ S @ shape @ v[sl])
+            shape = d.node_shapes[node]
+            local = d.node_positions[node] + shape[:2] @ q[sl]
+            J[:, sl] += S @ shape[:2]
+            bias += 2.0 * w * (_J @ S @ shape[:2] @ v[sl])
+            ang = th + shape[2] @ q[sl]
+            Jt[sl] += shape[2]
         else:
             local = np.array(b.distal)
         Sl = S @ local
         J += np.outer(_J @ Sl, Jb[2])
         bias += beta[2] * (_J @ Sl) - w * w * Sl
-        return r + Sl, J, bias
+        return r + Sl, J, bias, ang, Jt, beta[2]
 
     def _body_index(self, body):
         if isinstance(body, str):
