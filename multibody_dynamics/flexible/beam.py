@@ -87,8 +87,62 @@ def _positive(name: str, value) -> float:
     return value
 
 
+def _validate_section(sec, positive: tuple[str, ...], kappas: tuple[str, ...]) -> None:
+    """Check and normalise the material fields every beam section has (planar and spatial):
+    the ``positive`` ones > 0, ``nu`` in (-1, 0.5), each shear factor of ``kappas`` in (0, 1];
+    InputError naming the field otherwise."""
+    for name in positive:
+        object.__setattr__(sec, name, _positive(name, getattr(sec, name)))
+    try:
+        nu = float(sec.nu)
+    except (TypeError, ValueError):
+        raise InputError(f"nu must be a number in (-1, 0.5), got {sec.nu!r}") from None
+    if not (-1.0 < nu < 0.5):
+        raise InputError(f"nu must lie in (-1, 0.5), got {nu!r}")
+    object.__setattr__(sec, "nu", nu)
+    for name in kappas:
+        kappa = _positive(name, getattr(sec, name))
+        if kappa > 1.0:
+            raise InputError(f"{name} must lie in (0, 1], got {kappa!r}")
+        object.__setattr__(sec, name, kappa)
+
+
+def _rectangle_sides(width, height, nu, shear_factor) -> tuple[float, float, float]:
+    """``(b, h, kappa)`` of a solid rectangle: the validated sides [m] and the shear factor,
+    by default Cowper's (1966) ``10 (1 + nu) / (12 + 11 nu)``."""
+    b = _positive("width", width)
+    h = _positive("height", height)
+    if shear_factor is None:
+        shear_factor = 10.0 * (1.0 + nu) / (12.0 + 11.0 * nu)
+    return b, h, shear_factor
+
+
+class _Isotropic:
+    """The shear modulus of a section with ``E`` and ``nu`` (planar and spatial)."""
+
+    E: float
+    nu: float
+
+    @property
+    def G(self) -> float:
+        """Shear modulus ``E / (2 (1 + nu))`` [Pa]."""
+        return self.E / (2.0 * (1.0 + self.nu))
+
+
+class _Meshed:
+    """The element length of a beam of ``length`` in ``n_elements`` equal elements."""
+
+    length: float
+    n_elements: int
+
+    @property
+    def element_length(self) -> float:
+        """Element length h = l / n [m]."""
+        return self.length / self.n_elements
+
+
 @dataclass(frozen=True)
-class BeamSection:
+class BeamSection(_Isotropic):
     """Material and cross-section data of a homogeneous beam.
 
     Parameters
@@ -115,21 +169,7 @@ class BeamSection:
     shear_factor: float = 5.0 / 6.0
 
     def __post_init__(self):
-        for name in ("E", "rho", "A", "I"):
-            object.__setattr__(self, name, _positive(name, getattr(self, name)))
-        nu = float(self.nu)
-        if not (-1.0 < nu < 0.5):
-            raise InputError(f"nu must lie in (-1, 0.5), got {nu!r}")
-        object.__setattr__(self, "nu", nu)
-        kappa = _positive("shear_factor", self.shear_factor)
-        if kappa > 1.0:
-            raise InputError(f"shear_factor must lie in (0, 1], got {kappa!r}")
-        object.__setattr__(self, "shear_factor", kappa)
-
-    @property
-    def G(self) -> float:
-        """Shear modulus ``E / (2 (1 + nu))`` [Pa]."""
-        return self.E / (2.0 * (1.0 + self.nu))
+        _validate_section(self, ("E", "rho", "A", "I"), ("shear_factor",))
 
     @classmethod
     def rectangle(
@@ -141,15 +181,12 @@ class BeamSection:
         ``A = b h``, ``I = b h^3 / 12``; the shear factor defaults to Cowper's (1966)
         ``10 (1 + nu) / (12 + 11 nu)``.
         """
-        b = _positive("width", width)
-        h = _positive("height", height)
-        if shear_factor is None:
-            shear_factor = 10.0 * (1.0 + nu) / (12.0 + 11.0 * nu)
+        b, h, shear_factor = _rectangle_sides(width, height, nu, shear_factor)
         return cls(E=E, rho=rho, A=b * h, I=b * h**3 / 12.0, nu=nu, shear_factor=shear_factor)
 
 
 @dataclass(frozen=True)
-class BeamConfig:
+class BeamConfig(_Meshed):
     """A straight beam along x from 0 to ``length``, split into equal elements.
 
     The beam is uniform (``section`` everywhere) unless ``sections`` gives one section per
@@ -204,11 +241,6 @@ class BeamConfig:
                 raise InputError(f"sections[{bad[0]}] must be a BeamSection, got "
                                  f"{type(secs[bad[0]]).__name__}")
             object.__setattr__(self, "sections", secs)
-
-    @property
-    def element_length(self) -> float:
-        """Element length h = l / n [m]."""
-        return self.length / self.n_elements
 
     @property
     def uniform(self) -> bool:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 
@@ -52,9 +52,15 @@ from .beam import (
     _GAUSS_W,
     _GAUSS_XI,
     BeamModel,
+    Support,
+    Theory,
     _assemble,
+    _Isotropic,
+    _Meshed,
     _positive,
+    _rectangle_sides,
     _validate_config,
+    _validate_section,
     element_shapes,
     static_deflection,
 )
@@ -77,8 +83,6 @@ __all__ = [
 DOFS_PER_NODE_3D = 6
 #: Names of the six nodal dofs, in order.
 COMPONENTS = ("u", "v", "w", "rx", "ry", "rz")
-Theory = Literal["euler-bernoulli", "timoshenko"]
-Support = Literal["free", "pinned", "clamped"]
 # "pinned" is a fork support: translations and twist held, both bending rotations free
 _SUPPORT_DOFS = {"free": (), "pinned": (0, 1, 2, 3), "clamped": (0, 1, 2, 3, 4, 5)}
 # planar element dofs [u1, w1, t1, u2, w2, t2]: the bending ones
@@ -86,7 +90,7 @@ _PLANAR_BEND = [1, 2, 4, 5]
 
 
 @dataclass(frozen=True)
-class BeamSection3D:
+class BeamSection3D(_Isotropic):
     """Material and doubly symmetric cross-section of a homogeneous spatial beam.
 
     Parameters
@@ -122,25 +126,8 @@ class BeamSection3D:
     shear_factor_z: float = 5.0 / 6.0
 
     def __post_init__(self):
-        for name in ("E", "rho", "A", "Iy", "Iz", "J"):
-            object.__setattr__(self, name, _positive(name, getattr(self, name)))
-        try:
-            nu = float(self.nu)
-        except (TypeError, ValueError):
-            raise InputError(f"nu must be a number in (-1, 0.5), got {self.nu!r}") from None
-        if not (-1.0 < nu < 0.5):
-            raise InputError(f"nu must lie in (-1, 0.5), got {nu!r}")
-        object.__setattr__(self, "nu", nu)
-        for name in ("shear_factor_y", "shear_factor_z"):
-            kappa = _positive(name, getattr(self, name))
-            if kappa > 1.0:
-                raise InputError(f"{name} must lie in (0, 1], got {kappa!r}")
-            object.__setattr__(self, name, kappa)
-
-    @property
-    def G(self) -> float:
-        """Shear modulus ``E / (2 (1 + nu))`` [Pa]."""
-        return self.E / (2.0 * (1.0 + self.nu))
+        _validate_section(self, ("E", "rho", "A", "Iy", "Iz", "J"),
+                          ("shear_factor_y", "shear_factor_z"))
 
     @property
     def Ip(self) -> float:
@@ -160,10 +147,7 @@ class BeamSection3D:
         (``n_terms`` odd terms). The shear factor defaults to Cowper's (1966)
         ``10 (1 + nu) / (12 + 11 nu)`` for both axes.
         """
-        b = _positive("width", width)
-        h = _positive("height", height)
-        if shear_factor is None:
-            shear_factor = 10.0 * (1.0 + nu) / (12.0 + 11.0 * nu)
+        b, h, shear_factor = _rectangle_sides(width, height, nu, shear_factor)
         a, c = max(b, h), min(b, h)
         n = 2 * np.arange(n_terms) + 1.0
         series = np.sum(np.tanh(n * np.pi * a / (2.0 * c)) / n**5)
@@ -185,7 +169,7 @@ class BeamSection3D:
 
 
 @dataclass(frozen=True)
-class BeamConfig3D:
+class BeamConfig3D(_Meshed):
     """A straight uniform spatial beam along x from 0 to ``length``, in equal elements.
 
     Parameters
@@ -224,11 +208,6 @@ class BeamConfig3D:
     def __post_init__(self):
         _validate_config(self, BeamSection3D, _SUPPORT_DOFS)
         object.__setattr__(self, "rotary_inertia", bool(self.rotary_inertia))
-
-    @property
-    def element_length(self) -> float:
-        """Element length h = l / n [m]."""
-        return self.length / self.n_elements
 
     def shear_parameters(self) -> tuple[float, float]:
         """``(Phi_y, Phi_z)`` [-]: ``12 E Iz / (kappa_y G A h^2)`` for x-y bending and

@@ -39,6 +39,7 @@ gravity along the beam is not included.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,13 +48,27 @@ from .sid import ModalData
 
 __all__ = ["FlexibleBodyConfig", "FlexibleBody2D"]
 
+#: The planar cross-product matrix (rotation by +90 degrees), shared by the planar modules.
 _J = np.array([[0.0, -1.0], [1.0, 0.0]])
 
 
 def _rot(theta: float) -> np.ndarray:
+    """The planar rotation matrix (2, 2) of ``theta`` [rad]."""
     c, s = np.cos(theta), np.sin(theta)
     return np.array([[c, -s], [s, c]])
 
+
+
+def _gravity(value, n: int) -> tuple[float, ...]:
+    """``value`` as ``n`` floats, the gravity of a planar (2) or spatial (3) body config
+    [m/s^2]; InputError unless it is ``n`` finite numbers."""
+    try:
+        g = np.asarray(value, float)
+    except (TypeError, ValueError):
+        g = np.full(0, np.nan)
+    if g.shape != (n,) or not np.all(np.isfinite(g)):
+        raise InputError(f"gravity must be {n} finite numbers [m/s^2], got {value!r}")
+    return tuple(float(x) for x in g)
 
 @dataclass(frozen=True)
 class FlexibleBodyConfig:
@@ -74,13 +89,80 @@ class FlexibleBodyConfig:
     second_order_inertia: bool = True
 
     def __post_init__(self):
-        g = np.asarray(self.gravity, float)
-        if g.shape != (2,) or not np.all(np.isfinite(g)):
-            raise InputError(f"gravity must be 2 finite numbers [m/s^2], got {self.gravity!r}")
-        object.__setattr__(self, "gravity", (float(g[0]), float(g[1])))
+        object.__setattr__(self, "gravity", _gravity(self.gravity, 2))
 
 
-class FlexibleBody2D:
+class _FloatingFrame:
+    """What the planar :class:`FlexibleBody2D` and the spatial ``FlexibleBody3D`` share: the
+    elastic forces, energies, node positions and the check of applied forces, written once.
+
+    A subclass sets ``_NR`` (position coordinates, 2 or 3), ``_QE`` and ``_VE`` (index of the
+    first elastic coordinate in ``q`` and in ``v``), ``data``, ``nq``, ``nv`` and ``_g0``, and
+    defines ``_split(q, v=None)`` (validated arrays) and ``_orientation(q)`` (the rotation
+    ``S`` from the body frame K_R to the inertial frame, of a validated ``q``).
+    """
+
+    _NR: int
+    _QE: int
+    _VE: int
+    data: Any  # ModalData or ModalData3D
+    nq: int
+    nv: int
+    _g0: np.ndarray
+
+    def _split(self, q, v=None):
+        raise NotImplementedError
+
+    def _orientation(self, q) -> np.ndarray:
+        raise NotImplementedError
+
+    def mass_matrix(self, q) -> np.ndarray:
+        raise NotImplementedError
+
+    def _applied(self, tau) -> np.ndarray:
+        """``tau`` as a float array of shape (nv,) (DimensionError otherwise)."""
+        tau = np.asarray(tau, float)
+        if tau.shape != (self.nv,):
+            raise DimensionError(f"tau must have shape ({self.nv},), got {tau.shape}")
+        return tau
+
+    def elastic_forces(self, q, v) -> np.ndarray:
+        """Internal elastic and damping forces ``[0; Ke q_e + De q_e']`` (nv,) (eq. 2.123)."""
+        q, v = self._split(q, v)
+        out = np.zeros(self.nv)
+        out[self._VE:] = self.data.Ke @ q[self._QE:] + self.data.De @ v[self._VE:]
+        return out
+
+    def kinetic_energy(self, q, v) -> float:
+        """``1/2 v^T M(q) v`` [J]."""
+        q, v = self._split(q, v)
+        return 0.5 * v @ self.mass_matrix(q) @ v
+
+    def potential_energy(self, q) -> float:
+        """Gravity plus elastic potential ``-g0^T (m r + S m c) + 1/2 q_e^T Ke q_e`` [J]."""
+        q, _ = self._split(q)
+        d, nr, qe = self.data, self._NR, q[self._QE:]
+        mc = self._orientation(q) @ d.first_moment(qe)
+        return -self._g0 @ (d.mass * q[:nr] + mc) + 0.5 * qe @ d.Ke @ qe
+
+    def energy(self, q, v) -> float:
+        """Total mechanical energy [J]."""
+        return self.kinetic_energy(q, v) + self.potential_energy(q)
+
+    def node_position(self, q, node: int) -> np.ndarray:
+        """Inertial position (2,) planar or (3,) spatial [m] of a node of the modal data
+        (linear in ``q_e``)."""
+        q, _ = self._split(q)
+        d, nr = self.data, self._NR
+        nn = d.node_positions.shape[0]
+        if isinstance(node, bool) or not isinstance(node, (int, np.integer)) \
+                or not -nn <= node < nn:
+            raise InputError(f"node must be an integer in [-{nn}, {nn}), got {node!r}")
+        r = d.node_positions[node] + d.node_shapes[node, :nr] @ q[self._QE:]
+        return q[:nr] + self._orientation(q) @ r
+
+
+class FlexibleBody2D(_FloatingFrame):
     """Planar floating-frame flexible body built from :class:`ModalData`.
 
     Parameters
@@ -89,6 +171,8 @@ class FlexibleBody2D:
         Mass integrals, stiffness and damping of the body.
     config : FlexibleBodyConfig, optional
     """
+
+    _NR, _QE, _VE = 2, 3, 3
 
     def __init__(self, data: ModalData, config: FlexibleBodyConfig | None = None):
         if not isinstance(data, ModalData):
@@ -112,6 +196,9 @@ class FlexibleBody2D:
         if v.shape != (self.nv,):
             raise DimensionError(f"v must have shape ({self.nv},), got {v.shape}")
         return q, v
+
+    def _orientation(self, q) -> np.ndarray:
+        return _rot(q[2])
 
     def _izz(self, qe):
         d = self.data
@@ -153,13 +240,6 @@ class FlexibleBody2D:
             h_e = h_e + w**2 * (d.Komega @ qe)
         return np.concatenate([S @ h_t, [h_r], h_e])
 
-    def elastic_forces(self, q, v) -> np.ndarray:
-        """Internal elastic and damping forces ``[0; Ke q_e + De q_e']`` (nv,) (eq. 2.123)."""
-        q, v = self._split(q, v)
-        out = np.zeros(self.nv)
-        out[3:] = self.data.Ke @ q[3:] + self.data.De @ v[3:]
-        return out
-
     def gravity_forces(self, q) -> np.ndarray:
         """Generalized gravity forces g(q) (nv,) [N, N m] (eq. 2.126), applied-force sign."""
         q, _ = self._split(q)
@@ -181,10 +261,7 @@ class FlexibleBody2D:
         q, v = self._split(q, v)
         M, rhs = self._terms(q, v)
         if tau is not None:
-            tau = np.asarray(tau, float)
-            if tau.shape != (self.nv,):
-                raise DimensionError(f"tau must have shape ({self.nv},), got {tau.shape}")
-            rhs = rhs + tau
+            rhs = rhs + self._applied(tau)
         return np.linalg.solve(M, rhs)
 
     def _terms(self, q, v):
@@ -229,26 +306,3 @@ class FlexibleBody2D:
         rhs[3:] = d.Ct @ g_r - h_e - d.Ke @ qe - d.De @ dqe
         return M, rhs
 
-    # -- energy and kinematics -----------------------------------------------------------
-    def kinetic_energy(self, q, v) -> float:
-        """``1/2 v^T M(q) v`` [J]."""
-        q, v = self._split(q, v)
-        return 0.5 * v @ self.mass_matrix(q) @ v
-
-    def potential_energy(self, q) -> float:
-        """Gravity plus elastic potential ``-g0^T (m r + S m c) + 1/2 q_e^T Ke q_e`` [J]."""
-        q, _ = self._split(q)
-        d = self.data
-        mc = _rot(q[2]) @ d.first_moment(q[3:])
-        return -self._g0 @ (d.mass * q[:2] + mc) + 0.5 * q[3:] @ d.Ke @ q[3:]
-
-    def energy(self, q, v) -> float:
-        """Total mechanical energy [J]."""
-        return self.kinetic_energy(q, v) + self.potential_energy(q)
-
-    def node_position(self, q, node: int) -> np.ndarray:
-        """Inertial position (2,) [m] of a node of the modal data (linear in ``q_e``)."""
-        q, _ = self._split(q)
-        d = self.data
-        r = d.node_positions[node] + d.node_shapes[node, :2] @ q[3:]
-        return q[:2] + _rot(q[2]) @ r

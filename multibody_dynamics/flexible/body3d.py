@@ -91,16 +91,17 @@ with ``s = q^T Komega q``, ``D = diag(0, 1, 1)``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from ..errors import DimensionError, InputError
 from .beam import _GAUSS_W, _GAUSS_XI
 from .beam3d import DOFS_PER_NODE_3D, BeamModel3D, element_shapes_3d
+from .body import _FloatingFrame, _gravity
 from .modal import ModalBasis
-from .sid import _check_arrays, _failer, _read_npz, _tol
+from .sid import _check_arrays, _failer, _ModalDataBase, _tol
 
 __all__ = [
     "FORMAT_VERSION_3D",
@@ -163,7 +164,7 @@ def _shapes(nq: int, nn: int) -> dict[str, tuple[int, ...]]:
 def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
     """Validate raw arrays; return float copies. Raises ModelError naming source and key."""
     fail = _failer(source)
-    out = _check_arrays(arrays, fail, KEYS_3D, {"format_version": FORMAT_VERSION_3D, "spatial": 1},
+    out = _check_arrays(arrays, fail, KEYS_3D, ModalData3D._TAGS,
                         _shapes, ("J0", "Me", "Ke", "De", "Komega"), ("J0", "Me"))
     cr1 = out["Cr1"]
     if np.abs(cr1 + cr1.transpose(1, 0, 2)).max() > _tol(cr1):
@@ -172,7 +173,7 @@ def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
 
 
 @dataclass(frozen=True, eq=False)
-class ModalData3D:
+class ModalData3D(_ModalDataBase):
     """Taylor-expanded mass integrals, stiffness and damping of one spatial flexible body.
 
     Fields are the keys of the module docstring's table (SI units, K_R coordinates; for
@@ -201,25 +202,8 @@ class ModalData3D:
     format_version: int = FORMAT_VERSION_3D
     spatial: int = 1
 
-    def __post_init__(self):
-        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key in ("format_version", "spatial"):
-            arrays[key] = np.asarray(arrays[key])
-        checked = _check(arrays, "ModalData3D")
-        for key, value in checked.items():
-            value.setflags(write=False)
-            object.__setattr__(self, key, float(value) if value.shape == () else value)
-
-    @property
-    def nq(self) -> int:
-        """Number of elastic coordinates."""
-        return self.Me.shape[0]
-
-    def _q(self, q_e, name: str = "q_e") -> np.ndarray:
-        q_e = np.asarray(q_e, float)
-        if q_e.shape != (self.nq,):
-            raise DimensionError(f"{name} must have shape ({self.nq},), got {q_e.shape}")
-        return q_e
+    _TAGS: ClassVar[dict[str, int]] = {"format_version": FORMAT_VERSION_3D, "spatial": 1}
+    _validate = staticmethod(_check)
 
     def first_moment(self, q_e) -> np.ndarray:
         """``m c(q_e) = mc0 + Ct^T q_e`` (3,) [kg m] in K_R (eq. 2.113)."""
@@ -253,13 +237,6 @@ class ModalData3D:
         """``O_e^k(q_e) = int phi~_k r~ dm`` (nq, 3, 3), sign-corrected eq. (2.122)."""
         q = self._q(q_e)
         return self.Oe0 + np.einsum("kjab,j->kab", self.Oe1, q) if second_order else self.Oe0
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """All keys as arrays, ready for :func:`numpy.savez`."""
-        out = {k: np.asarray(getattr(self, k), float) for k in KEYS_3D[2:]}
-        out["format_version"] = np.asarray(FORMAT_VERSION_3D, dtype=np.int64)
-        out["spatial"] = np.asarray(1, dtype=np.int64)
-        return out
 
 
 def modal_data_3d_from_beam(basis: ModalBasis) -> ModalData3D:
@@ -341,10 +318,7 @@ def modal_data_3d_from_beam(basis: ModalBasis) -> ModalData3D:
 
 def save_modal_data_3d(path: str | os.PathLike, data: ModalData3D) -> None:
     """Write ``data`` as one ``.npz`` file with the keys of :data:`KEYS_3D`."""
-    if not isinstance(data, ModalData3D):
-        raise InputError(f"data must be a ModalData3D, got {type(data).__name__}")
-    with open(path, "wb") as fh:  # open ourselves so numpy does not append a second ".npz"
-        np.savez(fh, **data.arrays())
+    ModalData3D._save(path, data)
 
 
 def load_modal_data_3d(path: str | os.PathLike) -> ModalData3D:
@@ -356,8 +330,7 @@ def load_modal_data_3d(path: str | os.PathLike) -> ModalData3D:
         Unreadable file, missing key, wrong version, shape, symmetry or definiteness; the
         message names the file and the key.
     """
-    path = os.fspath(path)
-    return ModalData3D(**_check(_read_npz(path), path))
+    return ModalData3D._load(path)
 
 
 @dataclass(frozen=True)
@@ -383,20 +356,14 @@ class FlexibleBody3DConfig:
     velocity_frame: Literal["body", "inertial"] = "body"
 
     def __post_init__(self):
-        try:
-            g = np.asarray(self.gravity, float)
-        except (TypeError, ValueError):
-            g = np.full(0, np.nan)
-        if g.shape != (3,) or not np.all(np.isfinite(g)):
-            raise InputError(f"gravity must be 3 finite numbers [m/s^2], got {self.gravity!r}")
-        object.__setattr__(self, "gravity", tuple(float(x) for x in g))
+        object.__setattr__(self, "gravity", _gravity(self.gravity, 3))
         if self.velocity_frame not in ("body", "inertial"):
             raise InputError(
                 f"velocity_frame must be 'body' or 'inertial', got {self.velocity_frame!r}"
             )
 
 
-class FlexibleBody3D:
+class FlexibleBody3D(_FloatingFrame):
     """Spatial floating-frame flexible body built from :class:`ModalData3D`.
 
     Parameters
@@ -410,6 +377,8 @@ class FlexibleBody3D:
     ``q = [r, quat (x, y, z, w), q_e]`` (nq = 7 + ne), ``v = [v_O, omega, q_e']`` (nv = 6 + ne);
     see the module docstring for the equations and their sources.
     """
+
+    _NR, _QE, _VE = 3, 7, 6
 
     def __init__(self, data: ModalData3D, config: FlexibleBody3DConfig | None = None):
         if not isinstance(data, ModalData3D):
@@ -462,6 +431,9 @@ class FlexibleBody3D:
                 f"got {v.shape}"
             )
         return q, v
+
+    def _orientation(self, q) -> np.ndarray:
+        return quaternion_to_matrix(q[3:7])
 
     def rotation(self, q) -> np.ndarray:
         """``S`` (3, 3): rotation from the body frame K_R to the inertial frame."""
@@ -554,13 +526,6 @@ class FlexibleBody3D:
         S, _, h, _, _ = self._body_terms(q, v)
         return self._to_v(S, h)
 
-    def elastic_forces(self, q, v) -> np.ndarray:
-        """Internal elastic and damping forces ``[0; Ke q_e + De q_e']`` (nv,) (eq. 2.123)."""
-        q, v = self._split(q, v)
-        out = np.zeros(self.nv)
-        out[6:] = self.data.Ke @ q[7:] + self.data.De @ v[6:]
-        return out
-
     def gravity_forces(self, q) -> np.ndarray:
         """Generalized gravity forces (nv,) [N, N m] (eq. 2.126), applied-force sign."""
         q, _ = self._split(q)
@@ -585,10 +550,7 @@ class FlexibleBody3D:
             Mbar[:, :3] = Mbar[:, :3] @ S.T
             rhs[:3] = S @ rhs[:3]
         if tau is not None:
-            tau = np.asarray(tau, float)
-            if tau.shape != (self.nv,):
-                raise DimensionError(f"tau must have shape ({self.nv},), got {tau.shape}")
-            rhs = rhs + tau
+            rhs = rhs + self._applied(tau)
         return np.linalg.solve(Mbar, rhs)
 
     # -- kinematics ----------------------------------------------------------------------
@@ -614,34 +576,7 @@ class FlexibleBody3D:
         q[3:7] /= np.linalg.norm(q[3:7])
         return q
 
-    def node_position(self, q, node: int) -> np.ndarray:
-        """Inertial position (3,) [m] of a node of the modal data (linear in ``q_e``)."""
-        q, _ = self._split(q)
-        d = self.data
-        nn = d.node_positions.shape[0]
-        if isinstance(node, bool) or not isinstance(node, (int, np.integer)) \
-                or not -nn <= node < nn:
-            raise InputError(f"node must be an integer in [-{nn}, {nn}), got {node!r}")
-        r = d.node_positions[node] + d.node_shapes[node, :3] @ q[7:]
-        return q[:3] + quaternion_to_matrix(q[3:7]) @ r
-
     # -- energy and momentum -------------------------------------------------------------
-    def kinetic_energy(self, q, v) -> float:
-        """``1/2 v^T M(q) v`` [J]."""
-        q, v = self._split(q, v)
-        return 0.5 * v @ self.mass_matrix(q) @ v
-
-    def potential_energy(self, q) -> float:
-        """Gravity plus elastic potential ``-g0^T (m r + S m c) + 1/2 q_e^T Ke q_e`` [J]."""
-        q, _ = self._split(q)
-        d = self.data
-        mc = quaternion_to_matrix(q[3:7]) @ d.first_moment(q[7:])
-        return -self._g0 @ (d.mass * q[:3] + mc) + 0.5 * q[7:] @ d.Ke @ q[7:]
-
-    def energy(self, q, v) -> float:
-        """Total mechanical energy [J]."""
-        return self.kinetic_energy(q, v) + self.potential_energy(q)
-
     def momentum(self, q, v) -> tuple[np.ndarray, np.ndarray]:
         """Linear momentum [kg m/s] and angular momentum about the inertial origin
         [kg m^2/s], both (3,) in inertial axes: ``p = Mbar z_II``, ``L = S p_t``,

@@ -116,20 +116,13 @@ from .beam import (
     element_matrices,
     element_shapes,
 )
-from .sid import ModalData
+from .body import _J
+from .sid import ModalData, _ElementSums
 from .simulation import ClosedSimulation
-from .system import FlexibleChain, FlexibleChainConfig
+from .system import FlexibleChain, FlexibleChainConfig, _vector
 
 __all__ = ["PlanarClosure", "ClosedFlexibleChain", "ClosedForwardDynamicsResult",
            "ClosedSimulation", "ArmSegment", "LumpedMass", "segmented_arm_modal_data"]
-
-_J = np.array([[0.0, -1.0], [1.0, 0.0]])
-
-
-def _rot(theta: float) -> np.ndarray:
-    c, s = np.cos(theta), np.sin(theta)
-    return np.array([[c, -s], [s, c]])
-
 
 # ============================================================================ closure rows
 @dataclass(frozen=True)
@@ -382,40 +375,13 @@ class ClosedFlexibleChain:
         return "\n".join(lines)
 
     def _vec(self, x, name, n=None):
-        n = self.nv if n is None else n
-        x = np.asarray(x, float)
-        if x.shape != (n,):
-            raise DimensionError(f"{name} must have shape ({n},), got {x.shape}")
-        if not np.all(np.isfinite(x)):
-            raise InputError(f"{name} must be finite")
-        return x
+        return _vector(x, self.nv if n is None else n, name, finite=True)
 
     # -- constraint rows -----------------------------------------------------------------
     def _point(self, kin, end, q, v):
         """Position, J (2, nv), bias, angle, angle row (nv,), angle bias of a closure point."""
         i, node = end
-        b = self.chain.bodies[i]
-        r, th, Jb, beta = kin[i]
-        S = _rot(th)
-        w = Jb[2] @ v
-        J = Jb[:2].copy()
-        bias = beta[:2].copy()
-        Jt = Jb[2].copy()
-        ang = th
-        if b.flexible:
-            d, sl = b.modal_data, self.chain.elastic_slices[i]
-            shape = d.node_shapes[node]
-            local = d.node_positions[node] + shape[:2] @ q[sl]
-            J[:, sl] += S @ shape[:2]
-            bias += 2.0 * w * (_J @ S @ shape[:2] @ v[sl])
-            ang = th + shape[2] @ q[sl]
-            Jt[sl] += shape[2]
-        else:
-            local = np.array(b.distal)
-        Sl = S @ local
-        J += np.outer(_J @ Sl, Jb[2])
-        bias += beta[2] * (_J @ Sl) - w * w * Sl
-        return r + Sl, J, bias, ang, Jt, beta[2]
+        return self.chain._point_terms(kin, i, node, q, v)
 
     def constraint_terms(self, q, v=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Residual ``c`` (nc,) [m | rad], Jacobian ``C`` (nc, nv) and bias ``c_tt = C' v`` (nc,).
@@ -959,10 +925,8 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,  # noqa
     De = al * Me + be * Ke
     # mass integrals (as sid.modal_data_from_beam, element by element)
     nq = modes
-    mass, mx, i0 = 0.0, 0.0, 0.0
-    ct = np.zeros((nq, 2))
-    i1, cr0 = np.zeros(nq), np.zeros(nq)
-    cr1, kom = np.zeros((nq, nq)), np.zeros((nq, nq))
+    sums = _ElementSums(nq)
+    kom = np.zeros((nq, nq))
     # centrifugal axial force per unit Omega^2 at x: int_x^L rho A s ds + sum of lumped m x_k
     rho_a = np.array([e[2].section.rho * e[2].section.A for e in elems])
     tail = np.zeros(ne + 1)
@@ -979,17 +943,12 @@ def segmented_arm_modal_data(segments: Sequence[ArmSegment], modes: int,  # noqa
         wg = _GAUSS_W * h
         u, w, th, dw = (sh[key] @ pe for key in ("u", "w", "theta", "dw"))
         ra = rho_a[e]
-        mass += ra * wg.sum()
-        mx += ra * wg @ x
-        i0 += wg @ (ra * x**2 + rho_i)
-        ct[:, 0] += ra * wg @ u
-        ct[:, 1] += ra * wg @ w
-        i1 += 2.0 * ra * (wg * x) @ u
-        cr0 += (wg * ra * x) @ w + rho_i * wg @ th
-        cr1 += ra * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
+        sums.add(u, w, th, x, wg, ra, rho_i)
         axial = tail[e + 1] + ra * 0.5 * (nodes[e + 1] ** 2 - x**2)
         kom += dw.T @ ((wg * axial)[:, None] * dw)
     shapes = Phi.reshape(-1, DOFS_PER_NODE, nq)
+    mass, mx, i0 = sums.mass, sums.mx, sums.i0
+    ct, i1, cr0, cr1 = sums.ct, sums.i1, sums.cr0, sums.cr1
     for k, lm in lumped:
         r0 = np.array([nodes[k], 0.0])
         a = shapes[k, :2]  # (2, nq)

@@ -68,15 +68,13 @@ import numpy as np
 
 from ..errors import DimensionError, InputError, ModelError
 from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, gauss_shapes
+from .body import _J
 from .modal import ModalBasis
 from .sid import ModalData, modal_data_from_beam, stepped_element_fields
 from .system import FlexibleChain
 
 __all__ = ["RigidPart", "arm_modal_data", "combined_output_gamma", "chain_combined_output",
            "chord_output"]
-
-_J = np.array([[0.0, -1.0], [1.0, 0.0]])
-
 
 @dataclass(frozen=True)
 class RigidPart:

@@ -51,10 +51,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 
-from ..errors import InputError, ModelError
+from ..errors import DimensionError, InputError, ModelError
 from .beam import _GAUSS_W, _GAUSS_XI, DOFS_PER_NODE, _stepped_gauss_shapes, gauss_shapes
 from .modal import ModalBasis
 
@@ -140,7 +141,7 @@ def _tol(a):
 def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
     """Validate raw arrays; return float copies. Raises ModelError naming source and key."""
     fail = _failer(source)
-    out = _check_arrays(arrays, fail, KEYS, {"format_version": FORMAT_VERSION}, _shapes,
+    out = _check_arrays(arrays, fail, KEYS, ModalData._TAGS, _shapes,
                         ("Me", "Ke", "De", "Komega"), ("Me",))
     if out["I0"] <= 0.0:
         fail("I0", f"must be > 0, got {float(out['I0'])}")
@@ -149,8 +150,66 @@ def _check(arrays: dict, source: str) -> dict[str, np.ndarray]:
     return out
 
 
+class _ModalDataBase:
+    """What the planar :class:`ModalData` and the spatial ``ModalData3D`` share: validation on
+    construction, the elastic coordinate count, the ``q_e`` check and the ``.npz`` arrays.
+
+    A subclass is a frozen dataclass whose fields are the float keys of its file format plus the
+    integer tags ``_TAGS`` (key -> value written), and names its validator ``_validate``
+    (``(arrays, source) -> dict``, ModelError naming source and key).
+    """
+
+    _TAGS: ClassVar[dict[str, int]]
+
+    @staticmethod
+    def _validate(arrays: dict, source: str) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def __post_init__(self):
+        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in self._TAGS:
+            arrays[key] = np.asarray(arrays[key])
+        checked = self._validate(arrays, type(self).__name__)
+        for key, value in checked.items():
+            value.setflags(write=False)
+            object.__setattr__(self, key, float(value) if value.shape == () else value)
+
+    @property
+    def nq(self) -> int:
+        """Number of elastic coordinates."""
+        return self.Me.shape[0]
+
+    def _q(self, q_e, name: str = "q_e") -> np.ndarray:
+        q_e = np.asarray(q_e, float)
+        if q_e.shape != (self.nq,):
+            raise DimensionError(f"{name} must have shape ({self.nq},), got {q_e.shape}")
+        return q_e
+
+    @classmethod
+    def _save(cls, path: str | os.PathLike, data) -> None:
+        """Write ``data`` (an instance of ``cls``, InputError otherwise) as one ``.npz`` file."""
+        if not isinstance(data, cls):
+            raise InputError(f"data must be a {cls.__name__}, got {type(data).__name__}")
+        with open(path, "wb") as fh:  # open ourselves so numpy does not append a second ".npz"
+            np.savez(fh, **data.arrays())
+
+    @classmethod
+    def _load(cls, path: str | os.PathLike):
+        """Read and validate the ``.npz`` file at ``path`` (ModelError naming file and key)."""
+        path = os.fspath(path)
+        return cls(**cls._validate(_read_npz(path), path))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """All keys as arrays, ready for :func:`numpy.savez`."""
+        out = {f.name: np.asarray(getattr(self, f.name), float)
+               for f in fields(self) if f.name not in self._TAGS}
+        for key, value in self._TAGS.items():
+            out[key] = np.asarray(value, dtype=np.int64)
+        return out
+
+
 @dataclass(frozen=True, eq=False)
-class ModalData:
+class ModalData(_ModalDataBase):
     """Taylor-expanded mass integrals, stiffness and damping of one planar flexible body.
 
     Fields are the keys of the file format (see the module docstring for shapes, units and
@@ -172,24 +231,8 @@ class ModalData:
     node_shapes: np.ndarray
     format_version: int = FORMAT_VERSION
 
-    def __post_init__(self):
-        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
-        arrays["format_version"] = np.asarray(arrays["format_version"])
-        checked = _check(arrays, "ModalData")
-        for key, value in checked.items():
-            value.setflags(write=False)
-            object.__setattr__(self, key, float(value) if value.shape == () else value)
-
-    @property
-    def nq(self) -> int:
-        """Number of elastic coordinates."""
-        return self.Me.shape[0]
-
-    def _q(self, q_e) -> np.ndarray:
-        q_e = np.asarray(q_e, float)
-        if q_e.shape != (self.nq,):
-            raise InputError(f"q_e must have shape ({self.nq},), got {q_e.shape}")
-        return q_e
+    _TAGS: ClassVar[dict[str, int]] = {"format_version": FORMAT_VERSION}
+    _validate = staticmethod(_check)
 
     def first_moment(self, q_e) -> np.ndarray:
         """``m c(q_e) = mc0 + Ct^T q_e`` (2,) [kg m] in K_R (Seifried 2014 eq. 2.113)."""
@@ -224,12 +267,6 @@ class ModalData:
         q = self._q(q_e)
         out = -0.5 * self.I1
         return out - self.Me @ q if second_order else out
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """All keys as arrays, ready for :func:`numpy.savez`."""
-        out = {k: np.asarray(getattr(self, k), float) for k in KEYS[1:]}
-        out["format_version"] = np.asarray(FORMAT_VERSION, dtype=np.int64)
-        return out
 
 
 def stepped_element_fields(basis: ModalBasis) -> dict[str, np.ndarray]:
@@ -285,6 +322,38 @@ def _stepped_integrals(basis: ModalBasis):
     return mass, mx, i0, ct, i1, cr0, cr1, me, kom
 
 
+class _ElementSums:
+    """Running sums of the planar mass integrals over beam elements by Gauss quadrature:
+    ``m``, ``int x dm``, ``I0``, ``Ct``, ``I1``, ``Cr0`` and the unsymmetrised ``Cr1``
+    (Seifried 2014 eqs. 2.112-2.116), for :func:`modal_data_from_beam` and the closed chain's
+    arm (which adds lumped masses to the same sums).
+
+    Parameters
+    ----------
+    nq : int
+        Number of elastic coordinates.
+    """
+
+    def __init__(self, nq: int):
+        self.mass, self.mx, self.i0 = 0.0, 0.0, 0.0
+        self.ct = np.zeros((nq, 2))
+        self.i1, self.cr0 = np.zeros(nq), np.zeros(nq)
+        self.cr1 = np.zeros((nq, nq))
+
+    def add(self, u, w, th, x, wg, rho_a, rho_i) -> None:
+        """Add one element: its mode fields ``u, w, th`` (5, nq) at the Gauss points ``x`` (5,)
+        [m] with weights ``wg`` (5,) [m], line density ``rho_a`` [kg/m] and section inertia
+        ``rho_i`` [kg m] (zero without rotary inertia)."""
+        self.mass += rho_a * wg.sum()
+        self.mx += rho_a * wg @ x
+        self.i0 += wg @ (rho_a * x**2 + rho_i)
+        self.ct[:, 0] += rho_a * wg @ u
+        self.ct[:, 1] += rho_a * wg @ w
+        self.i1 += 2.0 * rho_a * (wg * x) @ u
+        self.cr0 += (wg * rho_a * x) @ w + rho_i * wg @ th
+        self.cr1 += rho_a * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
+
+
 def modal_data_from_beam(basis: ModalBasis) -> ModalData:
     """Mass integrals of a beam body by consistent (Gauss) integration over its elements.
 
@@ -315,26 +384,19 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
         rho_a = s.rho * s.A
         rho_i = s.rho * s.I if cfg.rotary_inertia else 0.0
         sh = gauss_shapes(h, phi_s)
-        mass, mx, i0 = 0.0, 0.0, 0.0
-        ct = np.zeros((nq, 2))
-        i1, cr0 = np.zeros(nq), np.zeros(nq)
-        cr1, me, kom = np.zeros((nq, nq)), np.zeros((nq, nq)), np.zeros((nq, nq))
+        sums = _ElementSums(nq)
+        me, kom = np.zeros((nq, nq)), np.zeros((nq, nq))
         for e in range(cfg.n_elements):
             pe = basis.Phi[DOFS_PER_NODE * e:DOFS_PER_NODE * e + 6]
             x = beam.nodes[e] + _GAUSS_XI * h
             wg = _GAUSS_W * h
             u, w, th, dw = (sh[k] @ pe for k in ("u", "w", "theta", "dw"))
-            mass += rho_a * wg.sum()
-            mx += rho_a * wg @ x
-            i0 += wg @ (rho_a * x**2 + rho_i)
-            ct[:, 0] += rho_a * wg @ u
-            ct[:, 1] += rho_a * wg @ w
-            i1 += 2.0 * rho_a * (wg * x) @ u
-            cr0 += (wg * rho_a * x) @ w + rho_i * wg @ th
-            cr1 += rho_a * (w.T @ (wg[:, None] * u) - u.T @ (wg[:, None] * w))
+            sums.add(u, w, th, x, wg, rho_a, rho_i)
             me += rho_a * (u.T @ (wg[:, None] * u) + w.T @ (wg[:, None] * w))
             me += rho_i * th.T @ (wg[:, None] * th)
             kom += dw.T @ ((wg * rho_a * 0.5 * (length**2 - x**2))[:, None] * dw)
+        mass, mx, i0 = sums.mass, sums.mx, sums.i0
+        ct, i1, cr0, cr1 = sums.ct, sums.i1, sums.cr0, sums.cr1
     nodes = np.column_stack([beam.nodes, np.zeros_like(beam.nodes)])
     node_shapes = basis.Phi.reshape(-1, DOFS_PER_NODE, nq)
     return ModalData(
@@ -346,10 +408,7 @@ def modal_data_from_beam(basis: ModalBasis) -> ModalData:
 
 def save_modal_data(path: str | os.PathLike, data: ModalData) -> None:
     """Write ``data`` as one ``.npz`` file with the keys of :data:`KEYS` (format version 1)."""
-    if not isinstance(data, ModalData):
-        raise InputError(f"data must be a ModalData, got {type(data).__name__}")
-    with open(path, "wb") as fh:  # open ourselves so numpy does not append a second ".npz"
-        np.savez(fh, **data.arrays())
+    ModalData._save(path, data)
 
 
 def load_modal_data(path: str | os.PathLike) -> ModalData:
@@ -364,8 +423,7 @@ def load_modal_data(path: str | os.PathLike) -> ModalData:
         Unreadable file, missing key, wrong version, shape, symmetry or definiteness; the
         message names the file and the key.
     """
-    path = os.fspath(path)
-    return ModalData(**_check(_read_npz(path), path))
+    return ModalData._load(path)
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:

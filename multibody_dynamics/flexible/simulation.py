@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from ..deprecation import deprecated_alias
-from ..errors import DimensionError, InputError
+from ..errors import InputError
 from ..interruptible import solve_ivp_keeping
 from ..simulate import SimulationInterrupted, SimulationResult
-from .system import FlexibleChain
+from .system import FlexibleChain, _vector
 
 
 @dataclass(frozen=True)
@@ -176,14 +176,7 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     nv, nu = model.nv, model.nu
 
     def vec(x, n, what, default):
-        if x is None:
-            return default
-        x = np.asarray(x, float)
-        if x.shape != (n,):
-            raise DimensionError(f"{what}: expected {n} values, got {x.size}")
-        if not np.all(np.isfinite(x)):
-            raise InputError(f"{what}: values must be finite")
-        return x
+        return default if x is None else _vector(x, n, what, finite=True)
 
     chain = model if isinstance(model, FlexibleChain) else model.chain
     q0 = vec(q0, nv, "q0", chain.neutral())

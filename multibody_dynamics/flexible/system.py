@@ -53,19 +53,22 @@ from typing import Literal
 import numpy as np
 
 from ..errors import DimensionError, InputError, ModelError, SolverError
-from .body import FlexibleBody2D, FlexibleBodyConfig
+from .body import _J, FlexibleBody2D, FlexibleBodyConfig, _rot
 from .sid import ModalData
 
 __all__ = ["ChainBody", "FlexibleChainConfig", "FlexibleChain"]
 
 JointType = Literal["revolute", "prismatic"]
-_J = np.array([[0.0, -1.0], [1.0, 0.0]])
-
-
-def _rot(theta: float) -> np.ndarray:
-    c, s = np.cos(theta), np.sin(theta)
-    return np.array([[c, -s], [s, c]])
-
+def _vector(x, n: int, name: str, finite: bool = False) -> np.ndarray:
+    """``x`` as a float array of shape (n,): DimensionError naming ``name`` otherwise and, with
+    ``finite``, InputError if it holds NaN or inf (the check of the chains, the closed chains
+    and :func:`~multibody_dynamics.flexible.simulation.simulate_flexible`)."""
+    x = np.asarray(x, float)
+    if x.shape != (n,):
+        raise DimensionError(f"{name} must have shape ({n},), got {x.shape}")
+    if finite and not np.all(np.isfinite(x)):
+        raise InputError(f"{name} must be finite")
+    return x
 
 @dataclass(frozen=True, eq=False)
 class ChainBody:
@@ -669,11 +672,7 @@ class FlexibleChain:
 
     # -- validation ----------------------------------------------------------------------
     def _vec(self, x, name, n=None):
-        n = self.nv if n is None else n
-        x = np.asarray(x, float)
-        if x.shape != (n,):
-            raise DimensionError(f"{name} must have shape ({n},), got {x.shape}")
-        return x
+        return _vector(x, self.nv if n is None else n, name)
 
     def neutral(self) -> np.ndarray:
         """Zero configuration q (nq,)."""
@@ -1015,24 +1014,37 @@ class FlexibleChain:
         q, v = self._vec(q, "q"), self._vec(v, "v")
         i = self._body_index(body)
         b = self.bodies[i]
-        r, th, Jb, beta = self._kinematics(q, v)[i]
+        k = b.distal_node if b.flexible and node is None else node
+        r, J, bias, _, _, _ = self._point_terms(self._kinematics(q, v), i, k, q, v)
+        return r, J, bias
+
+    def _point_terms(self, kin, i: int, node, q, v):
+        """Position (2,), Jacobian (2, nv), bias (2,), angle [rad], angle row (nv,) and angle
+        bias of the point at ``node`` of body ``i`` (its distal point when rigid), from the
+        body kinematics ``kin`` of :meth:`_kinematics`: the algebra of
+        :meth:`point_kinematics`, also used for the closure points of closed chains."""
+        b = self.bodies[i]
+        r, th, Jb, beta = kin[i]
         S = _rot(th)
         w = Jb[2] @ v
         J = Jb[:2].copy()
         bias = beta[:2].copy()
+        Jt = Jb[2].copy()
+        ang = th
         if b.flexible:
-            k = b.distal_node if node is None else node
             d, sl = b.modal_data, self.elastic_slices[i]
-            shape = d.node_shapes[k, :2]
-            local = d.node_positions[k] + shape @ q[sl]
-            J[:, sl] += S @ shape
-            bias += 2.0 * w * (_J @ S @ shape @ v[sl])
+            shape = d.node_shapes[node]
+            local = d.node_positions[node] + shape[:2] @ q[sl]
+            J[:, sl] += S @ shape[:2]
+            bias += 2.0 * w * (_J @ S @ shape[:2] @ v[sl])
+            ang = th + shape[2] @ q[sl]
+            Jt[sl] += shape[2]
         else:
             local = np.array(b.distal)
         Sl = S @ local
         J += np.outer(_J @ Sl, Jb[2])
         bias += beta[2] * (_J @ Sl) - w * w * Sl
-        return r + Sl, J, bias
+        return r + Sl, J, bias, ang, Jt, beta[2]
 
     def _body_index(self, body):
         if isinstance(body, str):
