@@ -14,6 +14,7 @@ The fixtures are imported by the test modules (``from ros_helpers import ...``);
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -272,20 +273,30 @@ class Probe:
         self.node.destroy_node()
 
 
-@pytest.fixture
-def probe(monkeypatch):
-    """A :class:`Probe` in the test's isolated ROS domain (own rclpy context)."""
+@contextlib.contextmanager
+def own_context(monkeypatch):
+    """``(rclpy, context)``: an rclpy context of its own in the test's isolated ROS domain
+    (:data:`ROS_ENV` set in the environment, domain :data:`DOMAIN_ID`), shut down on exit."""
     rclpy = pytest.importorskip("rclpy")
     for key, value in ROS_ENV.items():
         monkeypatch.setenv(key, value)
     context = rclpy.context.Context()
     rclpy.init(context=context, domain_id=DOMAIN_ID)
-    p = Probe(rclpy, context)
     try:
-        yield p
+        yield rclpy, context
     finally:
-        p.close()
         rclpy.try_shutdown(context=context)
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    """A :class:`Probe` in the test's isolated ROS domain (own rclpy context)."""
+    with own_context(monkeypatch) as (rclpy, context):
+        p = Probe(rclpy, context)
+        try:
+            yield p
+        finally:
+            p.close()
 
 
 def start_loop(launch, probe, robot: str, rate: float, controller: dict, simulator: dict,

@@ -228,10 +228,57 @@ def test_run_node_exit_codes():
     class Failing:
         node_name = "failing_node"
 
-        def __init__(self):
+        def __init__(self, **kwargs):
             raise StartupError("robot 'x' has loop closures")
 
     assert run_node(Failing, args=[]) == 1
+
+
+def test_run_node_hands_the_executor_choice_to_the_node_class():
+    """The default of the node's ``executor`` parameter reaches its constructor as a keyword
+    argument: run_node's own argument first, else ``--executor``, else single_threaded."""
+    seen = []
+
+    class Recording:
+        node_name = "recording_node"
+
+        def __init__(self, *, executor):
+            seen.append(executor)
+            raise StartupError("stop here")
+
+    assert run_node(Recording, args=["x", "--executor", "events"]) == 1
+    assert run_node(Recording, args=["x"]) == 1
+    assert run_node(Recording, args=["x", "--executor=events"], executor="single_threaded") == 1
+    assert seen == ["events", "single_threaded", "single_threaded"]
+
+
+def test_nodes_in_one_process_keep_their_own_executor_choice(ros_context):
+    """Two nodes built one after the other with different executor choices each declare their
+    own (a choice kept in a module global would give the second one's to both); an override
+    ``-p executor:=...`` still wins over the default given to the constructor."""
+    from multibody_dynamics.ros.dynamics_node import DynamicsNode
+
+    def build(executor, overrides=()):
+        return DynamicsNode(executor=executor, context=ros_context, enable_rosout=False,
+                            start_parameter_services=False,
+                            parameter_overrides=[Parameter("robot", value="passive_arm"),
+                                                 *overrides])
+
+    events = build("events")
+    single = build("single_threaded")
+    overridden = build("single_threaded", [Parameter("executor", value="events")])
+    try:
+        assert events.get_parameter("executor").value == "events"
+        assert events.executor_kind == "events"
+        assert single.get_parameter("executor").value == "single_threaded"
+        assert single.executor_kind == "single_threaded"
+        assert overridden.executor_kind == "events"
+        assert events.describe_parameter("executor").read_only
+    finally:
+        for node in (events, single, overridden):
+            node.destroy_node()
+    with pytest.raises(ParameterError, match="executor"):
+        build("threads")
 
 
 def test_node_diagnostics_status_and_failures(ros_context):

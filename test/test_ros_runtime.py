@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ros_helpers import DOMAIN_ID, ROS_ENV
+from ros_helpers import own_context
 
 from multibody_dynamics.ros.runtime import PacedLoop, join_worker, set_fifo_priority
 
@@ -174,21 +174,16 @@ def test_paced_loop_reports_a_refused_priority():
 
 @pytest.fixture
 def ros_pair(monkeypatch):
-    rclpy = pytest.importorskip("rclpy")
-    for key, value in ROS_ENV.items():
-        monkeypatch.setenv(key, value)
-    context = rclpy.context.Context()
-    rclpy.init(context=context, domain_id=DOMAIN_ID)
-    pub_node = rclpy.create_node("polled_pub", context=context, enable_rosout=False,
-                                 start_parameter_services=False)
-    sub_node = rclpy.create_node("polled_sub", context=context, enable_rosout=False,
-                                 start_parameter_services=False)
-    try:
-        yield rclpy, context, pub_node, sub_node
-    finally:
-        pub_node.destroy_node()
-        sub_node.destroy_node()
-        rclpy.try_shutdown(context=context)
+    with own_context(monkeypatch) as (rclpy, context):
+        pub_node = rclpy.create_node("polled_pub", context=context, enable_rosout=False,
+                                     start_parameter_services=False)
+        sub_node = rclpy.create_node("polled_sub", context=context, enable_rosout=False,
+                                     start_parameter_services=False)
+        try:
+            yield rclpy, context, pub_node, sub_node
+        finally:
+            pub_node.destroy_node()
+            sub_node.destroy_node()
 
 
 def test_polled_subscription_is_taken_by_its_owner_not_the_executor(ros_pair):

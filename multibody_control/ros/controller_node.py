@@ -97,7 +97,6 @@ import rclpy
 from geometry_msgs.msg import TwistStamped
 from rcl_interfaces.msg import ParameterType
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_policy_name_from_kind
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -116,20 +115,18 @@ from multibody_dynamics.ros.conversions import (
     vector_msg,
 )
 from multibody_dynamics.ros.diagnostics import NodeDiagnostics
+from multibody_dynamics.ros.node import MultibodyNode
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import (
     DEFAULT_TIMING,
     TIMINGS,
-    ExitSafeLogging,
     PacedLoop,
     PolledSubscription,
     SolveWorker,
     StartupError,
-    Throttle,
     exit_logger,
     join_worker,
     main_for,
-    node_executor,
 )
 
 try:
@@ -257,14 +254,14 @@ PARAMETERS = (
 )
 
 
-class ControllerNode(ExitSafeLogging, Node):
+class ControllerNode(MultibodyNode):
     """Tracking controller publishing effort commands for forward_command_controller-style
     plants."""
 
     node_name = "controller_node"
 
     def __init__(self, **kwargs):
-        super().__init__(self.node_name, **kwargs)
+        super().__init__(**kwargs)  # name, executor_kind (--executor), throttle
         # with timing paced the ticks run in a PacedLoop thread: this lock serializes them with
         # the executor's callbacks (state, reference, parameters, action), which share the
         # node's state; with the timer everything runs on the executor and it is uncontended
@@ -272,7 +269,6 @@ class ControllerNode(ExitSafeLogging, Node):
         self._loop: PacedLoop | None = None
         self.params = ParameterSet(self, PARAMETERS, on_change=self._locked(self._on_change))
         p = self.params
-        self.throttle = Throttle(self.get_logger())
         robot = load_robot(p["robot"])
         # the joints only for a flexible robot; the elastic coordinates of /joint_states dropped
         model = joint_space_model(robot) if has_elastic_coordinates(robot) else robot
@@ -304,7 +300,7 @@ class ControllerNode(ExitSafeLogging, Node):
         self._stamp_now: float | None = None
         # paced: the ticks take /joint_states themselves (no executor wake-up per state)
         self._states = None
-        if self._paced and node_executor(self) != "events":
+        if self._paced and self.executor_kind != "events":
             self._states = PolledSubscription(self, JointState, "/joint_states",
                                               self._locked(self._on_state), qos, serialized=True)
         else:

@@ -105,7 +105,6 @@ from pathlib import Path
 import numpy as np
 from rcl_interfaces.msg import ParameterType
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import JointTrajectory
 
@@ -116,15 +115,15 @@ from multibody_dynamics.robot import has_closures, has_elastic_coordinates, load
 from multibody_dynamics.ros.conversions import (
     JointCoordinates,
     MessageError,
+    name_order,
     trajectory_from_msg,
     trajectory_msg,
 )
+from multibody_dynamics.ros.node import MultibodyNode
 from multibody_dynamics.ros.parameters import ParameterSet, ParameterSpec
 from multibody_dynamics.ros.runtime import (
-    ExitSafeLogging,
     SolveWorker,
     StartupError,
-    Throttle,
     exit_logger,
     join_worker,
     main_for,
@@ -249,18 +248,8 @@ class _OutputNames:
         self._index = {n: i for i, n in enumerate(self.names)}
 
     def order(self, names, what: str) -> np.ndarray:
-        names = tuple(names)
-        unknown = [n for n in names if n not in self._index]
-        if unknown:
-            raise MessageError(f"{what}: unknown output name(s) {', '.join(map(repr, unknown))}; "
-                               f"the output rows are: {', '.join(map(repr, self.names))}")
-        if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise MessageError(f"{what}: duplicate output name(s) {', '.join(dup)}")
-        missing = [n for n in self.names if n not in names]
-        if missing:
-            raise MessageError(f"{what}: missing output(s) {', '.join(map(repr, missing))}")
-        return np.array([self._index[n] for n in names], dtype=int)
+        return name_order(names, self._index, what, "output",
+                          f"the output rows are: {', '.join(map(repr, self.names))}")
 
 
 # -- result -> message --------------------------------------------------------------------------
@@ -315,16 +304,15 @@ def resolve_scenario(path: str) -> Path:
     return p
 
 
-class InverterNode(ExitSafeLogging, Node):
+class InverterNode(MultibodyNode):
     """Model inversion of desired output trajectories, published as joint trajectories."""
 
     node_name = "inverter_node"
 
     def __init__(self, **kwargs):
-        super().__init__(self.node_name, **kwargs)
+        super().__init__(**kwargs)  # name, executor_kind (--executor), throttle
         self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
         p = self.params
-        self.throttle = Throttle(self.get_logger())
         self.chain = None  # the flexible model of a flexible robot (open or closed)
         self.closed = False
         robot = load_robot(p["robot"])

@@ -31,6 +31,7 @@ import copy
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -254,31 +255,42 @@ def _header(r: _Reader) -> _Header:
     return _Header(_Stamp(sec, nanosec), r.string())
 
 
+#: a message view read by :func:`_read`
+_View = TypeVar("_View")
+
+
+def _read(raw: bytes, what: str, fields: Callable[[_Reader], _View]) -> _View:
+    """``fields(reader of raw)``; a buffer it cannot read raises :class:`CdrError` naming
+    ``what``."""
+    try:
+        return fields(_Reader(raw))
+    except CdrError:
+        raise
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        raise CdrError(f"unreadable serialized {what}: {exc}") from None
+
+
+def _joint_state_fields(r: _Reader) -> JointStateView:
+    header = _header(r)
+    return JointStateView(header, r.strings(), r.float64s(), r.float64s(), r.float64s())
+
+
+def _float64_array_fields(r: _Reader) -> Float64ArrayView:
+    dims = [_Dimension(r.string(), r.u32(), r.u32()) for _ in range(r.u32())]
+    layout = _Layout(dims, r.u32())
+    return Float64ArrayView(layout, r.float64s())
+
+
 def read_joint_state(raw: bytes) -> JointStateView:
     """``sensor_msgs/JointState`` fields of ``raw`` (serialized); :class:`CdrError` if not CDR-LE
     or truncated."""
-    try:
-        r = _Reader(raw)
-        header = _header(r)
-        return JointStateView(header, r.strings(), r.float64s(), r.float64s(), r.float64s())
-    except (struct.error, ValueError, UnicodeDecodeError) as exc:
-        if isinstance(exc, CdrError):
-            raise
-        raise CdrError(f"unreadable serialized JointState: {exc}") from None
+    return _read(raw, "JointState", _joint_state_fields)
 
 
 def read_float64_array(raw: bytes) -> Float64ArrayView:
     """``std_msgs/Float64MultiArray`` fields of ``raw`` (serialized); :class:`CdrError` if not
     CDR-LE or truncated."""
-    try:
-        r = _Reader(raw)
-        dims = [_Dimension(r.string(), r.u32(), r.u32()) for _ in range(r.u32())]
-        layout = _Layout(dims, r.u32())
-        return Float64ArrayView(layout, r.float64s())
-    except (struct.error, ValueError, UnicodeDecodeError) as exc:
-        if isinstance(exc, CdrError):
-            raise
-        raise CdrError(f"unreadable serialized Float64MultiArray: {exc}") from None
+    return _read(raw, "Float64MultiArray", _float64_array_fields)
 
 
 def reader(msg_type) -> Callable[[bytes], object]:

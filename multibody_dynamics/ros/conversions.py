@@ -22,6 +22,7 @@ Conventions
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,18 +131,8 @@ class JointCoordinates:
         names = tuple(names)
         if self._cache is not None and self._cache[0] == names:
             return self._cache[1]
-        unknown = [n for n in names if n not in self._index]
-        if unknown:
-            raise MessageError(f"{what}: unknown joint name(s) {', '.join(map(repr, unknown))}; "
-                               f"{self.label} has: {', '.join(self.names)}")
-        if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise MessageError(f"{what}: duplicate joint name(s) {', '.join(dup)}")
-        missing = [n for n in self.names if n not in names]
-        if missing:
-            raise MessageError(f"{what}: missing joint(s) {', '.join(missing)} "
-                               f"(expected all of {', '.join(self.names)})")
-        idx = np.array([self._index[n] for n in names], dtype=int)
+        idx = name_order(names, self._index, what, "joint",
+                         f"{self.label} has: {', '.join(self.names)}")
         self._cache = (names, idx)
         return idx
 
@@ -156,6 +147,48 @@ class JointCoordinates:
             take = np.array([k for k, n in enumerate(names) if n not in self.ignored], dtype=int)
         self._kept = (names, take)
         return take
+
+
+def name_order(names, index: Mapping[str, int], what: str, noun: str,
+               known: str) -> np.ndarray:
+    """Index ``idx`` with ``vector[idx] = message_vector`` for the names of a message.
+
+    Parameters
+    ----------
+    names : sequence of str
+        The message's names, in its order (k,).
+    index : mapping of str to int
+        Position of each expected name in the receiver's vectors; every one must be in
+        ``names`` exactly once.
+    what : str
+        The message field, first in an error (e.g. ``"JointState.name"``).
+    noun : str
+        What a name names (``"joint"``, ``"output"``).
+    known : str
+        Closes an unknown- or missing-name error: what the receiver has.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``idx`` (k,), int.
+
+    Raises
+    ------
+    MessageError
+        Naming the unknown, duplicate or missing names.
+    """
+    names = tuple(names)
+    unknown = [n for n in names if n not in index]
+    if unknown:
+        raise MessageError(f"{what}: unknown {noun} name(s) {', '.join(map(repr, unknown))}; "
+                           f"{known}")
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise MessageError(f"{what}: duplicate {noun} name(s) {', '.join(dup)}")
+    missing = [n for n in index if n not in names]
+    if missing:
+        raise MessageError(f"{what}: missing {noun}(s) {', '.join(missing)}; {known}")
+    return np.array([index[n] for n in names], dtype=int)
 
 
 def _select(coords, names, what: str):

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -44,8 +43,9 @@ from .conversions import (
     matrix_msg,
     vector_msg,
 )
+from .node import MultibodyNode
 from .parameters import ParameterSet, ParameterSpec
-from .runtime import ExitSafeLogging, Throttle, main_for
+from .runtime import main_for
 
 ACCELERATION_SOURCES = ("differentiate", "zero")
 
@@ -61,15 +61,14 @@ PARAMETERS = (
 )
 
 
-class DynamicsNode(ExitSafeLogging, Node):
+class DynamicsNode(MultibodyNode):
     """Gravity, inverse-dynamics and reaction loads of the state on /joint_states."""
 
     node_name = "dynamics_node"
 
     def __init__(self, **kwargs):
-        super().__init__(self.node_name, **kwargs)
+        super().__init__(**kwargs)  # name, executor_kind (--executor), throttle
         self.params = ParameterSet(self, PARAMETERS)
-        self.throttle = Throttle(self.get_logger())
         self.model = model = load_model(self.params["robot"])
         self.coords = JointCoordinates(model)
         self.projected = ProjectedDynamics(model) if model.closures else None

@@ -490,34 +490,46 @@ def spin(executor, kind: str, context=None) -> None:
         executor.spin_once(timeout_sec=0.5)
 
 
-#: default of the ``executor`` parameter of the node being built (run_node sets it from
-#: ``--executor`` before it builds the node, so that the node can ask in its constructor)
-_executor_default = DEFAULT_EXECUTOR
+def node_executor(node, default: str = DEFAULT_EXECUTOR) -> str:
+    """The executor ``node`` spins in: its read-only parameter ``executor``.
 
+    Declares the parameter with the default ``default`` (one of :data:`EXECUTORS`) unless
+    ``node`` already has it; a start-up override (``-p executor:=KIND``) wins over the
+    default.  The nodes call it first in their constructor with the ``executor`` keyword
+    argument :func:`run_node` gives them, and keep the answer when what they build depends
+    on it (a :class:`PolledSubscription` needs an executor that honours callback groups).
 
-def node_executor(node) -> str:
-    """The executor ``node`` spins in: its read-only parameter ``executor`` (declared here).
+    Parameters
+    ----------
+    node : rclpy.node.Node
+        The node.
+    default : str
+        Default of the parameter (used only when it is declared here).
 
-    Nodes ask in their constructor when what they build depends on it (a
-    :class:`PolledSubscription` needs an executor that honours callback groups).
+    Returns
+    -------
+    str
+        The parameter's value.
     """
     from .parameters import ParameterSet, ParameterSpec
 
     if not node.has_parameter("executor"):
-        spec = ParameterSpec("executor", _executor_default, "executor the node spins in "
+        spec = ParameterSpec("executor", default, "executor the node spins in "
                              "(start-up only; the --executor command-line option sets the "
                              "default)", choices=EXECUTORS, read_only=True)
         ParameterSet(node, (spec,))
     return node.get_parameter("executor").value
 
 
-def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
+def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
              executor: str | None = None) -> int:
-    """Initialize rclpy, build ``node_cls()``, spin until shutdown; return the exit code.
+    """Initialize rclpy, build ``node_cls(executor=default)``, spin until shutdown; return the
+    exit code.
 
-    The node spins in the executor named by its ``executor`` parameter (declared here,
-    read-only, one of :data:`EXECUTORS`); its default is ``executor``, else the command-line
-    option ``--executor KIND`` (before ``--ros-args``), else :data:`DEFAULT_EXECUTOR`.
+    The node spins in the executor named by its ``executor`` parameter (read-only, one of
+    :data:`EXECUTORS`, declared by :func:`node_executor`); its default is ``executor``, else the
+    command-line option ``--executor KIND`` (before ``--ros-args``), else
+    :data:`DEFAULT_EXECUTOR`, handed to the node class as its ``executor`` keyword argument.
 
     Once the node is built, the objects made so far are frozen (``gc.freeze``) so that the
     garbage collector, which runs in whichever thread allocates (the paced loop too), no
@@ -540,8 +552,7 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
     except StartupError as exc:
         rclpy.logging.get_logger(name).error(f"cannot start: {exc}")
         return 1
-    global _executor_default
-    _executor_default = executor or cli_kind or DEFAULT_EXECUTOR
+    default = executor or cli_kind or DEFAULT_EXECUTOR
     _ENDING.clear()
     rclpy.init(args=argv)
     node = None
@@ -549,8 +560,8 @@ def run_node(node_cls: Callable[[], object], args: list[str] | None = None,
     code = 0
     try:
         try:
-            node = node_cls()
-            kind = node_executor(node)
+            node = node_cls(executor=default)
+            kind = node_executor(node, default)
             spinner = make_executor(kind)
         except (MultibodyError, ValueError, FileNotFoundError) as exc:
             msg = " ".join(str(exc).split())

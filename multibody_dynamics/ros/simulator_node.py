@@ -64,7 +64,6 @@ import time
 import numpy as np
 import rclpy
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
@@ -84,18 +83,16 @@ from .conversions import (
     vector_msg,
 )
 from .diagnostics import NodeDiagnostics
+from .node import MultibodyNode
 from .parameters import ParameterSet, ParameterSpec
 from .runtime import (
     DEFAULT_TIMING,
     TIMINGS,
-    ExitSafeLogging,
     PacedLoop,
     PolledSubscription,
     StartupError,
-    Throttle,
     exit_logger,
     main_for,
-    node_executor,
 )
 
 PARAMETERS = (
@@ -151,7 +148,7 @@ PARAMETERS = (
 )
 
 
-class SimulatorNode(ExitSafeLogging, Node):
+class SimulatorNode(MultibodyNode):
     """Fixed-step simulation of a model (open chain or constrained) exposed over ROS 2 topics.
 
     With ``timing: paced`` (and ``realtime``) the steps run in a :class:`PacedLoop` thread;
@@ -162,14 +159,13 @@ class SimulatorNode(ExitSafeLogging, Node):
     node_name = "simulator_node"
 
     def __init__(self, **kwargs):
-        super().__init__(self.node_name, **kwargs)
+        super().__init__(**kwargs)  # name, executor_kind (--executor), throttle
         self._lock = threading.Lock()
         self._loop: PacedLoop | None = None
         self._timer = None
         self._held_pacing = False
         self.params = ParameterSet(self, PARAMETERS, on_change=self._on_change)
         p = self.params
-        self.throttle = Throttle(self.get_logger())
         config = SimulatorConfig(dt=1.0 / p["rate_hz"], method=p["integrator"])
         if p["lockstep"] and p["realtime"]:
             raise StartupError("lockstep: the steps follow the commands, not the wall clock; "
@@ -226,7 +222,7 @@ class SimulatorNode(ExitSafeLogging, Node):
                            if p["publish_clock"] else None)
         # timing paced: the steps take the commands themselves (no executor wake-up per command)
         self._commands = None
-        if p["timing"] == "paced" and not self._lockstep and node_executor(self) != "events":
+        if p["timing"] == "paced" and not self._lockstep and self.executor_kind != "events":
             self._commands = PolledSubscription(self, Float64MultiArray, self.topic,
                                                 self._on_command, qos, serialized=True)
         else:
