@@ -262,7 +262,7 @@ def run_robot(robot, model, q0, v0) -> list[dict]:
     for entry, _ in runs:
         wall, Q, V = best[entry["name"]]
         gap, energy = measure(model, Q, V, e0)
-        entry.update({"sim_s_per_wall_s": DURATION / wall, "wall_s": wall,
+        entry.update({"sim_s_per_cpu_s": DURATION / wall, "cpu_s": wall,
                       "steps": int(round(DURATION / DT)), "samples": int(len(Q)),
                       "max_closure_gap_m": gap, "energy_error_J": energy,
                       "initial_energy_J": e0,

@@ -473,8 +473,8 @@ def speed(results: dict, suites: list[str]) -> str:
     def opt(e: dict, key: str, digits: int = 2) -> str:
         return _num(e[key], digits) if key in e else "—"
 
-    rows = [[e["name"], _num(e["baseline_sim_s_per_wall_s"]), _num(e["sim_s_per_wall_s"]),
-             f"{e['speedup']:.1f}x", opt(e, "goal_sim_s_per_wall_s"),
+    rows = [[e["name"], _num(e["baseline_sim_s_per_cpu_s"]), _num(e["sim_s_per_cpu_s"]),
+             f"{e['speedup']:.1f}x", opt(e, "goal_sim_s_per_cpu_s"),
              f"{_num(e['baseline_time_us'])} / {_num(e['time_us'])}",
              opt(e, "max_residual"), opt(e, "energy_error_J"), opt(e, "load_average_1min")]
             for e in entries]
@@ -597,7 +597,7 @@ def peers(results: dict, suites: list[str]) -> str:
         robot = e["name"].split()[0]
         if "skipped" in e:
             return [robot, e["tool"], e["method"], e["skipped"], "—", "—", "—", "—"]
-        return [robot, f"{e['tool']} {e['version']}", e["method"], _num(e["sim_s_per_wall_s"]),
+        return [robot, f"{e['tool']} {e['version']}", e["method"], _num(e["sim_s_per_cpu_s"]),
                 _num(e["throughput_vs_suite"], 2) + "×", _num(e["max_closure_gap_m"], 2),
                 _num(e["energy_error_J"], 2), _num(e.get("load_average_1min"), 2)]
 

@@ -111,17 +111,27 @@ def test_threads_end_their_step_before_the_node_exits():
 
 
 def test_a_thread_that_does_not_end_ends_with_the_process_without_the_exit_clean_up():
-    """runtime._exit_if_threads_run: with a thread still running (a first step compiling for
-    longer than EXIT_JOIN) the process ends at once with the node's exit code, its output
-    flushed, and neither atexit handlers nor the interpreter's finalization run (the C++
-    static destructors they trigger are what crashed under a running thread)."""
+    """runtime._exit_if_threads_run: with a node's thread still running after its join (a
+    first step compiling for longer than EXIT_JOIN) the process ends at once with the node's
+    exit code, its output flushed, and neither atexit handlers nor the interpreter's
+    finalization run (the C++ static destructors they trigger are what crashed under a
+    running thread).  A thread the node did not give up on (a test runner's, a library's)
+    leaves the process alone: run_node runs inside pytest too."""
     import subprocess
 
     script = (
         "import atexit, sys, threading, time\n"
-        "from multibody_dynamics.ros.runtime import _exit_if_threads_run\n"
+        "from multibody_dynamics.ros import runtime\n"
+        "from multibody_dynamics.ros.runtime import _exit_if_threads_run, join_worker\n"
         "atexit.register(lambda: print('atexit ran', flush=True))\n"
-        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "other = threading.Thread(target=time.sleep, args=(60,), daemon=True)\n"
+        "other.start()\n"
+        "_exit_if_threads_run(0)  # not the node's thread: nothing happens\n"
+        "stuck = threading.Thread(target=time.sleep, args=(60,), daemon=True)\n"
+        "stuck.start()\n"
+        "runtime.EXIT_JOIN = 0.1\n"
+        "class Log:\n    def warning(self, text):\n        pass\n"
+        "assert not join_worker(stuck, Log(), 'worker')\n"
         "print('buffered line', end='')\n"
         "_exit_if_threads_run(3)\n"
         "print('not reached')\n")
@@ -134,8 +144,8 @@ def test_a_thread_that_does_not_end_ends_with_the_process_without_the_exit_clean
     assert out.returncode == 3, out.stderr
     assert out.stdout == "buffered line"  # flushed; no atexit, nothing after
     assert time.monotonic() - t0 < 30.0  # did not wait for the 60 s thread
-    script = script.replace("threading.Thread(target=time.sleep, args=(60,), daemon=True)"
-                            ".start()\n", "")
+    script = script.replace("stuck.start()\n", "").replace(
+        "assert not join_worker(stuck", "assert join_worker(stuck")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60, env=env)
     assert out.returncode == 0 and "not reached" in out.stdout and "atexit ran" in out.stdout

@@ -104,6 +104,10 @@ PR_SET_TIMERSLACK = 29  # linux/prctl.h
 #: later), so a thread still running after this ends with the process without the exit's
 #: clean-up (:func:`run_node`: ``os._exit`` once the node is destroyed and rclpy shut down).
 EXIT_JOIN = 3.0
+#: The nodes' own threads that did not end within EXIT_JOIN (:meth:`PacedLoop.stop_at_exit`,
+#: :func:`join_worker`): only these make :func:`run_node` end the process with ``os._exit``.
+#: Other threads of the process (a test runner's, a library's) are not the node's to judge.
+_STUCK: list[threading.Thread] = []
 
 
 def set_timer_slack(ns: int) -> bool:
@@ -251,6 +255,7 @@ class PacedLoop:
             return True
         log.warning(f"the {what} did not end within {EXIT_JOIN:g} s more; the process ends "
                     "with it, without the exit's clean-up (os._exit)")
+        _STUCK.append(self._thread)
         return False
 
     def timing_stats(self) -> dict[str, float]:
@@ -324,6 +329,7 @@ def join_worker(thread: threading.Thread | None, log, what: str) -> bool:
     if thread.is_alive():
         log.warning(f"the {what} did not end within {EXIT_JOIN:g} s more; the process ends "
                     "with it, without the exit's clean-up (os._exit)")
+        _STUCK.append(thread)
         return False
     return True
 
@@ -602,11 +608,12 @@ def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
 
 
 def _exit_if_threads_run(code: int) -> None:
-    """End the process now (``os._exit``, after flushing the output) when a thread other than
-    the main one still runs: the normal exit's static destructors and atexit handlers would
-    tear down the state of the compiled code it may be in (SIGSEGV, SIGABRT; EXIT_JOIN)."""
-    running = [t.name for t in threading.enumerate()
-               if t is not threading.main_thread() and t.is_alive()]
+    """End the process now (``os._exit``, after flushing the output) when a node's own thread
+    that did not end at its exit (:data:`_STUCK`) still runs: the normal exit's static
+    destructors and atexit handlers would tear down the state of the compiled code it may be
+    in (SIGSEGV, SIGABRT; EXIT_JOIN).  Threads the node did not start never end the process
+    (``run_node`` is also called inside test runners and other programs)."""
+    running = [t.name for t in _STUCK if t.is_alive()]
     if not running:
         return
     for stream in (sys.stdout, sys.stderr):
