@@ -604,6 +604,9 @@ def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
             node.destroy_node()
         rclpy.try_shutdown()
         _exit_if_threads_run(code)
+        # the node is gone and its threads ended: a later node of this process (run_node
+        # called again, as tests and embedding programs do) logs through rosout again
+        _ENDING.clear()
     return code
 
 
