@@ -197,24 +197,15 @@ def pack_planar(pm: pin.Model):
         sign of z; prismatic: x, y), mass [kg], lever x, y [m], I_zz about the centre of mass
         [kg m^2].
     """
-    from .fast_step import _AXES
+    from .fast_step import joint_axes
 
-    n = pm.njoints - 1
-    if pm.nq != n or pm.nv != n:
+    axes = joint_axes(pm)
+    if axes is None:
         return None
+    n = len(axes)
     ji = np.zeros((n, 2), np.int64)
     jp = np.zeros((n, 10))
-    for i in range(n):
-        jm = pm.joints[i + 1]
-        name = jm.shortname()
-        if name in _AXES:
-            kind, axis = _AXES[name]
-        elif name in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
-            kind, axis = int(name.startswith("JointModelPrismatic")), tuple(jm.extract().axis)
-        else:
-            return None
-        if jm.idx_q != i or jm.idx_v != i:
-            return None
+    for i, (kind, axis) in enumerate(axes):
         placement = pm.jointPlacements[i + 1]
         rotation = _z_rotation(placement.rotation)
         if rotation is None:

@@ -980,14 +980,15 @@ _jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
 
 
 # -- model packing ----------------------------------------------------------------------------
-def pack_tree(pm: pin.Model):
-    """``(ji, jf)`` of :func:`_terms` for a pinocchio model, or None when a joint is not a
-    one-degree-of-freedom revolute/prismatic joint about a fixed axis."""
+def joint_axes(pm: pin.Model) -> list[tuple[int, tuple]] | None:
+    """``(kind, axis)`` of every joint of a pinocchio model (kind 0 revolute, 1 prismatic;
+    the unit axis in the joint frame), in order, or None when a joint is not a
+    one-degree-of-freedom revolute/prismatic joint about a fixed axis or the coordinates are
+    not one per joint in joint order (the trees the compiled kernels take)."""
     n = pm.njoints - 1
     if pm.nq != n or pm.nv != n:
         return None
-    ji = np.zeros((n, 2), np.int64)
-    jf = np.zeros((n, 28))
+    out = []
     for i in range(n):
         jm = pm.joints[i + 1]
         name = jm.shortname()
@@ -999,6 +1000,20 @@ def pack_tree(pm: pin.Model):
             return None
         if jm.idx_q != i or jm.idx_v != i:
             return None
+        out.append((kind, axis))
+    return out
+
+
+def pack_tree(pm: pin.Model):
+    """``(ji, jf)`` of :func:`_terms` for a pinocchio model, or None when a joint is not a
+    one-degree-of-freedom revolute/prismatic joint about a fixed axis (:func:`joint_axes`)."""
+    axes = joint_axes(pm)
+    if axes is None:
+        return None
+    n = len(axes)
+    ji = np.zeros((n, 2), np.int64)
+    jf = np.zeros((n, 28))
+    for i, (kind, axis) in enumerate(axes):
         ji[i] = (pm.parents[i + 1] - 1, kind)
         Xp, Y = pm.jointPlacements[i + 1], pm.inertias[i + 1]
         jf[i, :3] = axis
