@@ -295,7 +295,11 @@ def test_closed_loop_simulator_publishes_constraint_forces(launch, probe):
     status = diagnostics[-1].status[0]
     values = {kv.key: kv.value for kv in status.values}
     assert status.name == "simulator_node: simulation" and status.hardware_id == "five_bar"
-    assert status.level == DiagnosticStatus.OK, (status.message, values)
+    # the only warning allowed is the wall-clock one: a loaded machine may truly fall behind
+    # 200 steps/s, which says nothing about the constraint values checked here
+    assert (status.level == DiagnosticStatus.OK
+            or status.level == DiagnosticStatus.WARN
+            and status.message.startswith("behind real time")), (status.message, values)
     assert float(values["constraint residual |phi| [m | rad]"]) < 1e-12
     assert {"constraint force end_effector.t1", "constraint force end_effector.t2"} <= set(values)
     assert float(values["nominal rate [Hz]"]) == 200.0 and int(values["commands rejected"]) == 0
