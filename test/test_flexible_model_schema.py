@@ -7,14 +7,13 @@ import pytest
 
 from multibody_dynamics.errors import InputError, ModelError
 from multibody_dynamics.flexible.beam import BeamSection
-from multibody_dynamics.flexible.closed import (
+from multibody_dynamics.flexible.closed import ClosedFlexibleChain, PlanarClosure
+from multibody_dynamics.flexible.loader import beam_modal_data, load_flexible_model
+from multibody_dynamics.flexible.segmented import (
     ArmSegment,
-    ClosedFlexibleChain,
     LumpedMass,
-    PlanarClosure,
     segmented_arm_modal_data,
 )
-from multibody_dynamics.flexible.loader import beam_modal_data, load_flexible_model
 from multibody_dynamics.flexible.system import ChainBody, FlexibleChain, FlexibleChainConfig
 from multibody_dynamics.robot import load_robot
 

@@ -13,9 +13,9 @@ import pytest
 from multibody_control.inversion.closed_flexible import ClosedOutputServo
 from multibody_dynamics.errors import DimensionError, InputError
 from multibody_dynamics.flexible.beam import BeamSection
-from multibody_dynamics.flexible.closed import ArmSegment, segmented_arm_modal_data
 from multibody_dynamics.flexible.loader import load_flexible_model
 from multibody_dynamics.flexible.pod import pod_basis
+from multibody_dynamics.flexible.segmented import ArmSegment, segmented_arm_modal_data
 from multibody_dynamics.robot import load_robot
 
 

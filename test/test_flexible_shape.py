@@ -7,9 +7,9 @@ from scipy.optimize import brentq
 
 from multibody_dynamics.errors import InputError
 from multibody_dynamics.flexible.beam import BeamConfig, BeamSection, assemble_beam
-from multibody_dynamics.flexible.closed import ArmSegment, segmented_arm_modal_data
 from multibody_dynamics.flexible.loader import load_flexible_model
 from multibody_dynamics.flexible.modal import clamped_modes
+from multibody_dynamics.flexible.segmented import ArmSegment, segmented_arm_modal_data
 from multibody_dynamics.flexible.shape import (
     BezierArm,
     BezierArmBuilder,
@@ -75,7 +75,7 @@ def test_constant_bezier_is_the_prismatic_arm_of_the_model():
 
 
 def test_stepped_mass_integrals_match_segmented_arm():
-    """sid.modal_data_from_beam on a stepped beam against closed.segmented_arm_modal_data, a
+    """sid.modal_data_from_beam on a stepped beam against segmented.segmented_arm_modal_data, a
     separate implementation that meshes one segment per element (its own centrifugal
     axial-force sum)."""
     rng = np.random.default_rng(3)

@@ -45,7 +45,7 @@ Schema (units in brackets; every key but ``name`` and ``bodies`` optional)::
         modal_data: link2.npz             # alternatively: a modal data file (sid.py format),
         distal_node: -1                   #   relative to this YAML; node for child joints
       - name: arm                         # a beam of segments (rigid parts inside the FE
-        joint: {name: gamma, parent: world}   #   model as stiff segments): closed.py
+        joint: {name: gamma, parent: world}   #   model as stiff segments): segmented.py
         beam:                                 #   segmented_arm_modal_data
           segments:                       # from the frame origin along x; instead of
             - {name: hub, length: 0.1, elements: 2,  #   length/elements/section/material
@@ -81,7 +81,7 @@ Schema (units in brackets; every key but ``name`` and ``bodies`` optional)::
 
 ``joint.parent`` names an earlier body or ``world`` (``null``: the previous one, the world for
 the first). A ``beam`` with ``segments``, ``frame`` or ``masses`` is meshed by
-:func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data` (no ``proximal`` /
+:func:`~multibody_dynamics.flexible.segmented.segmented_arm_modal_data` (no ``proximal`` /
 ``distal`` then: rigid parts are stiff segments); positions must fall on a node (to 1e-9 of
 the length). ``actuated``, ``independent`` and ``outputs`` need ``closures``. A parameter
 path walks the file's mappings by key and its lists (``bodies``, ``segments``, ``masses``,
@@ -108,15 +108,10 @@ from ..model.resources import (
     shipped_flexible_models,
 )
 from .beam import BeamConfig, BeamSection, assemble_beam
-from .closed import (
-    ArmSegment,
-    ClosedFlexibleChain,
-    LumpedMass,
-    PlanarClosure,
-    segmented_arm_modal_data,
-)
+from .closed import ClosedFlexibleChain, PlanarClosure
 from .modal import clamped_modes
 from .output import RigidPart, arm_modal_data, chord_output
+from .segmented import ArmSegment, LumpedMass, segmented_arm_modal_data
 from .sid import ModalData, load_modal_data, modal_data_from_beam
 from .system import ChainBody, FlexibleChain, FlexibleChainConfig
 
@@ -344,7 +339,7 @@ def _lumped_masses(w: YamlChecker, raw, nodes: np.ndarray, key) -> list[LumpedMa
 
 def _segmented_beam(w: YamlChecker, raw, key, basis=None) -> ModalData:
     """Modal data of a beam given by ``segments`` (or a uniform beam with a ``frame`` or
-    ``masses``): :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`."""
+    ``masses``): :func:`~multibody_dynamics.flexible.segmented.segmented_arm_modal_data`."""
     for k in ("proximal", "distal"):
         if k in raw:
             raise w.error(f"{key}.{k}", "not with segments, frame or masses: give rigid parts "
@@ -687,7 +682,7 @@ def flexible_model_from_mapping(raw, path: str | Path, backend: str = "auto",
     shape_vectors : dict, optional
         ``{body name: (ndof, modes)}``: shape vectors on all FE dofs of that body's beam
         replacing its eigenmodes (e.g. POD shapes; ``basis`` of
-        :func:`~multibody_dynamics.flexible.closed.segmented_arm_modal_data`, ``ndof`` = 3 x
+        :func:`~multibody_dynamics.flexible.segmented.segmented_arm_modal_data`, ``ndof`` = 3 x
         nodes, node order ``u, w, theta`` from the frame origin). A Python-only argument: a
         model file names no arrays.
     parameters : mapping, optional
