@@ -5,7 +5,11 @@ The dependency rules of the design (docs/contributing.md, "Architecture guards")
 * no import cycle between the suite's modules (imports executed when a module is imported:
   module level and class bodies, not function bodies, which defer an import on purpose, and
   not ``if TYPE_CHECKING:`` blocks);
-* ``multibody_dynamics`` never imports ``multibody_control`` (anywhere, deferred or not);
+* ``multibody_dynamics`` never imports ``multibody_control`` (anywhere, deferred or not); the
+  one exception, by dotted name and only when a deprecated old name is used, is
+  ``multibody_dynamics.deprecation.forwarded`` (the former names of a module that moved to
+  ``multibody_control``): no other module of ``multibody_dynamics`` imports by name, and
+  importing ``multibody_dynamics`` loads nothing of ``multibody_control``;
 * library modules (outside the ``ros/`` subpackages) never import rclpy or another ROS 2
   package, nor a ``ros/`` subpackage, at module level: the library must import without ROS;
 * only the command line (``multibody_control/cli.py``, ``*_cli.py``) calls ``print``: library
@@ -15,6 +19,9 @@ The dependency rules of the design (docs/contributing.md, "Architecture guards")
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -142,6 +149,36 @@ def test_dynamics_does_not_import_control(name):
     bad = sorted(t for t in imported_modules(name, eager_only=False)
                  if t.split(".")[0] == "multibody_control")
     assert not bad, f"{modules()[name]}: multibody_dynamics imports {bad}"
+
+
+def name_imports(tree: ast.AST) -> list[int]:
+    """Line numbers of imports by name in ``tree``: ``importlib.import_module``,
+    ``import_module`` and ``__import__`` calls."""
+    names = {"import_module", "__import__"}
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id in names)
+        or (isinstance(node.func, ast.Attribute) and node.func.attr in names))]
+
+
+def test_dynamics_imports_by_name_only_for_deprecated_names():
+    # an import by name escapes the syntax-tree guard above: only the deprecation shim may
+    bad = {name: lines for name in modules() if name.startswith("multibody_dynamics")
+           and name != "multibody_dynamics.deprecation"
+           and (lines := name_imports(ast.parse(modules()[name].read_text())))}
+    assert not bad, f"imports by name in multibody_dynamics: {bad}"
+    assert name_imports(ast.parse("import importlib\nimportlib.import_module('x')\n"
+                                  "__import__('y')\n")) == [2, 3]
+
+
+def test_importing_dynamics_loads_no_control():
+    # the modules that name former attributes now in multibody_control, imported fresh
+    code = ("import sys, multibody_dynamics.flexible.closed, multibody_dynamics.flexible.loader, "
+            "multibody_dynamics.robot; "
+            "print(sorted(m for m in sys.modules if m.startswith('multibody_control')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("name", [m for m in sorted(modules()) if not is_ros_module(m)])

@@ -130,7 +130,9 @@ def test_parallel_tool_outputs_from_the_file():
 
 def test_former_names_of_the_machine_tool():
     """The builder and the output rule that lived in closed.py still work (with a
-    DeprecationWarning); the names moved to multibody_control say where they went."""
+    DeprecationWarning); the names moved to multibody_control are importable from the old place
+    with a DeprecationWarning naming the new one, and are the new place's objects."""
+    import multibody_control.inversion.closed_flexible as new_module
     import multibody_dynamics.flexible.closed as closed
 
     kw = dict(modes_long=3, modes_short=1, link_elements=6)
@@ -144,12 +146,31 @@ def test_former_names_of_the_machine_tool():
     assert outs.keys() == new.outputs.keys()
     for name in ("rigid_task_path", "point_error", "PARALLEL_TOOL_TASK"):
         new_place = f"multibody_control.inversion.closed_flexible.{name}"
-        with pytest.raises(ImportError, match=new_place):
-            getattr(closed, name)
-    with pytest.raises(ImportError, match="parameters: section"):
-        from multibody_dynamics.flexible.closed import PARALLEL_TOOL_OVERRIDES  # noqa: F401
+        with pytest.warns(DeprecationWarning, match=f"closed.{name} is deprecated; use "
+                                                    f"{new_place}$"):
+            assert getattr(closed, name) is getattr(new_module, name)
+    with pytest.warns(DeprecationWarning, match="use multibody_control.inversion.closed_flexible"):
+        from multibody_dynamics.flexible.closed import point_error
+    assert point_error is new_module.point_error
+    with pytest.warns(DeprecationWarning, match="parameters: section"):
+        from multibody_dynamics.flexible.closed import PARALLEL_TOOL_OVERRIDES
+    # the keys of the former table (closed.py before the tool became data, commit f69fe4f^),
+    # each now described by the key paths it sets in the model file
+    assert set(PARALLEL_TOOL_OVERRIDES) == {"modes_long", "modes_short", "link_elements",
+                                            "rayleigh_alpha", "rayleigh_beta", "theory"}
+    assert PARALLEL_TOOL_OVERRIDES["modes_long"] == "bodies.long_arm.beam.modes"
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         closed.nothing  # noqa: B018
+
+
+def test_segmented_arms_keep_their_former_import_path():
+    """ArmSegment, LumpedMass and segmented_arm_modal_data moved to flexible/segmented.py;
+    closed.py re-exports the same objects."""
+    import multibody_dynamics.flexible.closed as closed
+    import multibody_dynamics.flexible.segmented as segmented
+
+    for name in ("ArmSegment", "LumpedMass", "segmented_arm_modal_data"):
+        assert getattr(closed, name) is getattr(segmented, name)
 
 
 PARALLELOGRAM = """\

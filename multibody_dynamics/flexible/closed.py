@@ -51,8 +51,11 @@ outputs under ``outputs:``, the changes studies make under ``parameters:``), loa
 the tracking simulation (``track_closed``), the test motion (``PARALLEL_TOOL_TASK``), its
 rigid task path (``rigid_task_path``) and the tool error (``point_error``) are control and
 live in :mod:`multibody_control.inversion.closed_flexible`. The former names of this module
-(``flexible_parallel_tool``, ``parallel_tool_outputs``) still work with a DeprecationWarning;
-the moved ones raise an ImportError naming their new place.
+(``flexible_parallel_tool``, ``parallel_tool_outputs``, ``PARALLEL_TOOL_OVERRIDES``,
+``PARALLEL_TOOL_TASK``, ``rigid_task_path``, ``point_error``) still work with a
+DeprecationWarning naming the new place; the moved ones are the objects of
+``multibody_control``, imported only when an old name is used
+(:func:`~multibody_dynamics.deprecation.forwarded`).
 
 Results with the shipped parameters (``bench/bench_flexible_parallel.py``; tool point moved by
 (+0.1, -0.1) m in 1 s from the 45 deg pose, the book's Fig. 6.11 being a plot only):
@@ -107,6 +110,7 @@ from scipy.integrate import solve_ivp
 
 from ..deprecation import module_getattr
 from ..errors import DimensionError, InputError, ModelError, SolverError
+from ..model.config import YamlChecker
 
 # re-exported for the imports written before the segmented arms moved to .segmented
 from .segmented import ArmSegment as ArmSegment
@@ -753,6 +757,17 @@ def _parallel_tool_outputs(
     return dict(system.outputs)
 
 
+def _parallel_tool_overrides() -> dict[str, str]:
+    """The former table of the machine tool's changes, ``{name: what it sets}``: the names the
+    model file declares under ``parameters:``, each with the key paths it sets."""
+    from .loader import _declared_parameters, resolve_flexible_path
+
+    w = YamlChecker(resolve_flexible_path("flexible_parallel_tool"))
+    declared = _declared_parameters(w, w.load("flexible model", "a mapping with 'parameters'"))
+    return {name: ", ".join(".".join(parts) for parts in paths)
+            for name, paths in declared.items()}
+
+
 _CONTROL = "multibody_control.inversion.closed_flexible"
 __getattr__ = module_getattr(__name__, deprecated={
     "flexible_parallel_tool": (
@@ -760,9 +775,8 @@ __getattr__ = module_getattr(__name__, deprecated={
         "declares under parameters:)", lambda: _flexible_parallel_tool),
     "parallel_tool_outputs": ("the model's outputs (ClosedFlexibleChain.outputs, declared "
                               "under outputs: in its file)", lambda: _parallel_tool_outputs),
-}, moved={
-    "PARALLEL_TOOL_OVERRIDES": "the parameters: section of config/robots/"
-                               "flexible_parallel_tool.yaml",
+    "PARALLEL_TOOL_OVERRIDES": ("the parameters: section of config/robots/"
+                                "flexible_parallel_tool.yaml", _parallel_tool_overrides),
     "PARALLEL_TOOL_TASK": f"{_CONTROL}.PARALLEL_TOOL_TASK",
     "rigid_task_path": f"{_CONTROL}.rigid_task_path",
     "point_error": f"{_CONTROL}.point_error",
