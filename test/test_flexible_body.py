@@ -89,6 +89,15 @@ def test_input_validation(data):
         FlexibleBodyConfig(gravity=(0.0, 1.0, 2.0))
 
 
+@pytest.mark.parametrize("method", ["first_moment", "inertia", "Cr", "centrifugal"])
+def test_wrong_shape_q_e_of_planar_modal_data(data, method):
+    # a shape error is a DimensionError, as for the spatial data (test_flexible_3d), stating
+    # the expected shape; still a ValueError, the class InputError also derives from
+    with pytest.raises(DimensionError, match=r"^q_e must have shape \(3,\), got \(2,\)$"):
+        getattr(data, method)(np.zeros(2))
+    assert issubclass(DimensionError, ValueError)
+
+
 # ---------------------------------------------------------------- rotating beam
 
 

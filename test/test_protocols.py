@@ -8,6 +8,7 @@ import pytest
 from conftest import ASSEMBLY_GUESS, assembled
 
 from multibody_dynamics.elastic_joints import ElasticJoints
+from multibody_dynamics.errors import DimensionError, InputError
 from multibody_dynamics.flexible.closed import ClosedFlexibleChain
 from multibody_dynamics.flexible.stepper import (
     ClosedFlexibleStepper,
@@ -252,6 +253,26 @@ def test_flexible_runs_give_simulation_results_with_the_common_calls(tmp_path):
     assert header == ",".join(["t"] + [f"q.{n}" for n in chain.coordinate_names]
                               + [f"v.{n}" for n in chain.coordinate_names] + ["energy"])
     assert res.plot(tmp_path / "run.png", title="t", model=chain).is_file()
+
+
+def test_flexible_simulation_refuses_bad_starts_and_inputs_by_name():
+    # the class and the words of each refusal: the argument, what was expected, what was given
+    from multibody_dynamics.flexible.simulation import simulate_flexible
+
+    chain = load_robot("flexible_manipulator")
+    nv, nu = chain.nv, chain.nu
+    with pytest.raises(DimensionError, match=rf"^q0 must have shape \({nv},\), "
+                                             rf"got \({nv - 1},\)$"):
+        simulate_flexible(chain, 0.01, q0=np.zeros(nv - 1))
+    with pytest.raises(DimensionError, match=rf"^v0 must have shape \({nv},\), "
+                                             rf"got \(2, {nv}\)$"):
+        simulate_flexible(chain, 0.01, v0=np.zeros((2, nv)))
+    with pytest.raises(DimensionError, match=rf"^u must have shape \({nu},\)"):
+        simulate_flexible(chain, 0.01, u=np.zeros(nu + 1))
+    with pytest.raises(InputError, match="^u must be finite$"):
+        simulate_flexible(chain, 0.01, u=np.full(nu, np.nan))
+    with pytest.raises(InputError, match="^duration: expected a positive time in s, got -1"):
+        simulate_flexible(chain, -1.0)
 
 
 def test_closed_flexible_simulation_records_energy_and_input():

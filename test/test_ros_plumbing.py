@@ -67,6 +67,27 @@ def test_joint_state_rejections(coords, change, message):
         joint_state_to_arrays(msg, coords)
 
 
+def test_missing_joint_names_the_robot_and_all_its_joints(coords):
+    # what was missing, which robot, and every joint it expects (the message ends with the
+    # robot's joint list, as an unknown name's does)
+    names = list(coords.names)
+    msg = JointState(name=names[:-1], position=[0.0] * 3, velocity=[0.0] * 3)
+    with pytest.raises(MessageError) as err:
+        joint_state_to_arrays(msg, coords)
+    assert str(err.value) == (f"JointState.name: missing joint(s) {names[-1]}; passive_arm has: "
+                              f"{', '.join(names)}")
+
+
+def test_missing_output_names_the_output_rows():
+    from multibody_dynamics.ros.conversions import name_order
+
+    index = {"x": 0, "y": 1}
+    with pytest.raises(MessageError, match=r"^desired: missing output\(s\) y; the output rows "
+                                           r"are: 'x', 'y'$"):
+        name_order(["x"], index, "desired", "output", "the output rows are: 'x', 'y'")
+    np.testing.assert_array_equal(name_order(["y", "x"], index, "desired", "output", ""), [1, 0])
+
+
 def _trajectory(names, times, positions=True, velocities=True):
     msg = JointTrajectory(joint_names=list(names))
     for k, t in enumerate(times):

@@ -180,6 +180,14 @@ class _ModalDataBase:
         return self.Me.shape[0]
 
     def _q(self, q_e, name: str = "q_e") -> np.ndarray:
+        """``q_e`` as a float array of shape (nq,).
+
+        A wrong shape raises :class:`~multibody_dynamics.errors.DimensionError` (the class of
+        the hierarchy for every wrong-shape argument, "the message states the expected
+        shape"), for the planar data as for the spatial; the planar data raised ``InputError``
+        before they shared this check. Both subclass ``ValueError``, which is what callers
+        catch across the suite.
+        """
         q_e = np.asarray(q_e, float)
         if q_e.shape != (self.nq,):
             raise DimensionError(f"{name} must have shape ({self.nq},), got {q_e.shape}")
@@ -213,7 +221,8 @@ class ModalData(_ModalDataBase):
     """Taylor-expanded mass integrals, stiffness and damping of one planar flexible body.
 
     Fields are the keys of the file format (see the module docstring for shapes, units and
-    equations). Construction validates them (:class:`ModelError` naming the key).
+    equations). Construction validates them (:class:`ModelError` naming the key); a ``q_e`` of
+    the wrong shape given to a method raises :class:`DimensionError` with the expected shape.
     """
 
     mass: float

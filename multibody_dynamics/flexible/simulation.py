@@ -168,6 +168,17 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     rtol, atol : DOP853 tolerances; output_dt : sample spacing [s]
     progress : bool
         tqdm progress bar on stderr (simulated time).
+
+    Raises
+    ------
+    DimensionError
+        ``q0``, ``v0`` or ``u`` of the wrong shape, in the chains' wording, which names the
+        argument, the expected and the given shape (``"q0 must have shape (12,), got (11,)"``;
+        it replaced ``"q0: expected 12 values, got 11"``, which read "got 12" for a (2, 6)
+        array).
+    InputError
+        ``q0``, ``v0`` or ``u`` with NaN or inf (``"u must be finite"``); ``duration`` or
+        ``output_dt`` not a positive time, checked before anything is integrated.
     """
     if not (np.isfinite(duration) and duration > 0):
         raise InputError(f"duration: expected a positive time in s, got {duration}")
