@@ -104,6 +104,8 @@ from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 from multibody_dynamics.ros.launch_support import (
+    flag_argument,
+    flag_value,
     missing_packages,
     optional_node,
     rviz_node,
@@ -156,10 +158,6 @@ def robot_model(share, robot):
     return closures, "bodies" in raw
 
 
-def _is_true(text):
-    return text.strip().lower() in ("true", "1", "yes", "on")
-
-
 def _spawner(controller):
     return Node(
         package="controller_manager",
@@ -189,7 +187,7 @@ def _setup(context):
             "without them (gz-sim does not close kinematic loops), so it would simulate a "
             f"different mechanism. Use sim:=embedded for {robot}."
         )
-    lockstep = _is_true(LaunchConfiguration("lockstep").perform(context))
+    lockstep = flag_value(context, "lockstep")
     if lockstep and sim != "embedded":
         raise RuntimeError(f"lockstep:=true needs sim:=embedded (the suite's simulator steps on "
                            f"each command; sim:={sim} does not); nothing was started")
@@ -199,7 +197,7 @@ def _setup(context):
                            "installed; nothing was started (sim:=embedded needs none)")
     # the robot's defaults may put the loop on simulated time (flexible models: lockstep)
     use_sim_time = (sim == "gazebo" or bool(defaults.get("use_sim_time"))
-                    or _is_true(LaunchConfiguration("use_sim_time").perform(context)))
+                    or flag_value(context, "use_sim_time"))
     sim_params = dict(defaults.get("simulator_node") or {})
     if lockstep:
         use_sim_time = True
@@ -266,7 +264,7 @@ def _setup(context):
             ),
             controller,
         ]
-        if _is_true(LaunchConfiguration("rviz").perform(context)):
+        if flag_value(context, "rviz"):
             actions += rviz_node("multibody.rviz", use_sim_time)
 
     if sim == "embedded":
@@ -377,24 +375,18 @@ def generate_launch_description():
             "otherwise), with the "
             "gains given there for the chosen law.",
         ),
-        DeclareLaunchArgument(
-            "rviz",
-            default_value="true",
-            choices=["true", "false"],
+        flag_argument(
+            "rviz", True,
             description="Start RViz with config/rviz/multibody.rviz (fixed frame world).",
         ),
-        DeclareLaunchArgument(
-            "use_sim_time",
-            default_value="false",
-            choices=["true", "false"],
+        flag_argument(
+            "use_sim_time", False,
             description="Use /clock: published by simulator_node for sim:=embedded, bridged "
             "from gz sim (and forced true) for sim:=gazebo; forced true by a robot whose "
             "config/bringup/<robot>.yaml says use_sim_time (the flexible robots).",
         ),
-        DeclareLaunchArgument(
-            "lockstep",
-            default_value="false",
-            choices=["true", "false"],
+        flag_argument(
+            "lockstep", False,
             description="sim:=embedded: run the loop in lockstep on simulated time (use_sim_time, "
             "simulator realtime false and lockstep, controller timing state at the simulator's "
             "rate): one plant step per command, no loop delay, the same result whatever the "

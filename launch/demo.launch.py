@@ -27,7 +27,7 @@ import os
 
 import yaml
 from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
+from launch.actions import GroupAction, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.launch_description import LaunchDescription
 from launch.substitutions import Command, FindExecutable, LaunchConfiguration, PathJoinSubstitution
@@ -35,7 +35,13 @@ from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from multibody_dynamics.ros.launch_support import optional_node, rviz_node, shutdown_on_exit
+from multibody_dynamics.ros.launch_support import (
+    flag_argument,
+    flag_value,
+    optional_node,
+    rviz_node,
+    shutdown_on_exit,
+)
 
 PACKAGE = "multibody_suite"
 # (robot = namespace, x offset of its world frame [m], initial_positions [rad] or None,
@@ -128,7 +134,7 @@ def _robot_actions(share, robot, x, q0, controller, inverter):
 def _setup(context):
     share = get_package_share_directory(PACKAGE)
     actions = []
-    if LaunchConfiguration("rviz").perform(context).strip().lower() == "true":
+    if flag_value(context, "rviz"):
         # decided here, before any process starts (a missing rviz2 used to be found after the
         # suite's nodes had started, and the failed launch left them running)
         actions += rviz_node("demo.rviz")
@@ -139,16 +145,12 @@ def _setup(context):
 
 def generate_launch_description():
     return LaunchDescription([
-        DeclareLaunchArgument(
-            "rviz",
-            default_value="true",
-            choices=["true", "false"],
+        flag_argument(
+            "rviz", True,
             description="Start RViz with config/rviz/demo.rviz (both robots, fixed frame world).",
         ),
-        DeclareLaunchArgument(
-            "with_inverter",
-            default_value="false",
-            choices=["true", "false"],
+        flag_argument(
+            "with_inverter", False,
             description="Also start inverter_node for the open-chain robot (arm7): desired "
             "outputs on /arm7/inverter_node/output_trajectory are inverted and sent, with their "
             "feedforward, to /arm7/controller_node/joint_trajectory (latched).",

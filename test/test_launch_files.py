@@ -176,40 +176,105 @@ def test_defines_generate_launch_description(path):
     assert ast.get_docstring(tree), f"{path.name}: module docstring missing"
 
 
+#: launch_support.flag_argument(name, default, description=...): a true/false argument, its
+#: choices ["true", "false"] (checked in test_flag_argument_declares_true_false)
+FLAG_CHOICES = ["true", "false"]
+
+
+def _arg(call, position, key):
+    """Argument ``key`` of ``call``, given by position or by keyword (None if absent)."""
+    return call.args[position] if len(call.args) > position else _kwarg(call, key)
+
+
+def _declared_arguments(tree):
+    """``(lineno, name, default, choices, description)`` of every launch argument a launch file
+    declares: its ``DeclareLaunchArgument`` calls and its ``flag_argument`` calls (values
+    read from the source; choices None when not given, description None when missing)."""
+    consts = _constants(tree)
+    out = []
+    for call in _calls(tree, "DeclareLaunchArgument"):
+        choices = _kwarg(call, "choices")
+        if isinstance(choices, ast.Name):  # a module-level list such as SIMS
+            choices = next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                           and getattr(n.targets[0], "id", None) == choices.id)
+        desc = _kwarg(call, "description")
+        default = _kwarg(call, "default_value")
+        out.append((call.lineno, _value(_arg(call, 0, "name"), consts),
+                    None if default is None else _value(default, consts),
+                    None if choices is None else [_value(e, consts) for e in choices.elts],
+                    None if desc is None else _value(desc, consts)))
+    for call in _calls(tree, "flag_argument"):
+        default = _value(_arg(call, 1, "default"), consts)
+        desc = _arg(call, 2, "description")
+        out.append((call.lineno, _value(_arg(call, 0, "name"), consts),
+                    FLAG_CHOICES[not default] if isinstance(default, bool) else default,
+                    FLAG_CHOICES, None if desc is None else _value(desc, consts)))
+    return out
+
+
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
 def test_every_argument_described(path):
     tree = _tree(path)
     consts = _constants(tree)
-    declared = _calls(tree, "DeclareLaunchArgument")
+    declared = _declared_arguments(tree)
     assert declared, f"{path.name}: declares no launch argument"
     names = []
-    for call in declared:
-        name = _value(call.args[0] if call.args else _kwarg(call, "name"), consts)
-        assert isinstance(name, str) and name, f"{path.name}:{call.lineno}: argument name"
+    for lineno, name, default, choices, text in declared:
+        assert isinstance(name, str) and name, f"{path.name}:{lineno}: argument name"
         names.append(name)
-        desc = _kwarg(call, "description")
-        text = _value(desc, consts) if desc is not None else None
         assert isinstance(text, str) and text.strip(), (
-            f"{path.name}:{call.lineno}: argument {name!r} has no description")
-        choices, default = _kwarg(call, "choices"), _kwarg(call, "default_value")
+            f"{path.name}:{lineno}: argument {name!r} has no description")
         if choices is not None and default is not None:
-            if isinstance(choices, ast.Name):  # a module-level list such as SIMS
-                choices = next(n.value for n in tree.body if isinstance(n, ast.Assign)
-                               and getattr(n.targets[0], "id", None) == choices.id)
-            options = [_value(e, consts) for e in choices.elts]
-            assert _value(default, consts) in options, f"{path.name}: {name} default not a choice"
+            assert default in choices, f"{path.name}: {name} default {default!r} not a choice"
     assert len(names) == len(set(names)), f"{path.name}: argument declared twice"
-    # every LaunchConfiguration read is declared here
+    # every LaunchConfiguration read (and every flag_value(context, name)) is declared here
     used = {_value(c.args[0], consts) for c in _calls(tree, "LaunchConfiguration") if c.args}
+    used |= {_value(_arg(c, 1, "name"), consts) for c in _calls(tree, "flag_value")}
     used.discard(None)
     assert used <= set(names), f"{path.name}: undeclared arguments {sorted(used - set(names))}"
 
 
+def test_launch_argument_reader_sees_both_forms():
+    # the reader itself: a plain declaration and a flag, by position and by keyword
+    tree = ast.parse('SIMS = ["a", "b"]\n'
+                     'DeclareLaunchArgument("sim", default_value="a", choices=SIMS, '
+                     'description="plant")\n'
+                     'flag_argument("rviz", True, description="RViz")\n'
+                     'flag_argument(name="lockstep", default=False)\n')
+    assert _declared_arguments(tree) == [
+        (2, "sim", "a", ["a", "b"], "plant"), (3, "rviz", "true", FLAG_CHOICES, "RViz"),
+        (4, "lockstep", "false", FLAG_CHOICES, None)]
+
+
+@pytest.mark.skipif(not HAVE_LAUNCH, reason="launch / launch_ros not installed (no ROS 2)")
+def test_flag_argument_declares_true_false():
+    from launch.launch_context import LaunchContext
+
+    from multibody_dynamics.errors import InputError
+    from multibody_dynamics.ros.launch_support import flag_argument, flag_value
+
+    for default, text in ((True, "true"), (False, "false")):
+        arg = flag_argument("rviz", default, description="Start RViz.")
+        assert arg.name == "rviz" and arg.choices == FLAG_CHOICES
+        assert "".join(s.perform(None) for s in arg.default_value) == text
+        assert arg.description.startswith("Start RViz.")
+    with pytest.raises(InputError, match="default must be True or False, got 'true'"):
+        flag_argument("rviz", "true", description="Start RViz.")
+    context = LaunchContext()
+    for given, value in (("true", True), ("false", False), (" True", True), ("1", True)):
+        context.launch_configurations["rviz"] = given
+        assert flag_value(context, "rviz") is value
+
+
 def test_bringup_arguments():
     tree = _tree(ROOT / "launch" / "bringup.launch.py")
-    consts = _constants(tree)
-    names = {_value(c.args[0], consts) for c in _calls(tree, "DeclareLaunchArgument")}
-    assert {"robot", "sim", "controller", "rviz", "use_sim_time"} <= names
+    names = {name for _, name, *_ in _declared_arguments(tree)}
+    assert {"robot", "sim", "controller", "rviz", "use_sim_time", "lockstep"} <= names
+
+
+def test_demo_arguments():
+    tree = _tree(ROOT / "launch" / "demo.launch.py")
+    assert {name for _, name, *_ in _declared_arguments(tree)} == {"rviz", "with_inverter"}
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
@@ -508,8 +573,12 @@ def test_generate_launch_description(path):
 
     ld = _load_launch_module(path).generate_launch_description()
     assert isinstance(ld, LaunchDescription)
-    for arg in ld.get_launch_arguments():
+    args = ld.get_launch_arguments()
+    for arg in args:
         assert arg.description.strip(), f"{path.name}: {arg.name} has no description"
+    # the source reader of test_every_argument_described sees every argument launch sees
+    read = {name: choices for _, name, _, choices, _ in _declared_arguments(_tree(path))}
+    assert {arg.name: arg.choices for arg in args} == read
 
 
 @pytest.mark.skipif(not HAVE_LAUNCH, reason="launch / launch_ros not installed (no ROS 2)")

@@ -13,12 +13,58 @@ Two rules (docs/ros-launch.md):
   before any process starts (:func:`optional_node`); before this, the missing package was
   found only when its action ran, after the suite's nodes had started, and the launch
   failed leaving them running.
+
+A true/false argument (``rviz:=``, ``use_sim_time:=``, ``lockstep:=``, ``with_inverter:=``) is
+declared by :func:`flag_argument` and read by :func:`flag_value`, the same way in every launch
+file. This module is part of the installed Python package, so an installed launch file finds
+it as the source tree's does.
 """
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 #: Tools of other packages the launch files can do without (visualization and frames only).
 OPTIONAL_PACKAGES = ("robot_state_publisher", "rviz2", "tf2_ros")
+#: The values of a true/false launch argument (its ``choices``), the default's spelling first.
+FLAG_CHOICES = ("true", "false")
+
+
+def flag_argument(name: str, default: bool, description: str):
+    """``DeclareLaunchArgument`` of a true/false argument ``name:=true|false``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name.
+    default : bool
+        Its value when not given (written ``"true"`` or ``"false"``).
+    description : str
+        What it switches (shown by ``ros2 launch ... --show-args``).
+
+    Returns
+    -------
+    launch.actions.DeclareLaunchArgument
+        With ``choices=["true", "false"]``: launch refuses any other value before anything
+        starts.
+    """
+    from launch.actions import DeclareLaunchArgument
+
+    if not isinstance(default, bool):
+        raise InputError(f"flag_argument {name!r}: default must be True or False, got "
+                        f"{default!r}")
+    return DeclareLaunchArgument(name, default_value=FLAG_CHOICES[not default],
+                                 choices=list(FLAG_CHOICES), description=description)
+
+
+def flag_value(context, name: str) -> bool:
+    """The value of the true/false launch argument ``name`` in ``context`` (an
+    ``OpaqueFunction``'s launch context): True for ``true`` (also ``1``, ``yes``, ``on``,
+    any case, as a substitution may give)."""
+    from launch.substitutions import LaunchConfiguration
+
+    return LaunchConfiguration(name).perform(context).strip().lower() in ("true", "1", "yes",
+                                                                          "on")
 
 
 def package_available(name: str) -> bool:
