@@ -189,10 +189,10 @@ def test_criterion_runs_on_the_shaped_chain(concurrent):
     assert abs(flat.value - ev.value) > 1e-4  # 0.1 mm: the shapes differ visibly
 
 
-def test_rebuilds_per_evaluation(monkeypatch):
-    # a concurrent evaluation rebuilds its arms once (step 1 and the inversion share the
-    # chain); the serial route builds its fixed arms once for all ΔΓ; the cached results are
-    # those of a fresh problem
+@pytest.fixture
+def rebuilds(monkeypatch):
+    """The chain rebuilds of every FlexibleShapeProblem in the test: a list that
+    ``FlexibleShapeProblem.chain_of`` appends to on each call (still calling the original)."""
     calls = []
     original = FlexibleShapeProblem.chain_of
 
@@ -201,6 +201,14 @@ def test_rebuilds_per_evaluation(monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(FlexibleShapeProblem, "chain_of", counted)
+    return calls
+
+
+def test_rebuilds_per_evaluation(rebuilds):
+    # a concurrent evaluation rebuilds its arms once (step 1 and the inversion share the
+    # chain); the serial route builds its fixed arms once for all ΔΓ; the cached results are
+    # those of a fresh problem
+    calls = rebuilds
     conc = FlexibleCartShapeOutputProblem()
     x = BOOK_PC_737.copy()
     for k in range(2):
@@ -216,15 +224,8 @@ def test_rebuilds_per_evaluation(monkeypatch):
     assert fresh.evaluate(BOOK_PC_737[8:]).value == pytest.approx(values[0], rel=1e-6)
 
 
-def test_shape_evaluation_rebuilds_once(shape, monkeypatch):
-    calls = []
-    original = FlexibleShapeProblem.chain_of
-
-    def counted(self, *args, **kwargs):
-        calls.append(1)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(FlexibleShapeProblem, "chain_of", counted)
+def test_shape_evaluation_rebuilds_once(shape, rebuilds):
+    calls = rebuilds
     x = BOOK_SHAPE_729 * np.array([1.0, 1.03] + [1.0] * 6)  # a design no other test builds
     ev = shape.evaluate(x)
     assert ev.ok and len(calls) == 1
