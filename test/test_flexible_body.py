@@ -87,6 +87,11 @@ def test_input_validation(data):
         body.mass_matrix(np.zeros(5))
     with pytest.raises(InputError, match="gravity"):
         FlexibleBodyConfig(gravity=(0.0, 1.0, 2.0))
+    with pytest.raises(InputError, match="^data must be a ModalData, got dict$"):
+        FlexibleBody2D({})
+    with pytest.raises(InputError, match="^config must be a FlexibleBodyConfig, got str$"):
+        FlexibleBody2D(data, "free")
+    assert FlexibleBody2D(data).config == FlexibleBodyConfig()  # the default options
 
 
 @pytest.mark.parametrize("method", ["first_moment", "inertia", "Cr", "centrifugal"])

@@ -85,7 +85,7 @@ from .schema import integer as _integer
 from .schema import mapping as _mapping
 from .schema import matrix as _matrix
 from .schema import number as _number
-from .schema import read_scenario_file, robot_path, time_law, xy
+from .schema import read_scenario_file, robot_path, scenario_robot_path, time_law, xy
 
 _TOP = {"robot", "task", "method", "compare", "output", "ik_guess", "dt", "options", "tracking",
         "verify", "description"}
@@ -111,12 +111,8 @@ class FlexibleInversionScenario:
 
 def is_flexible_scenario(path: str | Path) -> bool:
     """True when the scenario's ``robot`` names a flexible model (shipped or a flexible YAML)."""
-    path = Path(path)
-    raw = read_scenario_file(path)
-    robot = raw.get("robot") if isinstance(raw, dict) else None
-    if not isinstance(robot, str):
-        return False
-    return is_flexible_model(robot_path(robot, path))
+    robot = scenario_robot_path(path)
+    return robot is not None and is_flexible_model(robot)
 
 
 def load_flexible_scenario(path: str | Path):  # noqa: C901

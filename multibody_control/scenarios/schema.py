@@ -26,7 +26,8 @@ from multibody_dynamics.yaml_io import load_yaml, number_problem
 from ..tasks import TimeLaw
 
 __all__ = ["err", "flag", "gain", "integer", "mapping", "matrix", "merge", "named", "number",
-           "read_scenario_file", "robot_path", "scenario_robot", "text", "time_law", "xy"]
+           "read_scenario_file", "robot_path", "scenario_robot", "scenario_robot_path", "text",
+           "time_law", "xy"]
 
 
 def err(where, key, msg) -> InputError:
@@ -149,6 +150,16 @@ def robot_path(robot: str, path: Path | None) -> str:
     return robot
 
 
+def scenario_robot_path(path: str | Path) -> str | None:
+    """What the ``robot`` key of the scenario file ``path`` names (:func:`robot_path`: a shipped
+    name, or a model YAML resolved against the scenario's directory); None when the file has
+    no ``robot`` text. InputError if the file is missing or malformed."""
+    path = Path(path)
+    raw = read_scenario_file(path)
+    robot = raw.get("robot") if isinstance(raw, dict) else None
+    return robot_path(robot, path) if isinstance(robot, str) else None
+
+
 def scenario_robot(path: str | Path):
     """The robot a scenario file names (its ``robot`` key), loaded by
     :func:`~multibody_dynamics.robot.load_robot`, so that a caller can branch on what the robot
@@ -168,13 +179,11 @@ def scenario_robot(path: str | Path):
     """
     from multibody_dynamics.robot import load_robot
 
-    path = Path(path)
-    raw = read_scenario_file(path)
-    robot = raw.get("robot") if isinstance(raw, dict) else None
-    if not isinstance(robot, str):
+    robot = scenario_robot_path(path)
+    if robot is None:
         return None
     try:
-        return load_robot(robot_path(robot, path))
+        return load_robot(robot)
     except ModelError as exc:
         raise err(path, "robot", " ".join(str(exc).split())) from None
 

@@ -97,18 +97,32 @@ class _FloatingFrame:
     elastic forces, energies, node positions and the check of applied forces, written once.
 
     A subclass sets ``_NR`` (position coordinates, 2 or 3), ``_QE`` and ``_VE`` (index of the
-    first elastic coordinate in ``q`` and in ``v``), ``data``, ``nq``, ``nv`` and ``_g0``, and
-    defines ``_split(q, v=None)`` (validated arrays) and ``_orientation(q)`` (the rotation
-    ``S`` from the body frame K_R to the inertial frame, of a validated ``q``).
+    first elastic coordinate in ``q`` and in ``v``), ``nq`` and ``nv``, keeps its data and
+    options with :meth:`_keep` (``data``, ``config``, ``_g0``), and defines
+    ``_split(q, v=None)`` (validated arrays) and ``_orientation(q)`` (the rotation ``S`` from
+    the body frame K_R to the inertial frame, of a validated ``q``).
     """
 
     _NR: int
     _QE: int
     _VE: int
     data: Any  # ModalData or ModalData3D
+    config: Any  # FlexibleBodyConfig or FlexibleBody3DConfig
     nq: int
     nv: int
     _g0: np.ndarray
+
+    def _keep(self, data, data_type: type, config, config_type: type) -> None:
+        """Check and keep ``data`` (a ``data_type``) and ``config`` (a ``config_type``, its
+        default when None) and the gravity vector; InputError naming the argument otherwise."""
+        if not isinstance(data, data_type):
+            raise InputError(f"data must be a {data_type.__name__}, got {type(data).__name__}")
+        config = config_type() if config is None else config
+        if not isinstance(config, config_type):
+            raise InputError(f"config must be a {config_type.__name__}, got "
+                             f"{type(config).__name__}")
+        self.data, self.config = data, config
+        self._g0 = np.array(config.gravity)
 
     def _split(self, q, v=None):
         raise NotImplementedError
@@ -175,15 +189,9 @@ class FlexibleBody2D(_FloatingFrame):
     _NR, _QE, _VE = 2, 3, 3
 
     def __init__(self, data: ModalData, config: FlexibleBodyConfig | None = None):
-        if not isinstance(data, ModalData):
-            raise InputError(f"data must be a ModalData, got {type(data).__name__}")
-        self.data = data
-        self.config = config if config is not None else FlexibleBodyConfig()
-        if not isinstance(self.config, FlexibleBodyConfig):
-            raise InputError("config must be a FlexibleBodyConfig")
+        self._keep(data, ModalData, config, FlexibleBodyConfig)
         self.nq_e = data.nq
         self.nv = self.nq = 3 + data.nq
-        self._g0 = np.array(self.config.gravity)
 
     # -- helpers -------------------------------------------------------------------------
     def _split(self, q, v=None):

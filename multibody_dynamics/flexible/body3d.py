@@ -381,18 +381,10 @@ class FlexibleBody3D(_FloatingFrame):
     _NR, _QE, _VE = 3, 7, 6
 
     def __init__(self, data: ModalData3D, config: FlexibleBody3DConfig | None = None):
-        if not isinstance(data, ModalData3D):
-            raise InputError(f"data must be a ModalData3D, got {type(data).__name__}")
-        self.data = data
-        self.config = config if config is not None else FlexibleBody3DConfig()
-        if not isinstance(self.config, FlexibleBody3DConfig):
-            raise InputError(
-                f"config must be a FlexibleBody3DConfig, got {type(self.config).__name__}"
-            )
+        self._keep(data, ModalData3D, config, FlexibleBody3DConfig)
         self.ne = data.nq
         self.nq = 7 + data.nq
         self.nv = 6 + data.nq
-        self._g0 = np.array(self.config.gravity)
         self._inertial = self.config.velocity_frame == "inertial"
         # the Taylor coefficients flattened to matrices: the same sums as the ModalData3D
         # methods, as a few BLAS products (integrators call _body_terms thousands of times)
