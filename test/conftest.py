@@ -51,6 +51,40 @@ def assembled(model, rng, guess):
     return res.q, v, rng.normal(size=model.nv)
 
 
+def linearised_elastic(body, omega):
+    """``(A_q, A_v)``: Jacobians of ``-(h_e + Ke q + De q')`` at q_e = 0 with the frame spinning
+    at the constant body rate ``omega`` (3,) [rad/s] about its origin (prescribed reference
+    motion), by central differences; a planar body spins about z (``omega[2]``)."""
+    from multibody_dynamics.flexible.body3d import FlexibleBody3D
+
+    spatial = isinstance(body, FlexibleBody3D)
+    n = body.ne if spatial else body.nq_e
+
+    def rhs(qe, dqe):
+        if spatial:
+            q, v = np.r_[body.neutral()[:7], qe], np.r_[0.0, 0.0, 0.0, omega, dqe]
+            return -(body.nonlinear_effects(q, v) + body.elastic_forces(q, v))[6:]
+        q, v = np.r_[0.0, 0.0, 0.0, qe], np.r_[0.0, 0.0, omega[2], dqe]
+        return -(body.nonlinear_effects(q, v) + body.elastic_forces(q, v))[3:]
+
+    a_q, a_v = np.zeros((n, n)), np.zeros((n, n))
+    for j in range(n):
+        e = np.zeros(n)
+        e[j] = 1e-6
+        a_q[:, j] = (rhs(e, 0 * e) - rhs(-e, 0 * e)) / 2e-6
+        a_v[:, j] = (rhs(0 * e, e) - rhs(0 * e, -e)) / 2e-6
+    return a_q, a_v
+
+
+def frequencies_of(a_q, a_v, me):
+    """Positive imaginary parts [rad/s], sorted, of ``M_e q'' = A_q q + A_v q'``."""
+    n = me.shape[0]
+    me_inv = np.linalg.inv(me)
+    a = np.block([[np.zeros((n, n)), np.eye(n)], [me_inv @ a_q, me_inv @ a_v]])
+    lam = np.linalg.eigvals(a)
+    return np.sort(np.abs(lam.imag[lam.imag > 0]))
+
+
 # test/launch/*_launch_test.py are launch_testing files, run by `launch_test` (as ROS users run
 # them) from test_launch_testing_runs.py; pytest's own collection would match *_test.py.
 collect_ignore = ["launch"]

@@ -10,6 +10,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import scipy.linalg
+from conftest import frequencies_of, linearised_elastic
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
@@ -566,35 +567,6 @@ def test_damped_spinning_body_loses_energy_keeps_momentum(rng):
 
 
 # ---------------------------------------------------------------- rotating cantilever
-
-
-def linearised_elastic(body, omega):
-    """``(A_q, A_v)``: Jacobians of ``-(h_e + Ke q + De q')`` at q_e = 0 with the frame spinning
-    at the constant body rate ``omega`` about its origin (prescribed reference motion)."""
-    n = body.ne if isinstance(body, FlexibleBody3D) else body.nq_e
-
-    def rhs(qe, dqe):
-        if isinstance(body, FlexibleBody3D):
-            q, v = np.r_[body.neutral()[:7], qe], np.r_[0.0, 0.0, 0.0, omega, dqe]
-            return -(body.nonlinear_effects(q, v) + body.elastic_forces(q, v))[6:]
-        q, v = np.r_[0.0, 0.0, 0.0, qe], np.r_[0.0, 0.0, omega[2], dqe]
-        return -(body.nonlinear_effects(q, v) + body.elastic_forces(q, v))[3:]
-
-    a_q, a_v = np.zeros((n, n)), np.zeros((n, n))
-    for j in range(n):
-        e = np.zeros(n)
-        e[j] = 1e-6
-        a_q[:, j] = (rhs(e, 0 * e) - rhs(-e, 0 * e)) / 2e-6
-        a_v[:, j] = (rhs(0 * e, e) - rhs(0 * e, -e)) / 2e-6
-    return a_q, a_v
-
-
-def frequencies_of(a_q, a_v, me):
-    n = me.shape[0]
-    me_inv = np.linalg.inv(me)
-    a = np.block([[np.zeros((n, n)), np.eye(n)], [me_inv @ a_q, me_inv @ a_v]])
-    lam = np.linalg.eigvals(a)
-    return np.sort(np.abs(lam.imag[lam.imag > 0]))
 
 
 # first flapwise frequency of a uniform rotating cantilever, zero hub radius, in units of

@@ -7,6 +7,7 @@ conservation, and the closed-form (elliptic) rigid pendulum.
 
 import numpy as np
 import pytest
+from conftest import frequencies_of, linearised_elastic
 from scipy.integrate import solve_ivp
 from scipy.special import ellipj, ellipk
 
@@ -109,22 +110,7 @@ def test_wrong_shape_q_e_of_planar_modal_data(data, method):
 def rotating_frequencies(body, omega):
     """Elastic frequencies in the frame spinning at constant omega about z (hub at the origin,
     theta'' = 0 imposed): linearise M_e q'' = -(k_e + K_e q + D_e q') by central differences."""
-    n = body.nq_e
-
-    def rhs(qe, dqe):
-        q, v = np.r_[0.0, 0.0, 0.0, qe], np.r_[0.0, 0.0, omega, dqe]
-        return -(body.nonlinear_effects(q, v) + body.elastic_forces(q, v))[3:]
-
-    a_q, a_v = np.zeros((n, n)), np.zeros((n, n))
-    for j in range(n):
-        e = np.zeros(n)
-        e[j] = 1e-6
-        a_q[:, j] = (rhs(e, 0 * e) - rhs(-e, 0 * e)) / 2e-6
-        a_v[:, j] = (rhs(0 * e, e) - rhs(0 * e, -e)) / 2e-6
-    me_inv = np.linalg.inv(body.data.Me)
-    a = np.block([[np.zeros((n, n)), np.eye(n)], [me_inv @ a_q, me_inv @ a_v]])
-    lam = np.linalg.eigvals(a)
-    return np.sort(np.abs(lam.imag[lam.imag > 0]))
+    return frequencies_of(*linearised_elastic(body, (0.0, 0.0, omega)), body.data.Me)
 
 
 @pytest.fixture(scope="module")
