@@ -254,8 +254,10 @@ def inversion_summary(result: InversionResult, verification: VerificationResult 
         lines.append("open-loop check   not run: the compensated reference is for a feedback law "
                      "(Seifried Sect. 6.1); run it closed loop with `multibody run`")
     if verification is not None:
-        lines.append(f"open-loop check   end-effector error {verification.max_error * 1e3:.4g} "
-                     f"mm, output error {verification.output_error:.3g}")
+        ee = ("- (a joint task)" if np.isnan(verification.max_error) else
+              f"{verification.max_error * 1e3:.4g} mm")
+        lines.append(f"open-loop check   end-effector error {ee}, output error "
+                     f"{verification.output_error:.3g}")
         if result.success and verification.max_error > LARGE_END_EFFECTOR_ERROR:
             why = (" (the causal route shapes the output with its free parameters: a different "
                    "motion by design; compare the stable inversion)"
@@ -263,7 +265,20 @@ def inversion_summary(result: InversionResult, verification: VerificationResult 
             lines.append(f"warning           the end effector misses the desired path by "
                          f"{verification.max_error * 1e3:.4g} mm although the inversion "
                          f"succeeded{why}")
+        lines += _limit_lines(verification)
     return "\n".join(lines)
+
+
+def _limit_lines(verification: VerificationResult) -> list[str]:
+    """The summary's lines on actuator limits the feedforward exceeds (none when within)."""
+    excess = verification.limit_excess
+    if not excess:
+        return []
+    lines = [f"warning           the feedforward exceeds {len(excess)} actuator limit"
+             f"{'s' if len(excess) > 1 else ''}; the open-loop check simulated the limited "
+             "input (the feedforward written is the unlimited inverse input):"]
+    lines += [f"  actuator limit  {e.describe()}" for e in excess]
+    return lines
 
 
 # -- flexible and closed flexible inversions ------------------------------------------------------
