@@ -277,10 +277,12 @@ def _check_run_length(args) -> None:
 
     if not (np.isfinite(args.duration) and args.duration > 0):
         raise MultibodyError(f"--duration: expected a positive time in s, got {args.duration:g}")
-    step = args.output_dt or (args.dt if args.rtol is None else None) or 1e-3
-    check_sample_budget(args.duration, step, "--duration / --output-dt" if args.output_dt
-                        else "--duration / --dt", "pass a larger --output-dt or a shorter "
-                        "--duration")
+    # the interval the run records: --output-dt, else every fixed step, else the adaptive
+    # mode's default 0.01 s (multibody_dynamics.simulate)
+    step = args.output_dt or (args.dt if args.rtol is None else 1e-2)
+    check_sample_budget(args.duration, step, "--duration / --dt" if args.rtol is None and not
+                        args.output_dt else "--duration / --output-dt", "pass a larger "
+                        "--output-dt or a shorter --duration")
     if args.rtol is None and args.dt > args.duration:
         raise MultibodyError(f"--dt: the step {args.dt:g} s is longer than --duration "
                              f"{args.duration:g} s")
