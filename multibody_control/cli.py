@@ -49,6 +49,8 @@ def cmd_models(args) -> int:
 
 
 def cmd_check(args) -> int:
+    import shlex
+
     from multibody_dynamics.robot import has_elastic_coordinates, load_robot
 
     robot = load_robot(args.robot)
@@ -62,7 +64,8 @@ def cmd_check(args) -> int:
         print(f"mobility     {result.dof} degree(s) of freedom (nv {robot.nv} - rank "
               f"{result.rank} of the closure Jacobian), {result.redundant} redundant row(s)")
         print(f"assembles    yes: nearest to the start configuration, max |phi| "
-              f"{result.residual:.1e} (`multibody assemble {robot.name}` lists the modes)")
+              f"{result.residual:.1e} (`multibody assemble {shlex.quote(str(args.robot))}` "
+              "lists the modes)")  # as given: a file's model name is no shipped robot
     kind = "flexible model" if has_elastic_coordinates(robot) else "model"
     print(f"ok: {kind} loaded and validated")
     return 0
@@ -201,7 +204,9 @@ def _pairs(values, flag: str, convert) -> dict:
         try:
             out[name] = convert(raw)
         except ValueError:
-            raise MultibodyError(f"{flag}: {item!r}: the value is not valid") from None
+            expected = ("+ or - (the sign of the branch)" if convert is _sign
+                        else "a number [rad | m]")
+            raise MultibodyError(f"{flag}: {item!r}: expected {expected}") from None
     return out
 
 
@@ -351,6 +356,7 @@ def _rigid_run(args, model):
 def _flexible_run(args, model):
     """``(run, None)``: the flexible simulation of ``args`` as a call."""
     from multibody_dynamics.flexible.simulation import simulate_flexible
+    from multibody_dynamics.validation import check_sample_budget
 
     if args.tau_file is not None:
         raise MultibodyError("--tau-file: replays inputs on rigid models; flexible models take "
@@ -364,11 +370,37 @@ def _flexible_run(args, model):
                                  f"{what}, got {len(value)}")
     print("flexible model: adaptive DOP853 (default rtol 1e-8); --dt, --method, --position-tol "
           "and --singular-branch apply to rigid models")
+    output_dt = args.output_dt
+    if output_dt is None:
+        output_dt, why = _flexible_output_dt(model)
+        output_dt = min(output_dt, args.duration)
+        check_sample_budget(args.duration, output_dt, "--duration / --output-dt",
+                            "pass a larger --output-dt or a shorter --duration")
+        print(f"samples every {output_dt:g} s ({why}; --output-dt to change)")
     return (lambda: simulate_flexible(
         model, args.duration, args.q0, args.v0, args.tau,
         rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
-        output_dt=1e-2 if args.output_dt is None else args.output_dt,
-        progress=not args.quiet), None)
+        output_dt=output_dt, progress=not args.quiet), None)
+
+
+def _flexible_output_dt(model) -> tuple[float, str]:
+    """Default sample interval [s] of a flexible simulation and why: at least 10 samples per
+    period of the stiffest mode of an open chain (linearized at rest,
+    :func:`~multibody_dynamics.flexible.stepper.highest_frequency`), rounded down to 1, 2 or 5
+    times a power of ten, at most 0.01 s, so that the recorded elastic coordinates do not alias
+    the modes; closed loops keep 0.01 s (their projection runs at every sample)."""
+    from multibody_dynamics.flexible.stepper import highest_frequency
+    from multibody_dynamics.flexible.system import FlexibleChain
+
+    if not isinstance(model, FlexibleChain):
+        return 1e-2, "closed flexible loop: the default"
+    f_max = highest_frequency(model) / (2 * np.pi)
+    if not f_max * 10 * 1e-2 > 1:
+        return 1e-2, f"stiffest mode {f_max:.3g} Hz"
+    raw = 1.0 / (10 * f_max)
+    decade = 10.0 ** np.floor(np.log10(raw))
+    step = max(m for m in (1.0, 2.0, 5.0) if m * decade <= raw * (1 + 1e-12)) * decade
+    return float(step), f"10 or more per period of the stiffest mode, {f_max:.4g} Hz"
 
 
 def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
@@ -400,7 +432,10 @@ def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
     if interrupted:  # the samples kept are marked partial
         return _interrupted("simulate", args.out if args.out and result.t.size else None,
                             result.message)
-    return 0 if result.success else 1
+    if not result.success:  # the samples up to the failure, marked partial too
+        return _failed("simulate", args.out if args.out and result.t.size else None,
+                       result.message)
+    return 0
 
 
 def _output_from_spec(model, spec: str, gamma):
@@ -593,9 +628,22 @@ def cmd_run(args) -> int:
     if result.interrupted:
         return _interrupted("run", out / f"{stem}.csv", result.message)
     if not result.success:
-        print(f"multibody run: diverged: {result.message}", file=sys.stderr)
-        return 1
+        return _failed("run", out / f"{stem}.csv", f"diverged: {result.message}")
     return 0
+
+
+def _failed(command: str, csv_path, message: str) -> int:
+    """A run that failed (divergence, NaN, projection): mark the samples written to
+    ``csv_path`` before the failure as a partial result (None: nothing written), say so on
+    stderr; exit status 1."""
+    from multibody_dynamics.result_meta import mark_partial
+
+    message = " ".join(message.split())
+    if csv_path is not None:
+        mark_partial(csv_path, f"failed: {message}")
+    kept = f"; partial result written to {csv_path}" if csv_path is not None else ""
+    print(f"multibody {command}: failed: {message}{kept}", file=sys.stderr)
+    return 1
 
 
 def _interrupted(command: str, csv_path, message: str) -> int:
@@ -712,7 +760,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=("rk4", "semi_implicit_euler"), default="rk4",
                    help="fixed-step method (default: %(default)s)")
     p.add_argument("--output-dt", type=float, metavar="S",
-                   help="interval of the output samples [s] (default: every step; adaptive 0.01)")
+                   help="interval of the output samples [s] (default: every step; adaptive 0.01; "
+                   "flexible models: 10 or more per period of the stiffest mode, at most 0.01)")
     p.add_argument("--position-tol", type=float, default=1e-12, metavar="TOL",
                    help="Newton projection tolerance on |phi| [m | rad] (default: %(default)s)")
     p.add_argument("--singular-branch", choices=("continue", "free"), default="continue",
