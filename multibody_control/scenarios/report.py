@@ -206,8 +206,9 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
     for k, name in enumerate(model.coordinate_names):
         axes[1].plot(t, result.q[:, k], lw=1.2, label=name)
     axes[1].set_ylabel("q [m, rad]")
+    colors = {}
     for k, name in enumerate(model.input_names):
-        axes[2].plot(t, result.u[:, k], lw=1.2, label=name)
+        colors[name] = axes[2].plot(t, result.u[:, k], lw=1.2, label=name)[0].get_color()
     axes[2].set_ylabel("feedforward u\n[N, N m]")
     nu = result.eta.shape[1] // 2
     for k in range(nu):
@@ -218,9 +219,7 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
             axes[3].plot(t, result.q[:, k], lw=1.2, label=model.coordinate_names[k])
         axes[3].set_ylabel("passive joints (closures)\nq_u [rad]")
     if verification is not None:
-        ax2 = axes[3].twinx()
-        ax2.plot(verification.t, verification.end_effector_error * 1e3, "r:", lw=1)
-        ax2.set_ylabel("open-loop end-effector\nerror [mm] (dotted)", color="r")
+        _plot_check(axes, verification, colors)
     for ax in axes:
         shade(ax)
         ax.grid(alpha=0.3)
@@ -228,6 +227,28 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
     axes[-1].set_xlabel("t [s]")
     fig.suptitle(title or f"{model.name}: {result.method} inversion")
     return save_figure(fig, path)
+
+
+def _plot_check(axes, verification: VerificationResult, colors: dict) -> None:
+    """The open-loop check on the inversion's plot: the end-effector error (dotted, own axis)
+    or, for a joint task, the simulated joints (dotted over the planned ones); the actuator
+    ranges the feedforward leaves (dashed, in the input's colour)."""
+    if np.all(np.isnan(verification.end_effector_error)):  # a joint task: no end effector
+        for k in range(verification.q.shape[1]):
+            axes[1].plot(verification.t, verification.q[:, k], ":", lw=1.2,
+                         color=axes[1].lines[k].get_color() if k < len(axes[1].lines) else "k")
+        axes[1].plot([], [], "k:", lw=1.2, label="open-loop check")
+    else:
+        ax2 = axes[3].twinx()
+        ax2.plot(verification.t, verification.end_effector_error * 1e3, "r:", lw=1)
+        ax2.set_ylabel("open-loop end-effector\nerror [mm] (dotted)", color="r")
+    for e in verification.limit_excess:
+        if e.limit == "ctrlrange":
+            for bound in (e.lower, e.upper):
+                if np.isfinite(bound):
+                    axes[2].axhline(bound, ls="--", lw=0.8, color=colors.get(e.name, "k"))
+            axes[2].plot([], [], "--", lw=0.8, color=colors.get(e.name, "k"),
+                         label=f"{e.name} ctrlrange")
 
 
 def inversion_summary(result: InversionResult, verification: VerificationResult | None) -> str:
