@@ -297,10 +297,22 @@ def _simulation_start(model, args):
     """``(q0, v0)`` of ``simulate`` from --q0 / --given / --branch and --v0 (None: default);
     a closed loop without --q0 starts assembled."""
     q0 = v0 = None
+    actuated = [n for n, p in zip(model.coordinate_names, model.passive) if not p]
+    if (args.q0 is not None and model.closures and len(args.q0) == len(actuated) < model.nv
+            and not args.given):  # the actuated joints only: the rest solved by assembly
+        args.given = [f"{n}={x!r}" for n, x in zip(actuated, args.q0)]
+        args.q0 = None
     if args.q0 is not None:
         from multibody_dynamics.model.joint_angles import configuration_from_values
 
-        q0 = configuration_from_values(model, args.q0, "--q0")
+        try:
+            q0 = configuration_from_values(model, args.q0, "--q0")
+        except MultibodyError as exc:
+            if not model.closures:
+                raise
+            raise MultibodyError(f"{exc}; or the {len(actuated)} actuated joint(s) "
+                                 f"({', '.join(actuated)}) alone, the rest assembled (or "
+                                 "--given NAME=VALUE)") from None
         if args.given or args.branch:
             raise MultibodyError("--q0 and --given/--branch: give the full start or the known "
                                  "coordinates, not both")
@@ -772,7 +784,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--q0", type=float, nargs="+", metavar="Q",
                    help="initial configuration: one value per joint [rad | m] (continuous "
                    "joints as angles; their nq cos/sin entries are accepted too; default: rest); "
-                   "projected onto the constraint manifold first")
+                   "projected onto the constraint manifold first; closed loops also take the "
+                   "actuated joints alone, the rest assembled as with --given")
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
                    help="closed loops: start from these joint values [rad | m], the others "
                         "assembled (default without --q0: the assembly closest to the rest "

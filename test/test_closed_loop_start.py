@@ -30,3 +30,31 @@ def test_four_bar_joint_task_from_the_default_start():
     assert abs(r.y[-1, 0] - 1.0) < 1e-12
     # the feedforward drives the plant along the task (integration error only)
     assert verify(model, r, task, out).output_error < 1e-4
+
+
+def test_simulate_q0_of_the_actuated_joints_only(tmp_path, capsys):
+    """`simulate four_bar --q0 0.3`: the crank alone (it was "expected 3 values"), coupler and
+    rocker assembled: crank tip A = 0.1 (cos 0.3, sin 0.3), rocker pivot D = (0.3, 0); the
+    coupler's absolute angle is angle(AD) + acos((|AD|^2 + 0.35^2 - 0.25^2) / (2 |AD| 0.35))
+    in the mode nearest the rest (J+), its joint angle that less the crank's; the rocker's is
+    the direction from D to the coupler's end B."""
+    from multibody_control.cli import main
+
+    out = tmp_path / "s.csv"
+    assert main(["simulate", "four_bar", "--q0", "0.3", "--duration", "0.01", "--quiet",
+                 "--out", str(out)]) == 0
+    header = out.read_text().splitlines()[0].split(",")
+    first = np.loadtxt(out, delimiter=",", skiprows=1)[0]
+    a = 0.1 * np.array([np.cos(0.3), np.sin(0.3)])
+    ad = np.array([0.3, 0.0]) - a
+    d = np.linalg.norm(ad)
+    coupler_abs = np.arctan2(ad[1], ad[0]) + np.arccos((d**2 + 0.35**2 - 0.25**2) / (2 * d * 0.35))
+    b = a + 0.35 * np.array([np.cos(coupler_abs), np.sin(coupler_abs)])
+    rocker = np.arctan2(b[1], b[0] - 0.3)  # the rocker hangs on the ground at D
+    # the assembly converges to 1e-10 m on lengths of 0.1 m; the CSV has 10 digits
+    np.testing.assert_allclose([first[header.index(f"q.{n}")] for n in
+                                ("crank", "coupler", "rocker")],
+                               [0.3, coupler_abs - 0.3, rocker], atol=1e-8)
+    assert main(["simulate", "five_bar", "--q0", "0.3", "--duration", "0.01", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "or the 2 actuated joint(s) (left_motor, right_motor) alone" in err
