@@ -78,6 +78,7 @@ def test_invert_reports_and_simulates_the_limited_input(tmp_path, capsys):
     peak = INERTIA * 10 / np.sqrt(3) / GEAR
     assert f"peak feedforward  m {peak:.4g}" in text
     assert "the feedforward exceeds 1 actuator limit" in text
+    assert "the open-loop output leaves the desired one by" in text  # a joint task's warning
     # the samples are 10 ms apart: the worst sample is t = 0.21 s, 0.3 ms from the peak
     assert (f"m: input {INERTIA * Q_D.deriv(2)(0.21) / GEAR:.4g} beyond ctrlrange [-1, 0.5] by "
             f"{INERTIA * Q_D.deriv(2)(0.21) / GEAR - 0.5:.3g} at t = 0.21 s") in text
@@ -138,6 +139,7 @@ def test_within_the_limits_the_check_is_unchanged(tmp_path, capsys):
     assert main(["invert", str(limited.path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "actuator limit" not in text and "end-effector error - (a joint task)" in text
+    assert "warning" not in text
 
 
 def test_limit_excess_of_servos_and_joint_ranges():

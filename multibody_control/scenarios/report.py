@@ -163,6 +163,10 @@ def plot_run(res: RunResult, path: str | Path, title: str = "") -> Path:
 #: 4.2.7: about 3 mm from the Γ approximation), so 10 mm means another motion, not round-off.
 LARGE_END_EFFECTOR_ERROR = 0.01
 
+#: The same threshold for a task of joint coordinates, which has no end-effector point: the
+#: largest open-loop output error [rad | m].
+LARGE_OUTPUT_ERROR = 0.01
+
 
 def write_inversion_csv(result: InversionResult, model: MultibodyModel, path: str | Path) -> Path:
     """t, q.*, v.*, u.*, y.*, y_d.* of an inversion (SI units)."""
@@ -286,6 +290,12 @@ def inversion_summary(result: InversionResult, verification: VerificationResult 
             lines.append(f"warning           the end effector misses the desired path by "
                          f"{verification.max_error * 1e3:.4g} mm although the inversion "
                          f"succeeded{why}")
+        if (result.success and np.isnan(verification.max_error)
+                and verification.output_error > LARGE_OUTPUT_ERROR):
+            lines.append(f"warning           the open-loop output leaves the desired one by "
+                         f"{verification.output_error:.4g} rad | m although the inversion "
+                         "succeeded (an open-loop unstable plant or a limited input: track it "
+                         "with feedback, `multibody run`)")
         lines += _limit_lines(verification)
     return "\n".join(lines)
 
