@@ -109,45 +109,46 @@ def write_run_csv(res: RunResult, path: str | Path) -> Path:
 
 
 def plot_run(res: RunResult, path: str | Path, title: str = "") -> Path:
-    """PNG: joint errors (analytic error dynamics dashed), task error, inputs, multipliers."""
-    from multibody_dynamics.plotting import save_figure, subplots
+    """PNG: joint errors (analytic error dynamics dashed), task error, inputs, multipliers;
+    a panel only for what the run has (no task error without a task frame, no multipliers
+    without constraints), legends right of the axes, off the data."""
+    from multibody_dynamics.plotting import legend_outside, save_figure, subplots
 
     model = res.scenario.model
-    fig, axes = subplots(4, 1, figsize=(9, 10), sharex=True)
+    names = ["joint"] + (["task"] if res.task_error.size else []) + ["input"] + (
+        ["lambda"] if res.lam_labels else [])
+    fig, axes = subplots(len(names), 1, figsize=(10, 2.5 * len(names)), sharex=True,
+                         squeeze=False)
+    ax = dict(zip(names, axes[:, 0]))
     t = res.t
     for i, name in enumerate(model.coordinate_names):
-        axes[0].plot(t, res.joint_error[:, i], lw=1.1, label=name)
+        ax["joint"].plot(t, res.joint_error[:, i], lw=1.1, label=name)
     if res.output_error is not None:  # feedback_linearization: its output rows instead
-        axes[0].cla()
+        ax["joint"].cla()
         for j, name in enumerate(res.scenario.controller["options"]["output"]):
-            axes[0].plot(t, res.output_error[:, j], lw=1.1, label=name)
+            ax["joint"].plot(t, res.output_error[:, j], lw=1.1, label=name)
     if res.analytic_error is not None:
         for j in range(res.analytic_error.shape[1]):
-            axes[0].plot(t, res.analytic_error[:, j], "k--", lw=0.8)
-    axes[0].set_ylabel("output error\ny(q_ref) - y(q) [rad | m]" if res.output_error is not None
-                       else "joint error\nq_ref - q [rad | m]")
-    if res.task_error.size:
-        axes[1].plot(t, res.task_error * 1e3, lw=1.1, label=res.scenario.task_frame)
-    axes[1].set_ylabel("task error [mm]")
+            ax["joint"].plot(t, res.analytic_error[:, j], "k--", lw=0.8)
+    ax["joint"].set_ylabel("output error\ny(q_ref) - y(q) [rad | m]"
+                           if res.output_error is not None else "joint error\nq_ref - q [rad | m]")
+    if "task" in ax:
+        ax["task"].plot(t, res.task_error * 1e3, lw=1.1, label=res.scenario.task_frame)
+        ax["task"].set_ylabel("task error [mm]")
     for i, name in enumerate(model.input_names):
-        axes[2].plot(t, res.u[:, i], lw=1.1, label=name)
-    axes[2].set_ylabel("input u [N | N m]")
-    if res.lam_labels:
+        ax["input"].plot(t, res.u[:, i], lw=1.1, label=name)
+    ax["input"].set_ylabel("input u [N | N m]")
+    if "lambda" in ax:
         for i, lab in enumerate(res.lam_labels):
-            axes[3].plot(t, res.lam[:, i], lw=1.1, label=lab)
-        lam_d = res.scenario.reference.get("lambda_d")
-        if lam_d is not None:
-            for x in lam_d:
-                axes[3].axhline(x, color="k", ls="--", lw=0.8)
-        axes[3].set_ylabel("multipliers [N | N m]")
-    else:
-        axes[3].text(0.5, 0.5, "no constraints", ha="center", va="center",
-                     transform=axes[3].transAxes)
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="upper right", ncol=4)
-    axes[-1].set_xlabel("t [s]")
+            ax["lambda"].plot(t, res.lam[:, i], lw=1.1, label=lab)
+        for x in res.scenario.reference.get("lambda_d") or ():
+            ax["lambda"].axhline(x, color="k", ls="--", lw=0.8)
+        ax["lambda"].set_ylabel("multipliers [N | N m]")
+    for a in ax.values():
+        a.grid(alpha=0.3)
+        if a.get_legend_handles_labels()[0]:
+            legend_outside(a)
+    axes[-1, 0].set_xlabel("t [s]")
     status = "" if res.success else (f" (INTERRUPTED: {res.message})" if res.interrupted else
                                      f" (DIVERGED: {res.message})")
     fig.suptitle((title or f"{model.name}: {res.scenario.controller['law']}") + status,
@@ -184,10 +185,11 @@ def write_inversion_csv(result: InversionResult, model: MultibodyModel, path: st
 
 def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | Path,
                    title: str = "", verification: VerificationResult | None = None) -> Path:
-    """Output vs desired, joint motion, feedforward, internal states; pre/post-actuation shaded."""
-    from multibody_dynamics.plotting import save_figure, subplots
+    """Output vs desired, joint motion, feedforward, internal states; pre/post-actuation shaded;
+    legends right of the axes, off the data."""
+    from multibody_dynamics.plotting import legend_outside, save_figure, subplots
 
-    fig, axes = subplots(4, 1, figsize=(9, 10), sharex=True)
+    fig, axes = subplots(4, 1, figsize=(10, 10), sharex=True)
     t = result.t
 
     causal = result.method == "causal"  # at rest outside [t0, tf]: no pre-/post-actuation
@@ -227,7 +229,8 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
     for ax in axes:
         shade(ax)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right", ncol=3)
+        if ax.get_legend_handles_labels()[0]:
+            legend_outside(ax)
     axes[-1].set_xlabel("t [s]")
     fig.suptitle(title or f"{model.name}: {result.method} inversion")
     return save_figure(fig, path)
