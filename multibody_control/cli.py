@@ -706,7 +706,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "loop cannot close.")
     _robot_arg(p)
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
-                   help="known joint values [rad | m] (e.g. left_motor=2.0 right_motor=1.1)")
+                   help="known joint values [rad | m] (e.g. left_motor=2.0 right_motor=1.1) "
+                   "or frame coordinates, a platform pose [m] (e.g. left_tip.x=0.1 "
+                   "left_tip.y=0.35)")
     p.add_argument("--branch", nargs="+", metavar="NAME=SIGN",
                    help="mode to choose: J=+|- (sign of the closure Jacobian determinant over "
                         "the free joints) or JOINT=+|- (sign of a free joint's angle)")
@@ -787,9 +789,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "projected onto the constraint manifold first; closed loops also take the "
                    "actuated joints alone, the rest assembled as with --given")
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
-                   help="closed loops: start from these joint values [rad | m], the others "
-                        "assembled (default without --q0: the assembly closest to the rest "
-                        "configuration)")
+                   help="closed loops: start from these joint values [rad | m] or frame "
+                        "coordinates (left_tip.x=0.1) [m], the others assembled (default "
+                        "without --q0: the assembly closest to the rest configuration)")
     p.add_argument("--branch", nargs="+", metavar="NAME=SIGN",
                    help="assembly mode of the start: J=+|- (sign of the closure Jacobian "
                         "determinant) or JOINT=+|- (sign of a free joint's angle)")

@@ -58,3 +58,33 @@ def test_simulate_q0_of_the_actuated_joints_only(tmp_path, capsys):
     assert main(["simulate", "five_bar", "--q0", "0.3", "--duration", "0.01", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "or the 2 actuated joint(s) (left_motor, right_motor) alone" in err
+
+
+def test_assemble_from_a_platform_pose():
+    """The five-bar's end point given instead of its motors: the four working modes of its
+    inverse kinematics (each leg elbow up or down) are found, each puts the frame on the
+    target (pinocchio's forward kinematics) with the loop closed, and the one closest to the
+    default start is the configuration the motors 0.3, 0.5 rad assemble to."""
+    import pinocchio as pin
+
+    from multibody_dynamics.assembly import assemble
+    from multibody_dynamics.constraints import Constraints
+
+    model = load_model("five_bar")
+    pm = model.pin_model
+    data = pm.createData()
+    by_motors = assemble(model, {"left_motor": 0.3, "right_motor": 0.5})
+    fid = pm.getFrameId("left_tip")
+    pin.framesForwardKinematics(pm, data, by_motors.q)
+    target = data.oMf[fid].translation.copy()
+    pose = assemble(model, {"left_tip.x": target[0], "left_tip.y": target[1]})
+    assert pose.success, pose.message
+    assert len(pose.modes) == 4 and pose.dof == 2  # mobility: the closures' alone
+    for mode in pose.modes:
+        pin.framesForwardKinematics(pm, data, mode.q)
+        # solved to 1e-10 m (the assembly tolerance)
+        np.testing.assert_allclose(data.oMf[fid].translation[:2], target[:2], atol=1e-10)
+        assert np.abs(Constraints(model).residual(mode.q)).max() < 1e-10
+    # the same mechanism configuration: angles to ~1e-7 rad (1e-10 m over 0.1 m links,
+    # amplified by the conditioning of the inverse kinematics)
+    np.testing.assert_allclose(pose.q, by_motors.q, atol=1e-6)
