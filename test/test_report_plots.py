@@ -1,5 +1,6 @@
 """The run and invert plots: a panel only for what the run has (no empty "no constraints" or
-task-error panel on an open chain without a task frame), legends off the data."""
+task-error panel on an open chain without a task frame, no internal-state panel for a fully
+actuated inversion), legends off the data."""
 
 import numpy as np
 import pytest
@@ -71,6 +72,9 @@ def test_invert_plot_legends_off_the_data(figures, tmp_path, capsys):
                     "end: 1.0}}}\nmethod: classical\ndt: 0.01\n")
     assert main(["invert", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     (fig,) = figures
+    # a fully actuated hinge has no internal states: no empty panel for them
+    assert [a.get_ylabel().split("\n")[0] for a in fig.axes] == ["output y", "q [m, rad]",
+                                                               "feedforward u"]
     assert any(ax.get_legend() is not None for ax in fig.axes)
     assert _off_the_data(fig)
     # the open-loop check of the joint task is drawn over the planned joint (dotted)

@@ -185,11 +185,16 @@ def write_inversion_csv(result: InversionResult, model: MultibodyModel, path: st
 
 def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | Path,
                    title: str = "", verification: VerificationResult | None = None) -> Path:
-    """Output vs desired, joint motion, feedforward, internal states; pre/post-actuation shaded;
-    legends right of the axes, off the data."""
-    from multibody_dynamics.plotting import legend_outside, save_figure, subplots
+    """Output vs desired, joint motion, feedforward, internal states (a panel only when the model
+    has them or the check draws there); pre/post-actuation shaded; legends right of the axes,
+    off the data."""
+    from multibody_dynamics.plotting import save_figure, subplots
 
-    fig, axes = subplots(4, 1, figsize=(10, 10), sharex=True)
+    nu = result.eta.shape[1] // 2
+    passive = nu == 0 and bool(model.closures) and model.nq == model.nv and any(model.passive)
+    ee = verification is not None and not np.all(np.isnan(verification.end_effector_error))
+    panels = 4 if nu or passive or ee else 3  # no empty internal-state panel
+    fig, axes = subplots(panels, 1, figsize=(10, 2.5 * panels), sharex=True)
     t = result.t
 
     causal = result.method == "causal"  # at rest outside [t0, tf]: no pre-/post-actuation
@@ -198,9 +203,9 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
     def shade(ax):
         if t[0] < result.t0:
             ax.axvspan(t[0], result.t0, color="0.9", label="rest" if at_rest else "pre-actuation")
-        if t[-1] > result.tf:
-            ax.axvspan(result.tf, t[-1], color="0.95",
-                       label="rest" if at_rest else "post-actuation")
+        if t[-1] > result.tf:  # "rest" once in the legend
+            ax.axvspan(result.tf, t[-1], color="0.95", label="post-actuation" if not at_rest
+                       else "_rest" if t[0] < result.t0 else "rest")
 
     y_nominal = getattr(result, "y_nominal", None)  # causal inversion: before modification
     for k, name in enumerate(result.output_names):
@@ -216,11 +221,11 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
     for k, name in enumerate(model.input_names):
         colors[name] = axes[2].plot(t, result.u[:, k], lw=1.2, label=name)[0].get_color()
     axes[2].set_ylabel("feedforward u\n[N, N m]")
-    nu = result.eta.shape[1] // 2
     for k in range(nu):
         axes[3].plot(t, result.eta[:, k], lw=1.2, label=model.passive_joint_names[k])
-    axes[3].set_ylabel("internal states\nq_u [rad]")
-    if nu == 0 and model.closures and model.nq == model.nv:  # passive joints follow the closures
+    if panels == 4:
+        axes[3].set_ylabel("internal states\nq_u [rad]")
+    if passive:  # passive joints follow the closures
         for k in np.flatnonzero(model.passive):
             axes[3].plot(t, result.q[:, k], lw=1.2, label=model.coordinate_names[k])
         axes[3].set_ylabel("passive joints (closures)\nq_u [rad]")
@@ -229,11 +234,22 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
     for ax in axes:
         shade(ax)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            legend_outside(ax)
+    _legends(axes, ee)
     axes[-1].set_xlabel("t [s]")
     fig.suptitle(title or f"{model.name}: {result.method} inversion")
     return save_figure(fig, path)
+
+
+def _legends(axes, ee: bool) -> None:
+    """Legends right of the axes, off the data; the bottom one past the end-effector error's
+    own axis (``ee``)."""
+    from multibody_dynamics.plotting import legend_outside
+
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            legend_outside(ax)
+    if ee and axes[3].get_legend() is not None:
+        axes[3].get_legend().set_bbox_to_anchor((1.12, 1.0))
 
 
 def _plot_check(axes, verification: VerificationResult, colors: dict) -> None:
