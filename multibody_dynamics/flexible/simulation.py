@@ -68,7 +68,7 @@ class FlexibleSimulation(SimulationResult):
         ne = sum("." in n for n in self.names)
         if ne:
             peak = np.abs(self.q[:, -ne:]).max(axis=0)
-            lines.append("elastic      peak |q_e| " + ", ".join(
+            lines.append("elastic      peak |q_e| [sqrt(kg) m] " + ", ".join(
                 f"{n} {p:.3g}" for n, p in zip(self.names[-ne:], peak)))
         return "\n".join(lines)
 
