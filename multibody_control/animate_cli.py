@@ -7,6 +7,7 @@ subcommand) and :func:`add_option` (the option on the three commands that write 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -69,10 +70,15 @@ def add_option(choices: dict) -> None:
 
 
 def _check_outputs(outputs, what: str) -> None:
+    """Each animation file's suffix, and ffmpeg for an MP4, before any work starts."""
     for out in outputs:
-        if Path(out).suffix.lower() not in SUFFIXES:
+        suffix = Path(out).suffix.lower()
+        if suffix not in SUFFIXES:
             raise InputError(f"{what}: {out!r}: expected a file name ending in "
                              f"{', '.join(SUFFIXES)}")
+        if suffix == ".mp4" and shutil.which("ffmpeg") is None:
+            raise InputError(f"{what}: {out}: MP4 needs ffmpeg on PATH, which was not found; "
+                             "write a .gif or .html instead (or install ffmpeg)")
 
 
 def _check_numbers(args) -> None:

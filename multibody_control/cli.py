@@ -49,6 +49,8 @@ def cmd_models(args) -> int:
 
 
 def cmd_check(args) -> int:
+    import shlex
+
     from multibody_dynamics.robot import has_elastic_coordinates, load_robot
 
     robot = load_robot(args.robot)
@@ -62,7 +64,8 @@ def cmd_check(args) -> int:
         print(f"mobility     {result.dof} degree(s) of freedom (nv {robot.nv} - rank "
               f"{result.rank} of the closure Jacobian), {result.redundant} redundant row(s)")
         print(f"assembles    yes: nearest to the start configuration, max |phi| "
-              f"{result.residual:.1e} (`multibody assemble {robot.name}` lists the modes)")
+              f"{result.residual:.1e} (`multibody assemble {shlex.quote(str(args.robot))}` "
+              "lists the modes)")  # as given: a file's model name is no shipped robot
     kind = "flexible model" if has_elastic_coordinates(robot) else "model"
     print(f"ok: {kind} loaded and validated")
     return 0
@@ -201,7 +204,9 @@ def _pairs(values, flag: str, convert) -> dict:
         try:
             out[name] = convert(raw)
         except ValueError:
-            raise MultibodyError(f"{flag}: {item!r}: the value is not valid") from None
+            expected = ("+ or - (the sign of the branch)" if convert is _sign
+                        else "a number [rad | m]")
+            raise MultibodyError(f"{flag}: {item!r}: expected {expected}") from None
     return out
 
 
@@ -277,10 +282,12 @@ def _check_run_length(args) -> None:
 
     if not (np.isfinite(args.duration) and args.duration > 0):
         raise MultibodyError(f"--duration: expected a positive time in s, got {args.duration:g}")
-    step = args.output_dt or (args.dt if args.rtol is None else None) or 1e-3
-    check_sample_budget(args.duration, step, "--duration / --output-dt" if args.output_dt
-                        else "--duration / --dt", "pass a larger --output-dt or a shorter "
-                        "--duration")
+    # the interval the run records: --output-dt, else every fixed step, else the adaptive
+    # mode's default 0.01 s (multibody_dynamics.simulate)
+    step = args.output_dt or (args.dt if args.rtol is None else 1e-2)
+    check_sample_budget(args.duration, step, "--duration / --dt" if args.rtol is None and not
+                        args.output_dt else "--duration / --output-dt", "pass a larger "
+                        "--output-dt or a shorter --duration")
     if args.rtol is None and args.dt > args.duration:
         raise MultibodyError(f"--dt: the step {args.dt:g} s is longer than --duration "
                              f"{args.duration:g} s")
@@ -290,10 +297,22 @@ def _simulation_start(model, args):
     """``(q0, v0)`` of ``simulate`` from --q0 / --given / --branch and --v0 (None: default);
     a closed loop without --q0 starts assembled."""
     q0 = v0 = None
+    actuated = [n for n, p in zip(model.coordinate_names, model.passive) if not p]
+    if (args.q0 is not None and model.closures and len(args.q0) == len(actuated) < model.nv
+            and not args.given):  # the actuated joints only: the rest solved by assembly
+        args.given = [f"{n}={x!r}" for n, x in zip(actuated, args.q0)]
+        args.q0 = None
     if args.q0 is not None:
         from multibody_dynamics.model.joint_angles import configuration_from_values
 
-        q0 = configuration_from_values(model, args.q0, "--q0")
+        try:
+            q0 = configuration_from_values(model, args.q0, "--q0")
+        except MultibodyError as exc:
+            if not model.closures:
+                raise
+            raise MultibodyError(f"{exc}; or the {len(actuated)} actuated joint(s) "
+                                 f"({', '.join(actuated)}) alone, the rest assembled (or "
+                                 "--given NAME=VALUE)") from None
         if args.given or args.branch:
             raise MultibodyError("--q0 and --given/--branch: give the full start or the known "
                                  "coordinates, not both")
@@ -349,6 +368,7 @@ def _rigid_run(args, model):
 def _flexible_run(args, model):
     """``(run, None)``: the flexible simulation of ``args`` as a call."""
     from multibody_dynamics.flexible.simulation import simulate_flexible
+    from multibody_dynamics.validation import check_sample_budget
 
     if args.tau_file is not None:
         raise MultibodyError("--tau-file: replays inputs on rigid models; flexible models take "
@@ -362,11 +382,37 @@ def _flexible_run(args, model):
                                  f"{what}, got {len(value)}")
     print("flexible model: adaptive DOP853 (default rtol 1e-8); --dt, --method, --position-tol "
           "and --singular-branch apply to rigid models")
+    output_dt = args.output_dt
+    if output_dt is None:
+        output_dt, why = _flexible_output_dt(model)
+        output_dt = min(output_dt, args.duration)
+        check_sample_budget(args.duration, output_dt, "--duration / --output-dt",
+                            "pass a larger --output-dt or a shorter --duration")
+        print(f"samples every {output_dt:g} s ({why}; --output-dt to change)")
     return (lambda: simulate_flexible(
         model, args.duration, args.q0, args.v0, args.tau,
         rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
-        output_dt=1e-2 if args.output_dt is None else args.output_dt,
-        progress=not args.quiet), None)
+        output_dt=output_dt, progress=not args.quiet), None)
+
+
+def _flexible_output_dt(model) -> tuple[float, str]:
+    """Default sample interval [s] of a flexible simulation and why: at least 10 samples per
+    period of the stiffest mode of an open chain (linearized at rest,
+    :func:`~multibody_dynamics.flexible.stepper.highest_frequency`), rounded down to 1, 2 or 5
+    times a power of ten, at most 0.01 s, so that the recorded elastic coordinates do not alias
+    the modes; closed loops keep 0.01 s (their projection runs at every sample)."""
+    from multibody_dynamics.flexible.stepper import highest_frequency
+    from multibody_dynamics.flexible.system import FlexibleChain
+
+    if not isinstance(model, FlexibleChain):
+        return 1e-2, "closed flexible loop: the default"
+    f_max = highest_frequency(model) / (2 * np.pi)
+    if not f_max * 10 * 1e-2 > 1:
+        return 1e-2, f"stiffest mode {f_max:.3g} Hz"
+    raw = 1.0 / (10 * f_max)
+    decade = 10.0 ** np.floor(np.log10(raw))
+    step = max(m for m in (1.0, 2.0, 5.0) if m * decade <= raw * (1 + 1e-12)) * decade
+    return float(step), f"10 or more per period of the stiffest mode, {f_max:.4g} Hz"
 
 
 def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
@@ -398,7 +444,10 @@ def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
     if interrupted:  # the samples kept are marked partial
         return _interrupted("simulate", args.out if args.out and result.t.size else None,
                             result.message)
-    return 0 if result.success else 1
+    if not result.success:  # the samples up to the failure, marked partial too
+        return _failed("simulate", args.out if args.out and result.t.size else None,
+                       result.message)
+    return 0
 
 
 def _output_from_spec(model, spec: str, gamma):
@@ -591,9 +640,22 @@ def cmd_run(args) -> int:
     if result.interrupted:
         return _interrupted("run", out / f"{stem}.csv", result.message)
     if not result.success:
-        print(f"multibody run: diverged: {result.message}", file=sys.stderr)
-        return 1
+        return _failed("run", out / f"{stem}.csv", f"diverged: {result.message}")
     return 0
+
+
+def _failed(command: str, csv_path, message: str) -> int:
+    """A run that failed (divergence, NaN, projection): mark the samples written to
+    ``csv_path`` before the failure as a partial result (None: nothing written), say so on
+    stderr; exit status 1."""
+    from multibody_dynamics.result_meta import mark_partial
+
+    message = " ".join(message.split())
+    if csv_path is not None:
+        mark_partial(csv_path, f"failed: {message}")
+    kept = f"; partial result written to {csv_path}" if csv_path is not None else ""
+    print(f"multibody {command}: failed: {message}{kept}", file=sys.stderr)
+    return 1
 
 
 def _interrupted(command: str, csv_path, message: str) -> int:
@@ -644,7 +706,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "loop cannot close.")
     _robot_arg(p)
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
-                   help="known joint values [rad | m] (e.g. left_motor=2.0 right_motor=1.1)")
+                   help="known joint values [rad | m] (e.g. left_motor=2.0 right_motor=1.1) "
+                   "or frame coordinates, a platform pose [m] (e.g. left_tip.x=0.1 "
+                   "left_tip.y=0.35)")
     p.add_argument("--branch", nargs="+", metavar="NAME=SIGN",
                    help="mode to choose: J=+|- (sign of the closure Jacobian determinant over "
                         "the free joints) or JOINT=+|- (sign of a free joint's angle)")
@@ -710,7 +774,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=("rk4", "semi_implicit_euler"), default="rk4",
                    help="fixed-step method (default: %(default)s)")
     p.add_argument("--output-dt", type=float, metavar="S",
-                   help="interval of the output samples [s] (default: every step; adaptive 0.01)")
+                   help="interval of the output samples [s] (default: every step; adaptive 0.01; "
+                   "flexible models: 10 or more per period of the stiffest mode, at most 0.01)")
     p.add_argument("--position-tol", type=float, default=1e-12, metavar="TOL",
                    help="Newton projection tolerance on |phi| [m | rad] (default: %(default)s)")
     p.add_argument("--singular-branch", choices=("continue", "free"), default="continue",
@@ -721,11 +786,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--q0", type=float, nargs="+", metavar="Q",
                    help="initial configuration: one value per joint [rad | m] (continuous "
                    "joints as angles; their nq cos/sin entries are accepted too; default: rest); "
-                   "projected onto the constraint manifold first")
+                   "projected onto the constraint manifold first; closed loops also take the "
+                   "actuated joints alone, the rest assembled as with --given")
     p.add_argument("--given", nargs="+", metavar="NAME=VALUE",
-                   help="closed loops: start from these joint values [rad | m], the others "
-                        "assembled (default without --q0: the assembly closest to the rest "
-                        "configuration)")
+                   help="closed loops: start from these joint values [rad | m] or frame "
+                        "coordinates (left_tip.x=0.1) [m], the others assembled (default "
+                        "without --q0: the assembly closest to the rest configuration)")
     p.add_argument("--branch", nargs="+", metavar="NAME=SIGN",
                    help="assembly mode of the start: J=+|- (sign of the closure Jacobian "
                         "determinant) or JOINT=+|- (sign of a free joint's angle)")

@@ -19,6 +19,11 @@ signs of the free revolute joints' angles follow, as a description (``left_elbow
 solutions with equal labels get ``#2``, ``#3``. When the given coordinates leave degrees of
 freedom, the solutions form a continuum: the one closest to the guess is returned, alone.
 
+A platform pose is given the same way, by frame coordinates (``"left_tip.x"``,
+``"platform.y"``: the world position of a frame's origin along an axis [m]): each adds a
+residual row ``p(q) - value`` (its Jacobian the frame's world-aligned linear rows) to the
+closures the solver sees; mobility stays that of the closures alone.
+
 Mobility (:func:`mobility`): with ``A(q)`` the closure Jacobian (m rows) of rank r, the
 closed system has ``nv - r`` degrees of freedom and ``m - r`` redundant rows (a planar
 four-bar closed by a 5-row revolute joint: 1 degree of freedom, 3 redundant rows).
@@ -129,13 +134,66 @@ def _angle(q, entry) -> float:
     return float(q[iq]) if nq == 1 else float(np.arctan2(q[iq + 1], q[iq]))
 
 
+def _frame_targets(model, given):
+    """``given`` split into joint values and frame-coordinate targets ``(frame id, axis,
+    value)`` (names ``"<frame>.x|y|z"`` of a frame of the model that are no coordinate)."""
+    joints, targets = {}, []
+    pm = model.pin_model
+    for name, value in (given or {}).items():
+        frame, _, axis = str(name).rpartition(".")
+        if (name in model.coordinate_names or axis not in ("x", "y", "z") or not frame
+                or not pm.existFrame(frame)):
+            joints[name] = value
+            continue
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"{model.name}: given: {name} = {value!r} is not a number "
+                             "[m]") from None
+        if not np.isfinite(value):
+            raise InputError(f"{model.name}: given: {name} = {value} is not finite")
+        targets.append((pm.getFrameId(frame), "xyz".index(axis), value))
+    return joints, tuple(targets)
+
+
+class _WithTargets:
+    """The closures ``c`` with frame-coordinate rows ``p_axis(q) - value`` appended: what
+    :func:`_solve` and the mode labels use (``residual``, ``holonomic_jacobian``,
+    ``residual_and_jacobian``, ``n_holonomic``), so that the joints solve for the pose."""
+
+    def __init__(self, c: Constraints, pm: pin.Model, targets):
+        self.c, self.pm, self.data, self.targets = c, pm, pm.createData(), tuple(targets)
+        self.n_holonomic = c.n_holonomic + len(self.targets)
+
+    def _rows(self, q) -> np.ndarray:
+        pin.framesForwardKinematics(self.pm, self.data, q)
+        return np.array([self.data.oMf[f].translation[a] - v for f, a, v in self.targets])
+
+    def _jacobian(self, q) -> np.ndarray:
+        pin.computeJointJacobians(self.pm, self.data, q)
+        pin.updateFramePlacements(self.pm, self.data)
+        return np.array([pin.getFrameJacobian(self.pm, self.data, f,
+                                              pin.LOCAL_WORLD_ALIGNED)[a]
+                         for f, a, _ in self.targets])
+
+    def residual(self, q) -> np.ndarray:
+        return np.concatenate([self.c.residual(q), self._rows(q)])
+
+    def holonomic_jacobian(self, q) -> np.ndarray:
+        return np.vstack([self.c.holonomic_jacobian(q), self._jacobian(q)])
+
+    def residual_and_jacobian(self, q) -> tuple[np.ndarray, np.ndarray]:
+        return self.residual(q), self.holonomic_jacobian(q)
+
+
 def _check_given(model, given, joints):
     given = {} if given is None else dict(given)
     out = {}
     for name, value in given.items():
         if name not in model.coordinate_names:
             raise FrameNotFound(f"{model.name}: given: no joint named {name!r}; valid joints: "
-                                f"{', '.join(model.coordinate_names)}")
+                                f"{', '.join(model.coordinate_names)}, or a frame coordinate "
+                                "such as <frame>.x [m]")
         iv = model.coordinate_names.index(name)
         if joints[iv] is None:
             raise InputError(f"{model.name}: given: {name!r} belongs to a joint with several "
@@ -161,7 +219,8 @@ def assemble(model: MultibodyModel, given: Mapping[str, float] | None = None, gu
     model : MultibodyModel
     given : mapping of str to float, optional
         Values of 1-DoF joints, by coordinate name [rad | m] (continuous joints by angle);
-        they stay fixed.
+        they stay fixed.  Frame coordinates ``"<frame>.x|y|z"`` [m] (e.g. a platform's or an
+        end effector's position) are held too: the joints solve for them.
     guess : array_like, (nq,), optional
         Reference configuration: the first start, and the solution closest to it is chosen
         (default: the model's ``q_initial``: its ``initial_positions``, else ``q_rest``).
@@ -191,7 +250,8 @@ def assemble(model: MultibodyModel, given: Mapping[str, float] | None = None, gu
         raise InputError(f"starts: expected an integer >= 1, got {starts!r}")
     if not tol > 0:
         raise InputError(f"tol: expected a tolerance > 0 [m | rad], got {tol!r}")
-    p = _Problem(model, given, guess, branch, tol)
+    given, targets = _frame_targets(model, given)
+    p = _Problem(model, given, guess, branch, tol, targets)
     if p.c.n_holonomic == 0:
         return AssemblyResult(p.q_ref, True, "no closure: nothing to assemble", 0.0, "", (),
                               0, model.nv, 0, 0, 0)
@@ -227,7 +287,7 @@ class _Problem:
     """The closures of ``model`` with some coordinates given: the checked arguments, the
     solver's starts, and the labels of the solutions (see :func:`assemble`)."""
 
-    def __init__(self, model, given, guess, branch, tol):
+    def __init__(self, model, given, guess, branch, tol, targets=()):
         self.model, self.pm, self.tol = model, model.pin_model, tol
         self.joints = _one_dof(self.pm)
         given_v = _check_given(model, given, self.joints)
@@ -251,12 +311,14 @@ class _Problem:
         if bad:
             raise InputError(f"branch: {bad[0]!r} is not a free revolute joint; expected 'J' or "
                              f"one of {[names[i] for i in self.revolute_free]}")
-        self.c = Constraints(model)
+        self.c = Constraints(model)  # the closures: mobility
+        # what the solver holds: the closures and the frame coordinates given
+        self.cs = _WithTargets(self.c, self.pm, targets) if targets else self.c
         self.rows = None  # independent rows S of the determinant label (first solution)
         self.isolated = True
 
     def residual(self, q) -> float:
-        return float(np.max(np.abs(self.c.residual(q))))
+        return float(np.max(np.abs(self.cs.residual(q))))
 
     def distance(self, q1, q2) -> float:
         return _distance(self.pm, q1, q2, self.free, self.joints)
@@ -270,7 +332,7 @@ class _Problem:
         for k in range(starts):
             q0 = self.q_ref.copy() if k == 0 else _random_start(self.pm, self.q_ref, self.free,
                                                                self.joints, rng)
-            q, res, n = _solve(self.pm, self.c, q0, self.free, self.tol)
+            q, res, n = _solve(self.pm, self.cs, q0, self.free, self.tol)
             nfev += n
             if res < best_res:
                 best_q, best_res = q, res
@@ -278,7 +340,7 @@ class _Problem:
                 continue
             q = _wrap(q, self.q_ref, self.free, self.joints)
             if self.rows is None:
-                A = self.c.holonomic_jacobian(q)[:, self.free]
+                A = self.cs.holonomic_jacobian(q)[:, self.free]
                 rank = int(np.linalg.matrix_rank(A))
                 self.isolated = rank == self.free.size
                 self.rows = scipy.linalg.qr(A.T, pivoting=True)[2][:rank]
@@ -292,7 +354,7 @@ class _Problem:
 
     def modes(self, found) -> list[AssemblyMode]:
         """The solutions with their labels, closest to the guess first."""
-        dets = [_det_sign(self.c, q, self.rows, self.free) if self.isolated else 0
+        dets = [_det_sign(self.cs, q, self.rows, self.free) if self.isolated else 0
                 for q in found]
         labels, seen = [], {}
         for q, det in zip(found, dets):

@@ -175,7 +175,8 @@ def test_flexible_simulate_interrupted_keeps_the_samples(tmp_path):
     assert "partial result written" in err
     header, data = _read(tmp_path / "f.csv")
     t = data[:, header.index("t")]
-    assert 100 <= t.size < 20001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(data))
+    # 200 s every 0.5 ms at most (10 samples per period of the 134 Hz mode)
+    assert 100 <= t.size < 400001 and np.all(np.diff(t) > 0) and np.all(np.isfinite(data))
     meta = json.loads((tmp_path / "f.meta.json").read_text())
     assert meta["partial"] is True and meta["flexible"] is True
     # the kept samples are those of an uninterrupted run over the first 0.5 s: the same

@@ -159,11 +159,16 @@ def configurations(model, res, prefix: str = "q") -> np.ndarray | None:
     """(N, nq) configurations from the ``<prefix>.`` columns of a result; None if absent.
 
     ``simulate`` names one column per entry of q, ``run``/``invert`` one per velocity
-    coordinate; both are the same for models of 1-DoF joints (all shipped robots).
+    coordinate (continuous joints by angle, converted to their ``(cos, sin)`` pair here); both
+    are the same for models of 1-DoF joints (all shipped robots).
     """
     q = res.block(prefix, q_names(model))
-    if q is None and model.nq == model.nv:
+    if q is None:
         q = res.block(prefix, model.coordinate_names)
+        if q is not None and model.nq != model.nv:  # continuous joints by angle (invert)
+            from multibody_dynamics.model.joint_angles import JointAngles
+
+            q = JointAngles(model).configuration(q)
     return q
 
 

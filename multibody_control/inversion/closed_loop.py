@@ -120,6 +120,9 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
                 qk = pin.integrate(pm, q[k - 1], h * v[k - 1] + 0.5 * h * h * a[k - 1])
             qk, K, res, its = _assemble_closed_loop(cons, task_map, qk, p[k],
                                                     100 if k == 0 else 30)
+            if k == 0 and res > 1e-10 and ik_guess is None:  # e.g. a singular default start
+                qk, K, res, its = _retry_assembled(model, cons, task_map, task, p[0],
+                                                   (qk, K, res, its))
             iterations[bool(k)] = max(iterations[bool(k)], its)
             if res > 1e-10:
                 want = ", ".join(f"{name} = {x:.6g}" for name, x in zip(task.names, p[k]))
@@ -205,14 +208,35 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
 
 
 def _start_guess(model, ik_guess) -> np.ndarray:
-    """(nq,) start of the first Newton solve: ``ik_guess`` (checked) or the rest configuration."""
+    """(nq,) start of the first Newton solve: ``ik_guess`` (checked), else the model's default
+    start (``q_initial``: its ``initial_positions``, else the rest configuration)."""
     if ik_guess is None:
-        return model.q_rest.copy()
+        return np.array(getattr(model, "q_initial", model.q_rest), float)
     qk = np.array(ik_guess, float)
     if qk.shape != (model.nq,):
         raise InputError(f"ik_guess: expected shape ({model.nq},) = "
                          f"({', '.join(model.coordinate_names)}), got {qk.shape}")
     return qk
+
+
+def _retry_assembled(model, cons, task_map, task, p0, first):
+    """The first solve again from an assembled start, when Newton from the default start did
+    not converge (a start where [A; H] is singular, such as a four-bar drawn straight, gives
+    Newton no direction): the closures assembled by Levenberg-Marquardt from several starts
+    (:func:`multibody_dynamics.assembly.assemble`) with the task's joint coordinates at the
+    first sample held, the mode nearest the default start.  Returns the better of the two
+    solves, ``(q, K, residual, iterations)``."""
+    from multibody_dynamics.assembly import assemble
+
+    given = {n: float(x) for n, x in zip(task.names, p0) if n in model.coordinate_names}
+    try:
+        start = assemble(model, given)
+    except InputError:  # e.g. a joint of several coordinates: keep the first answer
+        return first
+    if not start.success:
+        return first
+    second = _assemble_closed_loop(cons, task_map, start.q, p0, 100)
+    return second if second[2] < first[2] else first
 
 
 def _assemble_closed_loop(cons, task_map, q, p, max_iter, tol=1e-12):

@@ -60,6 +60,7 @@ import numpy as np
 
 from multibody_dynamics.errors import InputError, SolverError
 from multibody_dynamics.model import MultibodyModel
+from multibody_dynamics.validation import check_sample_budget
 
 from ..outputs import Output
 from ..tasks import Task
@@ -82,6 +83,17 @@ from .verify import VerificationResult, verify
 __all__ = ["METHODS", "CausalOptions", "ForwardOptions", "Index2EulerOptions", "InversionOptions",
            "InversionResult", "Method", "QuasiStaticOptions", "StableOptions",
            "VerificationResult", "invert", "verify"]
+
+
+def _check_samples(task: Task, opts: InversionOptions) -> None:
+    """Refuse, before any work, a result whose samples would not fit in memory: at least the
+    interval ``t_start .. t_end`` (default ``min(0, t0) .. tf``; a stable inversion adds its
+    pre- and post-actuation) every ``dt``."""
+    lo = opts.t_start if opts.t_start is not None else min(0.0, task.law.t0)
+    hi = opts.t_end if opts.t_end is not None else task.law.tf
+    if hi - lo > opts.dt:  # shorter intervals are the methods' own errors
+        check_sample_budget(hi - lo, opts.dt, f"dt / task: {lo:g} .. {hi:g} s",
+                            "raise dt or shorten the motion")
 
 
 # ------------------------------------------------------------------------------- options
@@ -329,6 +341,7 @@ def invert(model: MultibodyModel, output: Output, task: Task, method: str = "sta
         A keyword that is no option of any method.
     """
     opts = method_options(method, options, **keywords)
+    _check_samples(task, opts)
     start = time.perf_counter()
     if model.closures:
         return invert_closed_loop(model, output, task, method, opts.dt, opts.t_start, opts.t_end,

@@ -1,4 +1,5 @@
-"""Open-loop check of a feedforward: the plant simulated under ``result.u`` (:func:`verify`).
+"""Open-loop check of a feedforward: the plant simulated under ``result.u`` (:func:`verify`),
+with the model's actuator limits applied as ``simulate`` and ``run`` apply them.
 
 Imports within the package: :mod:`.result`, :mod:`.desired`.
 """
@@ -13,6 +14,7 @@ from scipy.integrate import solve_ivp
 from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError
 from multibody_dynamics.model import MultibodyModel
+from multibody_dynamics.model.actuator_limits import LimitExcess, actuation_force, limit_excess
 from multibody_dynamics.projection import ProjectedDynamics
 from multibody_dynamics.rigid import RigidDynamics
 
@@ -30,9 +32,15 @@ class VerificationResult:
     ----------
     t : (N,) [s]; q : (N, nq); v : (N, nv)
     end_effector_error : (N,) [m] distance between reached and desired task frame points
-    max_error : float [m]
+        (NaN for a task of joint coordinates only)
+    max_error : float [m] (NaN for a joint task)
     output_error : float, max |h(q) - y_d|
     success : bool; message : str
+    limit_excess : tuple of LimitExcess
+        The actuator limits (MJCF ``ctrlrange``, ``forcerange``, ``actuatorfrcrange``) that
+        the feedforward exceeds along the inversion's motion; empty when it stays within them
+        or the model has none.  When not empty, the simulated response is that of the
+        limited input.
     """
 
     t: np.ndarray
@@ -43,6 +51,7 @@ class VerificationResult:
     output_error: float
     success: bool
     message: str
+    limit_excess: tuple[LimitExcess, ...] = ()
 
 
 def verify(model: MultibodyModel, result: InversionResult, task: Task,
@@ -54,28 +63,61 @@ def verify(model: MultibodyModel, result: InversionResult, task: Task,
     tf (:meth:`InversionResult.u_interpolant`); the plant
     M a + h = B u + tau_s is integrated with DOP853 at tight tolerances, so that the
     error measures the feedforward, not the check.  Models with loop closures integrate the
-    projected dynamics instead (:func:`_verify_closed_loop`); a joint task there has no
-    end-effector point, its ``end_effector_error`` is NaN.
+    projected dynamics instead (:func:`_verify_closed_loop`).  A task of joint coordinates
+    only has no end-effector point: its ``end_effector_error`` is NaN (``output_error``
+    measures it).
+
+    A model with MuJoCo actuator limits (an MJCF's ``ctrlrange``, ``forcerange``,
+    ``actuatorfrcrange``; ``model.actuator_limits``) is driven as ``simulate`` and ``run``
+    drive it: ``B u`` is replaced by the limited force of
+    :func:`~multibody_dynamics.model.actuator_limits.actuation_force` at every evaluation, so
+    the response is that of the input the actuators can give.  The limits the feedforward
+    exceeds along the inversion's own motion (its ``q``, ``v``) are listed in
+    ``limit_excess`` (:func:`~multibody_dynamics.model.actuator_limits.limit_excess`): which
+    limit, how far, when.  ``result`` itself is not changed: the feedforward stays the
+    unlimited inverse input.
     """
     if not result.success or result.t.size < 2:
         raise InputError(f"cannot verify a failed inversion: {result.message}")
     if model.closures:
         return _verify_closed_loop(model, result, task, output, rtol, atol)
     sol, t, q, v = _open_loop(model, result, RigidDynamics(model).forward_dynamics, rtol, atol)
-    ee = end_effector_error(model, task, t, q)
-    return VerificationResult(t, q, v, ee, float(ee.max()), _output_error(output, result, q),
-                              sol.status == 0, sol.message)
+    ee, max_ee = _end_effector(model, task, t, q)
+    return VerificationResult(t, q, v, ee, max_ee, _output_error(output, result, q),
+                              sol.status == 0, sol.message, _excess(model, result))
+
+
+def _end_effector(model, task, t, q) -> tuple[np.ndarray, float]:
+    """``(end_effector_error, max_error)`` [m]; NaN for a task of joint coordinates only (it
+    has no end-effector point to measure)."""
+    if any("." in n and n.split(".")[0] not in model.coordinate_names for n in task.names):
+        ee = end_effector_error(model, task, t, q)
+        return ee, float(ee.max())
+    return np.full(np.asarray(t).size, np.nan), np.nan
+
+
+def _excess(model, result) -> tuple[LimitExcess, ...]:
+    """The actuator limits ``result.u`` exceeds at the inversion's own samples (none without
+    limits)."""
+    limits = getattr(model, "actuator_limits", None)
+    if limits is None:
+        return ()
+    names = model.coordinate_names if len(model.coordinate_names) == model.nv else None
+    return limit_excess(limits, result.t, result.q, result.v, result.u, names)
 
 
 def _open_loop(model, result, acceleration, rtol, atol):
     """The feedforward ``result.u`` applied open loop from the first state: ``q' = v``,
-    ``v' = acceleration(q, v, B u(t))`` with DOP853, sampled at ``result.t``; returns
-    ``(sol, t, q, v)``."""
+    ``v' = acceleration(q, v, tau(t))`` with DOP853, sampled at ``result.t``; ``tau`` is
+    ``B u(t)``, or the limited force of ``actuation_force`` when the model has actuator
+    limits; returns ``(sol, t, q, v)``."""
     u_spline = result.u_interpolant()
-    B, nq = model.B, model.nq
+    nq = model.nq
 
     def rhs(t, x):
-        return np.concatenate([x[nq:], acceleration(x[:nq], x[nq:], B @ u_spline(t))])
+        q, v = x[:nq], x[nq:]
+        return np.concatenate([v, acceleration(q, v, actuation_force(model, q, v,
+                                                                     u_spline(t)))])
 
     x0 = np.concatenate([result.q[0], result.v[0]])
     sol = solve_ivp(rhs, (result.t[0], result.t[-1]), x0, method="DOP853", t_eval=result.t,
@@ -106,11 +148,7 @@ def _verify_closed_loop(model, result, task, output, rtol, atol):
     pd = ProjectedDynamics(model, cons)
     sol, t, q, v = _open_loop(model, result, pd.acceleration, rtol, atol)
     drift = max((float(np.max(np.abs(cons.residual(qk)))) for qk in q), default=0.0)
-    if any("." in n and n.split(".")[0] not in model.coordinate_names for n in task.names):
-        ee = end_effector_error(model, task, t, q)
-        max_ee = float(ee.max())
-    else:  # a joint task: no end-effector point to measure
-        ee, max_ee = np.full(t.size, np.nan), np.nan
+    ee, max_ee = _end_effector(model, task, t, q)
     msg = f"{sol.message} (projected dynamics; closure drift {drift:.3g})"
     return VerificationResult(t, q, v, ee, max_ee, _output_error(output, result, q),
-                              sol.status == 0, msg)
+                              sol.status == 0, msg, _excess(model, result))

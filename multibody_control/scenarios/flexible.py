@@ -156,6 +156,7 @@ def load_flexible_scenario(path: str | Path):  # noqa: C901
                        f"expected {chain.nq_r} joint angles [rad], got {guess!r}")
         guess = np.array([_number(path, "ik_guess", g) for g in guess])
     dt = _number(path, "dt", raw.get("dt", 1e-3), positive=True)
+    _check_samples(path, task, dt)
     options = dict(_mapping(path, "options", raw.get("options") or {}, _OPTIONS))
     for k, v in options.items():
         if v is not None:
@@ -501,6 +502,7 @@ def _load_closed(path: Path, raw: dict, system: ClosedFlexibleChain) -> ClosedIn
             tracking[k] = _number(path, f"tracking.{k}", v, positive=k != "damping")
             if tracking[k] < 0:
                 raise _err(path, f"tracking.{k}", f"expected a number >= 0, got {v!r}")
+    _check_samples(path, task, dt, options["t_pre"], options["t_post"])
     verify = _flag(path, "verify", raw.get("verify", True))
     return ClosedInversionScenario(path, system, task, task_body(task), tuple(unique.values()),
                                    guess, dt, options, tracking, verify,
@@ -576,3 +578,14 @@ class ClosedScenarioInterrupted(KeyboardInterrupt):
         return self.runs.get(self.label)
 
 
+def _check_samples(path, task: Task, dt: float, t_pre: float = 0.0, t_post: float = 0.0) -> None:
+    """Refuse a motion whose samples would not fit in memory, before any work: the grids of
+    the flexible inversions and their tracking checks run from ``min(0, t0 - t_pre)`` to
+    ``tf + t_post`` every ``min(dt, 1 ms)`` (at least; a stable design adds its own
+    pre- and post-actuation)."""
+    from multibody_dynamics.validation import check_sample_budget
+
+    lo, hi = min(0.0, task.law.t0 - t_pre), task.law.tf + t_post
+    step = min(dt, 1e-3)
+    if hi - lo > step:
+        check_sample_budget(hi - lo, step, f"{path}: task / dt", "raise dt or shorten the motion")

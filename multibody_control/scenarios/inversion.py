@@ -88,9 +88,26 @@ def load_inversion_scenario(path: str | Path) -> InversionScenario:
     raw = _mapping(path, "", read_scenario_file(path), _TOP)
     if "robot" not in raw:
         raise _err(path, "robot", "missing")
-    model = load_model(robot_path(str(raw["robot"]), path))
+    model = _by_angle(path, load_model(robot_path(str(raw["robot"]), path)))
     rest = {k: v for k, v in raw.items() if k != "robot"}
     return inversion_scenario_from_mapping(rest, model, path)
+
+
+def _by_angle(path: Path, model: MultibodyModel) -> MultibodyModel:
+    """The model an inversion runs on: with continuous joints, its twin with revolute joints
+    (:func:`~multibody_dynamics.model.joint_angles.angle_chart_model`: the same dynamics, q by
+    angle), since outputs and servo-constraints take q as coordinates; the task, ``ik_guess``
+    and the result's ``q.<joint>`` columns are then angles [rad]."""
+    if model.nq == model.nv:
+        return model
+    from multibody_dynamics.errors import MultibodyError
+    from multibody_dynamics.model.joint_angles import angle_chart_model
+
+    try:
+        return angle_chart_model(model)
+    except MultibodyError as exc:
+        raise _err(path, "robot", f"the inversion supports joints with one velocity coordinate "
+                   f"(continuous joints by angle): {exc}") from None
 
 
 def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path | None = None,  # noqa: C901

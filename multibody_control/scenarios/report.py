@@ -109,45 +109,46 @@ def write_run_csv(res: RunResult, path: str | Path) -> Path:
 
 
 def plot_run(res: RunResult, path: str | Path, title: str = "") -> Path:
-    """PNG: joint errors (analytic error dynamics dashed), task error, inputs, multipliers."""
-    from multibody_dynamics.plotting import save_figure, subplots
+    """PNG: joint errors (analytic error dynamics dashed), task error, inputs, multipliers;
+    a panel only for what the run has (no task error without a task frame, no multipliers
+    without constraints), legends right of the axes, off the data."""
+    from multibody_dynamics.plotting import legend_outside, save_figure, subplots
 
     model = res.scenario.model
-    fig, axes = subplots(4, 1, figsize=(9, 10), sharex=True)
+    names = ["joint"] + (["task"] if res.task_error.size else []) + ["input"] + (
+        ["lambda"] if res.lam_labels else [])
+    fig, axes = subplots(len(names), 1, figsize=(10, 2.5 * len(names)), sharex=True,
+                         squeeze=False)
+    ax = dict(zip(names, axes[:, 0]))
     t = res.t
     for i, name in enumerate(model.coordinate_names):
-        axes[0].plot(t, res.joint_error[:, i], lw=1.1, label=name)
+        ax["joint"].plot(t, res.joint_error[:, i], lw=1.1, label=name)
     if res.output_error is not None:  # feedback_linearization: its output rows instead
-        axes[0].cla()
+        ax["joint"].cla()
         for j, name in enumerate(res.scenario.controller["options"]["output"]):
-            axes[0].plot(t, res.output_error[:, j], lw=1.1, label=name)
+            ax["joint"].plot(t, res.output_error[:, j], lw=1.1, label=name)
     if res.analytic_error is not None:
         for j in range(res.analytic_error.shape[1]):
-            axes[0].plot(t, res.analytic_error[:, j], "k--", lw=0.8)
-    axes[0].set_ylabel("output error\ny(q_ref) - y(q) [rad | m]" if res.output_error is not None
-                       else "joint error\nq_ref - q [rad | m]")
-    if res.task_error.size:
-        axes[1].plot(t, res.task_error * 1e3, lw=1.1, label=res.scenario.task_frame)
-    axes[1].set_ylabel("task error [mm]")
+            ax["joint"].plot(t, res.analytic_error[:, j], "k--", lw=0.8)
+    ax["joint"].set_ylabel("output error\ny(q_ref) - y(q) [rad | m]"
+                           if res.output_error is not None else "joint error\nq_ref - q [rad | m]")
+    if "task" in ax:
+        ax["task"].plot(t, res.task_error * 1e3, lw=1.1, label=res.scenario.task_frame)
+        ax["task"].set_ylabel("task error [mm]")
     for i, name in enumerate(model.input_names):
-        axes[2].plot(t, res.u[:, i], lw=1.1, label=name)
-    axes[2].set_ylabel("input u [N | N m]")
-    if res.lam_labels:
+        ax["input"].plot(t, res.u[:, i], lw=1.1, label=name)
+    ax["input"].set_ylabel("input u [N | N m]")
+    if "lambda" in ax:
         for i, lab in enumerate(res.lam_labels):
-            axes[3].plot(t, res.lam[:, i], lw=1.1, label=lab)
-        lam_d = res.scenario.reference.get("lambda_d")
-        if lam_d is not None:
-            for x in lam_d:
-                axes[3].axhline(x, color="k", ls="--", lw=0.8)
-        axes[3].set_ylabel("multipliers [N | N m]")
-    else:
-        axes[3].text(0.5, 0.5, "no constraints", ha="center", va="center",
-                     transform=axes[3].transAxes)
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="upper right", ncol=4)
-    axes[-1].set_xlabel("t [s]")
+            ax["lambda"].plot(t, res.lam[:, i], lw=1.1, label=lab)
+        for x in res.scenario.reference.get("lambda_d") or ():
+            ax["lambda"].axhline(x, color="k", ls="--", lw=0.8)
+        ax["lambda"].set_ylabel("multipliers [N | N m]")
+    for a in ax.values():
+        a.grid(alpha=0.3)
+        if a.get_legend_handles_labels()[0]:
+            legend_outside(a)
+    axes[-1, 0].set_xlabel("t [s]")
     status = "" if res.success else (f" (INTERRUPTED: {res.message})" if res.interrupted else
                                      f" (DIVERGED: {res.message})")
     fig.suptitle((title or f"{model.name}: {res.scenario.controller['law']}") + status,
@@ -162,6 +163,10 @@ def plot_run(res: RunResult, path: str | Path, title: str = "") -> Path:
 #: inverse models of the shipped scenarios reach the path within a few mm (Seifried Sect.
 #: 4.2.7: about 3 mm from the Γ approximation), so 10 mm means another motion, not round-off.
 LARGE_END_EFFECTOR_ERROR = 0.01
+
+#: The same threshold for a task of joint coordinates, which has no end-effector point: the
+#: largest open-loop output error [rad | m].
+LARGE_OUTPUT_ERROR = 0.01
 
 
 def write_inversion_csv(result: InversionResult, model: MultibodyModel, path: str | Path) -> Path:
@@ -180,10 +185,16 @@ def write_inversion_csv(result: InversionResult, model: MultibodyModel, path: st
 
 def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | Path,
                    title: str = "", verification: VerificationResult | None = None) -> Path:
-    """Output vs desired, joint motion, feedforward, internal states; pre/post-actuation shaded."""
+    """Output vs desired, joint motion, feedforward, internal states (a panel only when the model
+    has them or the check draws there); pre/post-actuation shaded; legends right of the axes,
+    off the data."""
     from multibody_dynamics.plotting import save_figure, subplots
 
-    fig, axes = subplots(4, 1, figsize=(9, 10), sharex=True)
+    nu = result.eta.shape[1] // 2
+    passive = nu == 0 and bool(model.closures) and model.nq == model.nv and any(model.passive)
+    ee = verification is not None and not np.all(np.isnan(verification.end_effector_error))
+    panels = 4 if nu or passive or ee else 3  # no empty internal-state panel
+    fig, axes = subplots(panels, 1, figsize=(10, 2.5 * panels), sharex=True)
     t = result.t
 
     causal = result.method == "causal"  # at rest outside [t0, tf]: no pre-/post-actuation
@@ -192,9 +203,9 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
     def shade(ax):
         if t[0] < result.t0:
             ax.axvspan(t[0], result.t0, color="0.9", label="rest" if at_rest else "pre-actuation")
-        if t[-1] > result.tf:
-            ax.axvspan(result.tf, t[-1], color="0.95",
-                       label="rest" if at_rest else "post-actuation")
+        if t[-1] > result.tf:  # "rest" once in the legend
+            ax.axvspan(result.tf, t[-1], color="0.95", label="post-actuation" if not at_rest
+                       else "_rest" if t[0] < result.t0 else "rest")
 
     y_nominal = getattr(result, "y_nominal", None)  # causal inversion: before modification
     for k, name in enumerate(result.output_names):
@@ -206,28 +217,61 @@ def plot_inversion(result: InversionResult, model: MultibodyModel, path: str | P
     for k, name in enumerate(model.coordinate_names):
         axes[1].plot(t, result.q[:, k], lw=1.2, label=name)
     axes[1].set_ylabel("q [m, rad]")
+    colors = {}
     for k, name in enumerate(model.input_names):
-        axes[2].plot(t, result.u[:, k], lw=1.2, label=name)
+        colors[name] = axes[2].plot(t, result.u[:, k], lw=1.2, label=name)[0].get_color()
     axes[2].set_ylabel("feedforward u\n[N, N m]")
-    nu = result.eta.shape[1] // 2
     for k in range(nu):
         axes[3].plot(t, result.eta[:, k], lw=1.2, label=model.passive_joint_names[k])
-    axes[3].set_ylabel("internal states\nq_u [rad]")
-    if nu == 0 and model.closures and model.nq == model.nv:  # passive joints follow the closures
+    if panels == 4:
+        axes[3].set_ylabel("internal states\nq_u [rad]")
+    if passive:  # passive joints follow the closures
         for k in np.flatnonzero(model.passive):
             axes[3].plot(t, result.q[:, k], lw=1.2, label=model.coordinate_names[k])
         axes[3].set_ylabel("passive joints (closures)\nq_u [rad]")
     if verification is not None:
-        ax2 = axes[3].twinx()
-        ax2.plot(verification.t, verification.end_effector_error * 1e3, "r:", lw=1)
-        ax2.set_ylabel("open-loop end-effector\nerror [mm] (dotted)", color="r")
+        _plot_check(axes, verification, colors)
     for ax in axes:
         shade(ax)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right", ncol=3)
+    _legends(axes, ee)
     axes[-1].set_xlabel("t [s]")
     fig.suptitle(title or f"{model.name}: {result.method} inversion")
     return save_figure(fig, path)
+
+
+def _legends(axes, ee: bool) -> None:
+    """Legends right of the axes, off the data; the bottom one past the end-effector error's
+    own axis (``ee``)."""
+    from multibody_dynamics.plotting import legend_outside
+
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            legend_outside(ax)
+    if ee and axes[3].get_legend() is not None:
+        axes[3].get_legend().set_bbox_to_anchor((1.12, 1.0))
+
+
+def _plot_check(axes, verification: VerificationResult, colors: dict) -> None:
+    """The open-loop check on the inversion's plot: the end-effector error (dotted, own axis)
+    or, for a joint task, the simulated joints (dotted over the planned ones); the actuator
+    ranges the feedforward leaves (dashed, in the input's colour)."""
+    if np.all(np.isnan(verification.end_effector_error)):  # a joint task: no end effector
+        for k in range(verification.q.shape[1]):
+            axes[1].plot(verification.t, verification.q[:, k], ":", lw=1.2,
+                         color=axes[1].lines[k].get_color() if k < len(axes[1].lines) else "k")
+        axes[1].plot([], [], "k:", lw=1.2, label="open-loop check")
+    else:
+        ax2 = axes[3].twinx()
+        ax2.plot(verification.t, verification.end_effector_error * 1e3, "r:", lw=1)
+        ax2.set_ylabel("open-loop end-effector\nerror [mm] (dotted)", color="r")
+    for e in verification.limit_excess:
+        if e.limit == "ctrlrange":
+            for bound in (e.lower, e.upper):
+                if np.isfinite(bound):
+                    axes[2].axhline(bound, ls="--", lw=0.8, color=colors.get(e.name, "k"))
+            axes[2].plot([], [], "--", lw=0.8, color=colors.get(e.name, "k"),
+                         label=f"{e.name} ctrlrange")
 
 
 def inversion_summary(result: InversionResult, verification: VerificationResult | None) -> str:
@@ -254,8 +298,10 @@ def inversion_summary(result: InversionResult, verification: VerificationResult 
         lines.append("open-loop check   not run: the compensated reference is for a feedback law "
                      "(Seifried Sect. 6.1); run it closed loop with `multibody run`")
     if verification is not None:
-        lines.append(f"open-loop check   end-effector error {verification.max_error * 1e3:.4g} "
-                     f"mm, output error {verification.output_error:.3g}")
+        ee = ("- (a joint task)" if np.isnan(verification.max_error) else
+              f"{verification.max_error * 1e3:.4g} mm")
+        lines.append(f"open-loop check   end-effector error {ee}, output error "
+                     f"{verification.output_error:.3g}")
         if result.success and verification.max_error > LARGE_END_EFFECTOR_ERROR:
             why = (" (the causal route shapes the output with its free parameters: a different "
                    "motion by design; compare the stable inversion)"
@@ -263,7 +309,26 @@ def inversion_summary(result: InversionResult, verification: VerificationResult 
             lines.append(f"warning           the end effector misses the desired path by "
                          f"{verification.max_error * 1e3:.4g} mm although the inversion "
                          f"succeeded{why}")
+        if (result.success and np.isnan(verification.max_error)
+                and verification.output_error > LARGE_OUTPUT_ERROR):
+            lines.append(f"warning           the open-loop output leaves the desired one by "
+                         f"{verification.output_error:.4g} rad | m although the inversion "
+                         "succeeded (an open-loop unstable plant or a limited input: track it "
+                         "with feedback, `multibody run`)")
+        lines += _limit_lines(verification)
     return "\n".join(lines)
+
+
+def _limit_lines(verification: VerificationResult) -> list[str]:
+    """The summary's lines on actuator limits the feedforward exceeds (none when within)."""
+    excess = verification.limit_excess
+    if not excess:
+        return []
+    lines = [f"warning           the feedforward exceeds {len(excess)} actuator limit"
+             f"{'s' if len(excess) > 1 else ''}; the open-loop check simulated the limited "
+             "input (the feedforward written is the unlimited inverse input):"]
+    lines += [f"  actuator limit  {e.describe()}" for e in excess]
+    return lines
 
 
 # -- flexible and closed flexible inversions ------------------------------------------------------

@@ -68,7 +68,7 @@ class FlexibleSimulation(SimulationResult):
         ne = sum("." in n for n in self.names)
         if ne:
             peak = np.abs(self.q[:, -ne:]).max(axis=0)
-            lines.append("elastic      peak |q_e| " + ", ".join(
+            lines.append("elastic      peak |q_e| [sqrt(kg) m] " + ", ".join(
                 f"{n} {p:.3g}" for n, p in zip(self.names[-ne:], peak)))
         return "\n".join(lines)
 
@@ -81,8 +81,9 @@ class FlexibleSimulation(SimulationResult):
         return path
 
     def plot(self, path: str | Path, title: str = "", model=None) -> Path:
-        """PNG: joint coordinates, elastic coordinates, energy (legends right of the axes);
-        ``model`` is accepted for the common call and not used."""
+        """PNG: joint coordinates, elastic coordinates (modal amplitudes, sqrt(kg) m for the
+        mass-normalised modes), energy (legends right of the axes); ``model`` is accepted for
+        the common call and not used."""
         from ..plotting import legend_outside, plain_axis, save_figure, subplots
 
         fig, axes = subplots(3, 1, figsize=(10, 8), sharex=True)
@@ -90,7 +91,8 @@ class FlexibleSimulation(SimulationResult):
             ax = axes[1] if "." in n else axes[0]
             ax.plot(self.t, self.q[:, k], lw=1.1, label=n)
         axes[0].set_ylabel("joints [rad | m]")
-        axes[1].set_ylabel("elastic coordinates")
+        # modal amplitudes of mass-normalised shapes (multibody_dynamics.flexible.modal)
+        axes[1].set_ylabel("elastic coordinates\nq_e [sqrt(kg) m]")
         axes[2].plot(self.t, self.energy, "k", lw=1.1)
         axes[2].set_ylabel("energy [J]")
         plain_axis(axes[2])  # no "+3.178" offset: the energy reads in J as it is

@@ -14,7 +14,8 @@ those springs.  :meth:`ActuatorLimits.force` returns what replaces ``B u`` so th
 MuJoCo's ``F``: ``F - sum_i g (b1 L_i + b2 L_i')`` on each joint, which is ``B u`` while no
 limit is reached.  A limit of a bias-free actuator (a motor) clamps its input; one of a servo
 depends on the state, so it is evaluated where the input is (each step of ``simulate``, each
-control period of ``run``, each step of the simulator node).
+control period of ``run``, each step of the simulator node).  :func:`limit_excess` says where
+a planned input (a feedforward) asks for more than a limit allows.
 """
 
 from __future__ import annotations
@@ -102,6 +103,97 @@ class ActuatorLimits:
                               self.bias2[keep], self.ctrl_lower[keep], self.ctrl_upper[keep],
                               self.force_lower[keep], self.force_upper[keep], self.joint_lower,
                               self.joint_upper)
+
+
+@dataclass(frozen=True)
+class LimitExcess:
+    """Where a planned input asks beyond one limit (:func:`limit_excess`).
+
+    Attributes
+    ----------
+    limit : str
+        ``"ctrlrange"``, ``"forcerange"`` (of an actuator) or ``"actuatorfrcrange"`` (of a
+        joint).
+    name : str
+        The actuator (ctrlrange, forcerange) or the joint (actuatorfrcrange).
+    lower, upper : float
+        The range [unit of ctrl | N m | N].
+    value : float
+        What is asked at ``t_worst``: the input, the actuator's force, the joint's summed
+        actuator force.
+    excess : float
+        How far ``value`` is beyond the range (> 0), same unit.
+    t_worst, t_first, t_last : float
+        Time [s] of the largest excess, of the first and the last sample beyond the range.
+    """
+
+    limit: str
+    name: str
+    lower: float
+    upper: float
+    value: float
+    excess: float
+    t_worst: float
+    t_first: float
+    t_last: float
+
+    def describe(self) -> str:
+        """One line: ``m1: input 1.2 beyond ctrlrange [-1, 0.5] by 0.7 at t = 0.3 s (...)``."""
+        what = {"ctrlrange": "input", "forcerange": "force"}.get(self.limit, "actuator force")
+        span = (f"at t = {self.t_worst:.4g} s" if self.t_first == self.t_last else
+                f"at t = {self.t_worst:.4g} s (beyond from {self.t_first:.4g} to "
+                f"{self.t_last:.4g} s)")
+        return (f"{self.name}: {what} {self.value:.4g} beyond {self.limit} [{self.lower:g}, "
+                f"{self.upper:g}] by {self.excess:.3g} {span}")
+
+
+def limit_excess(limits: ActuatorLimits, t, q, v, u,
+                 joint_names=None) -> tuple[LimitExcess, ...]:
+    """Where the planned inputs ``u`` at the states ``(q, v)`` ask beyond a limit.
+
+    The stages of :meth:`ActuatorLimits.force` in MuJoCo's order, each on what the stage
+    before passes on: the control ``u_i`` against ``ctrlrange``, the actuator force ``gain c_i +
+    bias1 L_i + bias2 L_i'`` of the clamped control ``c_i`` against ``forcerange``, the joint's
+    ``sum_i gear f_i`` of the clamped forces against ``actuatorfrcrange`` (module docstring).
+    So each entry is a limit that acts, by how much it cuts.  A servo's force depends on the
+    state: it is taken at the given ``(q, v)``, e.g. the motion an inversion planned.
+
+    Parameters
+    ----------
+    limits : ActuatorLimits
+    t : (N,) [s]; q : (N, nq); v : (N, nv); u : (N, nu)
+    joint_names : sequence of str, length nv, optional
+        Names of the velocity coordinates (default ``v0``, ``v1``, ...).
+
+    Returns
+    -------
+    tuple of LimitExcess
+        One per limit exceeded at some sample (ctrlrange, forcerange, then actuatorfrcrange;
+        in actuator or joint order); empty when every sample is within every range.
+    """
+    t = np.asarray(t, float)
+    q, v, u = (np.atleast_2d(np.asarray(a, float)) for a in (q, v, u))
+    nv = limits.joint_lower.size
+    names = tuple(joint_names) if joint_names is not None else tuple(f"v{k}" for k in range(nv))
+    length, rate = limits.gear * q[:, limits.iq], limits.gear * v[:, limits.iv]
+    force = limits.gain * limits.clamp(u) + limits.bias1 * length + limits.bias2 * rate
+    clipped = np.clip(force, limits.force_lower, limits.force_upper)
+    total = np.zeros((t.size, nv))
+    for k, iv in enumerate(limits.iv):
+        total[:, iv] += limits.gear[k] * clipped[:, k]
+    stages = (("ctrlrange", limits.names, u, limits.ctrl_lower, limits.ctrl_upper),
+              ("forcerange", limits.names, force, limits.force_lower, limits.force_upper),
+              ("actuatorfrcrange", names, total, limits.joint_lower, limits.joint_upper))
+    out = []
+    for kind, labels, value, lower, upper in stages:
+        beyond = np.maximum(lower - value, value - upper)  # (N, n) > 0 outside the range
+        for k in map(int, np.flatnonzero(np.any(beyond > 0, axis=0))):
+            hit = np.flatnonzero(beyond[:, k] > 0)
+            w = int(np.argmax(beyond[:, k]))
+            out.append(LimitExcess(kind, labels[k], float(lower[k]), float(upper[k]),
+                                   float(value[w, k]), float(beyond[w, k]), float(t[w]),
+                                   float(t[hit[0]]), float(t[hit[-1]])))
+    return tuple(out)
 
 
 def actuation_force(model, q, v, u) -> np.ndarray:
