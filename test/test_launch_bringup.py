@@ -187,6 +187,9 @@ def _check_lockstep_demo(prefix, probe, tmp_path, robot, controller):
           f"library run of the same loop: max {r['library_max']:.2e}, final "
           f"{r['library_end']:.2e}\n----- launch (exit {r['exit_code']}):\n{r['log'][-6000:]}")
     assert not r["died"] and r["alive"], r["log"][-4000:]
+    # dynamics_node is quiet at steady state: dual_arm_load (underactuated closed loop) takes
+    # the collocated inverse dynamics, which has an answer at every regular state
+    assert "constrained inverse dynamics:" not in r["log"], r["log"][-4000:]
     # the simulator publishes at 1000 Hz; the probe may drop some (a reliable writer's history
     # overflows), but a flow it must be, to past the middle of the move
     assert r["rate"] > 50.0, f"/joint_states at {r['rate']:.0f} per simulated s"
