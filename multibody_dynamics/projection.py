@@ -413,6 +413,36 @@ class InverseDynamicsResult:
 
 
 @dataclass(frozen=True)
+class CollocatedInverseDynamicsResult:
+    """Inputs that give the actuated coordinates a measured acceleration, the passive ones
+    following their own dynamics (:meth:`ProjectedDynamics.collocated_inverse_dynamics`).
+
+    Attributes
+    ----------
+    u : (nu,) inputs [N m | N]
+    tau : (nv,) generalized actuation ``B u`` [N m | N]; zero on passive coordinates
+    a : (nv,) accelerations of the constrained motion under ``u`` [rad/s^2 | m/s^2]:
+        ``B^T a`` is the commanded ``B^T a``, the passive components are the model's
+    f_c : (nv,) generalized constraint force of that motion (Aghili 2005 eq. 32) [N m | N]
+    lam : (m,) minimum-norm multipliers of ``f_c``
+    rank : int  rank of A
+    sigma_min : float  smallest singular value of ``[V, B]`` (V: orthonormal basis of the row
+        space of A, B with unit columns); zero when an input acts only against the constraints
+    success : bool; message : str
+    """
+
+    u: np.ndarray
+    tau: np.ndarray
+    a: np.ndarray
+    f_c: np.ndarray
+    lam: np.ndarray
+    rank: int
+    sigma_min: float
+    success: bool
+    message: str
+
+
+@dataclass(frozen=True)
 class ControllabilityResult:
     """Aghili (2005) eq. 64: can the actuated joints drive every admissible motion?
 
@@ -1560,6 +1590,71 @@ class ProjectedDynamics:
                 f"< n - k = {need}. The mechanism has {dof} degree(s) of freedom but only "
                 f"{self._nv - need} actuated joint(s) act on them; actuate {need - rank} more "
                 "joint(s), or move away from a singular configuration")
+
+    def collocated_inverse_dynamics(self, q, v, a) -> CollocatedInverseDynamicsResult:
+        """Inputs of an underactuated closed loop that reproduce the measured acceleration of
+        its actuated coordinates, the passive ones following their own dynamics.
+
+        Where the model has more passive coordinates than independent constraint rows, the
+        constraint forces cannot hold every passive joint (Aghili 2005 eq. 64 fails at every
+        configuration: dual_arm_load, 7 passive coordinates, 3 rows), so no torque produces an
+        arbitrary admissible ``a`` and :meth:`inverse_dynamics_result` reports failure.  The
+        collocated reading (Spong's partial feedback linearization, on the constrained motion)
+        is well posed instead: find the accelerations ``a*``, constraint force
+        ``f_c = V mu`` and inputs ``u`` with::
+
+            M a* - V mu - B u = tau_s - h          (equation of motion, Aghili 2005 eq. 19)
+            V^T a* = -V^T A^+ gamma                (A a* + gamma = 0 on the row space of A)
+            B^T a* = B^T a                         (the actuated part of the measured motion)
+
+        with ``V`` an orthonormal basis of the row space of A (redundant rows removed as in
+        eq. 70).  With ``W = [V, B]`` it is solved in Gauss's form,
+        ``(W^T M^-1 W) z = c - W^T M^-1 (tau_s - h)``, ``a* = M^-1 (tau_s - h + W z)``, ``z =
+        (mu, u)``; it has a unique solution when ``W`` has full column rank (``M`` positive
+        definite).  For a motion the model produced, ``u`` is the input that produced it.
+
+        Parameters
+        ----------
+        q : (nq,); v : (nv,) admissible velocity; a : (nv,) measured accelerations (only
+            ``B^T a`` is used) [rad/s^2 | m/s^2]
+        """
+        q, v, a = self._q(q), self._v(v, "v"), self._v(a, "a")
+        B = self.model.B
+        A, gamma = self.constraints.jacobian_and_bias(q, v)
+        s = self.settings
+        proj = null_space_projector(A, s.rank_atol, s.rank_rtol)
+        V = proj.basis
+        W = np.column_stack([V, B])
+        norms = np.linalg.norm(W, axis=0)
+        sv = np.linalg.svd(W / np.where(norms > 0, norms, 1.0), compute_uv=False)
+        sigma_min = float(sv[-1]) if sv.size and norms.all() else 0.0
+        M, f = self._applied(q, v, np.zeros(self._nv))  # f = tau_s - h
+        c = np.concatenate([-(V.T @ (proj.A_pinv @ gamma)), B.T @ a])
+        nu, r = B.shape[1], proj.rank
+        if sigma_min <= _PASSIVE_RANK_TOL:
+            names = [self.model.input_names[k] for k in range(nu)]
+            msg = (f"inputs ({', '.join(names)}) cannot move the actuated coordinates "
+                   f"independently of the constraints here (sigma_min [V, B] = {sigma_min:.2g}); "
+                   "singular configuration?")
+            nan = np.full(self._nv, np.nan)
+            return CollocatedInverseDynamicsResult(np.full(nu, np.nan), nan, nan, nan,
+                                                   np.full(A.shape[0], np.nan), r, sigma_min,
+                                                   False, msg)
+        try:
+            L = np.linalg.cholesky(M)
+        except np.linalg.LinAlgError:
+            raise SolverError(f"mass matrix not positive definite at q = "
+                              f"{np.round(q, 6).tolist()}") from None
+        X = np.linalg.solve(L, np.column_stack([f, W]))  # L^-1 [f, W]
+        Xf, Xw = X[:, 0], X[:, 1:]
+        z = np.linalg.solve(Xw.T @ Xw, c - Xw.T @ Xf)
+        a_star = np.linalg.solve(L.T, Xf + Xw @ z)
+        u = z[r:]
+        f_c = V @ z[:r]
+        tau = B @ u
+        ok = bool(np.all(np.isfinite(tau)) and np.all(np.isfinite(a_star)))
+        return CollocatedInverseDynamicsResult(u, tau, a_star, f_c, proj.A_pinv.T @ f_c, r,
+                                               sigma_min, ok, "ok" if ok else "non-finite inputs")
 
     # -- manifold projection -------------------------------------------------------------------
     def project_position(self, q, tol: float | None = None,

@@ -261,15 +261,35 @@ def set_parameters(probe, client, **values):
         raise RuntimeError(f"parameters refused: {[r.reason for r in result.results]}")
 
 
+def load_factor() -> float:
+    """How many times longer than on an idle machine CPU-bound work takes now: the 1-minute
+    load average per CPU, at least 1 (os.getloadavg; 1 where it is not available)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 1.0
+    return max(1.0, load / (os.cpu_count() or 1))
+
+
+def _past(t0: float, budget: float) -> bool:
+    """Whether more than ``budget`` s of wall time, scaled by the load measured now
+    (:func:`load_factor`), have passed since ``t0`` (time.monotonic).  Node start-up is
+    CPU-bound (imports, model, numba caches): a load of 10-15 on 2 cores made passive_arm4's
+    three nodes miss a fixed 90 s while they were still starting, not stalled."""
+    return time.monotonic() - t0 > budget * load_factor()
+
+
 def _wait_loop(run, ready, what: str):
-    """Wait (wall clock, STARTUP) until ``ready()``; RuntimeError if the launch ends first."""
-    deadline = time.monotonic() + STARTUP
-    while time.monotonic() < deadline and not ready():
+    """Wait until ``ready()``, for STARTUP s scaled by the load (:func:`_past`); RuntimeError
+    if the launch ends first."""
+    t0 = time.monotonic()
+    while not _past(t0, STARTUP) and not ready():
         if not run.alive:
             raise RuntimeError(f"the launch ended:\n{run.log()[-4000:]}")
         time.sleep(0.05)
     if not ready():
-        raise RuntimeError(f"no {what} after {STARTUP:g} s:\n{run.log()[-4000:]}")
+        raise RuntimeError(f"no {what} after {time.monotonic() - t0:.0f} s (STARTUP {STARTUP:g} "
+                           f"s x load factor {load_factor():.1f}):\n{run.log()[-4000:]}")
 
 
 def _record_clock(probe):
@@ -293,22 +313,25 @@ def _sim_now(states, clock) -> float:
 
 def _run_to(run, states, t_end: float):
     """Wait until a state stamped ``t_end`` (simulated time) or later has arrived; the wall
-    clock bounds only a stalled loop (STARTUP), the load sets the pace."""
+    clock bounds only a stalled loop (STARTUP scaled by the load, :func:`_past`), the load sets
+    the pace."""
     wall = time.monotonic()
     while stamp(states[-1]) < t_end:
-        if not run.alive or time.monotonic() - wall > STARTUP:
+        if not run.alive or _past(wall, STARTUP):
             raise RuntimeError(f"the loop did not reach t = {t_end:.3f} s:\n{run.log()[-4000:]}")
         time.sleep(0.05)
     time.sleep(0.5)  # the probe's spin thread takes what DDS still holds for it
 
 
 def run_lockstep_demo(prefix: Path, probe, robot: str, log_path: Path,
-                      controller: str = "default") -> dict:
+                      controller: str = "default", *, lockstep: bool = False,
+                      hold: float = LOCKSTEP_HOLD, library: bool = True) -> dict:
     """``bringup.launch.py robot:=<robot> sim:=embedded rviz:=false`` (and ``controller``) of
-    a robot whose defaults put the loop in lockstep on simulated time; the demo move of its
-    defaults, stamped LOCKSTEP_LEAD s of simulated time after the last state seen, then
-    LOCKSTEP_HOLD s.  Errors of the moved joints against the rest-to-rest reference computed
-    here, and the library run of the same loop to the last state recorded.
+    a robot whose defaults put the loop in lockstep on simulated time (or any robot with
+    ``lockstep``: the launch argument ``lockstep:=true``); the demo move of its defaults,
+    stamped LOCKSTEP_LEAD s of simulated time after the last state seen, then ``hold`` s.
+    Errors of the moved joints against the rest-to-rest reference computed here, and (with
+    ``library``) the library run of the same loop to the last state recorded.
 
     Returns a dict: ``law``, ``states`` (recorded in the move and hold), ``rate`` (of them per
     simulated second), ``t_last`` (of the last one after the start [s]), ``max_error``,
@@ -325,7 +348,7 @@ def run_lockstep_demo(prefix: Path, probe, robot: str, log_path: Path,
     from multibody_dynamics.model import load_model
 
     cfg = bringup_defaults(robot)
-    if not cfg.get("use_sim_time"):
+    if not (lockstep or cfg.get("use_sim_time")):
         raise ValueError(f"{robot}: its bringup loop runs on the wall clock, not in lockstep")
     model = load_model(robot)
     law = cfg["law"] if controller == "default" else controller
@@ -339,6 +362,8 @@ def run_lockstep_demo(prefix: Path, probe, robot: str, log_path: Path,
     args = {"robot": robot, "sim": "embedded", "rviz": "false"}
     if controller != "default":
         args["controller"] = controller
+    if lockstep:
+        args["lockstep"] = "true"
     run = LaunchProcess(prefix, "bringup.launch.py", args, log_path)
     out: dict = {"robot": robot, "law": law}
     try:
@@ -354,15 +379,15 @@ def run_lockstep_demo(prefix: Path, probe, robot: str, log_path: Path,
         n_before = len(states)
         t_sent = _sim_now(states, clock) + LOCKSTEP_LEAD
         pub.publish(demo_trajectory(sent, q_start[idx], q_goal[idx], duration, start=t_sent))
-        _run_to(run, states, t_sent + duration + LOCKSTEP_HOLD)
+        _run_to(run, states, t_sent + duration + hold)
         log = run.log()
         out.update(died="process has died" in log, alive=run.alive)
         recorded = [m for m in list(states)[n_before:]
-                    if t_sent <= stamp(m) <= t_sent + duration + LOCKSTEP_HOLD]
+                    if t_sent <= stamp(m) <= t_sent + duration + hold]
         t = np.array([stamp(m) - t_sent for m in recorded])
         ref = rest_to_rest(t, q_start[imoved], q_goal[imoved], 0.0, duration).q
         got = np.array([joint_positions(m, moved) for m in recorded])
-        out.update(states=len(recorded), rate=len(recorded) / (duration + LOCKSTEP_HOLD),
+        out.update(states=len(recorded), rate=len(recorded) / (duration + hold),
                    t_last=float(t[-1]), max_error=float(np.max(np.abs(ref - got))),
                    end_error=float(np.max(np.abs(got[-1] - q_goal[imoved]))))
     finally:
@@ -370,7 +395,8 @@ def run_lockstep_demo(prefix: Path, probe, robot: str, log_path: Path,
         out["leftover"] = run.leftover
         out["log"] = run.log()
     out["library_max"], out["library_end"] = library_demo(robot, cfg, law,
-                                                          out["t_last"] - duration)
+                                                          out["t_last"] - duration) \
+        if library else (None, None)
     return out
 
 

@@ -21,11 +21,23 @@ the minimum-norm actuation of that motion with zero torque on the passive joints
 
 ``~/reaction_wrenches`` of a closed loop are not published: the spanning tree's joint loads
 (:meth:`RigidDynamics.reaction_wrenches`) leave out the closure forces.
+
+Underactuated closed loops (more passive coordinates than constraint rows: dual_arm_load, 7
+passive coordinates against 3 rows) fail eq. 64 at every configuration: no torque with zero
+passive components produces an arbitrary admissible acceleration, so the minimum-norm
+actuation above does not exist.  Their torques are the collocated inverse dynamics
+(:meth:`~multibody_dynamics.projection.ProjectedDynamics.collocated_inverse_dynamics`): the
+inputs that give the actuated coordinates their measured acceleration while the passive ones
+follow the model's own dynamics (for a motion the model produced, the input that produced it);
+``~/gravity_torques`` is the same at rest (the inputs that keep the actuated coordinates still
+for an instant), and the constraint force is that of the motion under those inputs.  The node
+says so once at start; a warning then means a real problem (a singular configuration).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from rclpy.qos import QoSProfile
@@ -61,6 +73,53 @@ PARAMETERS = (
 )
 
 
+@dataclass(frozen=True)
+class ClosedLoopLoads:
+    """What dynamics_node publishes for one state of a closed loop.
+
+    Attributes
+    ----------
+    gravity : (nv,) actuation at rest (v = a = 0) [N m | N]
+    tau : (nv,) actuation of the measured motion [N m | N]
+    f_c : (nv,) generalized constraint force of that actuation [N m | N]
+    lam : (m,) its minimum-norm multipliers [N | N m]
+    problem : str  empty, or why the torques are not those of the measured motion
+    """
+
+    gravity: np.ndarray
+    tau: np.ndarray
+    f_c: np.ndarray
+    lam: np.ndarray
+    problem: str
+
+
+def underactuated_closed_loop(pd: ProjectedDynamics) -> bool:
+    """True when the model has more passive coordinates than constraint rows: Aghili (2005)
+    eq. 64 then fails at every configuration (module docstring)."""
+    return int(np.count_nonzero(pd.model.passive)) > pd.constraints.n_rows
+
+
+def closed_loop_loads(pd: ProjectedDynamics, q, v, a, collocated: bool) -> ClosedLoopLoads:
+    """Loads of a closed loop at the measured state (q (nq,), v (nv,), a (nv,)).
+
+    ``collocated`` False: the constrained inverse dynamics of the consistent acceleration
+    ``a - A^+ (A a + gamma)`` (Aghili 2005 eqs. 45, 59-62); True: the collocated inverse
+    dynamics of an underactuated loop (module docstring).
+    """
+    zero = np.zeros(pd.model.nv)
+    if collocated:
+        rest = pd.collocated_inverse_dynamics(q, zero, zero)
+        res = pd.collocated_inverse_dynamics(q, v, a)
+        problem = "; ".join(dict.fromkeys(r.message for r in (rest, res) if not r.success))
+        return ClosedLoopLoads(rest.tau, res.tau, res.f_c, res.lam, problem)
+    A, gamma = pd.constraints.jacobian_and_bias(q, v)
+    a = a - np.linalg.lstsq(A, A @ a + gamma, rcond=None)[0]  # consistent: A a + gamma = 0
+    rest = pd.inverse_dynamics_result(q, zero, zero)
+    res = pd.inverse_dynamics_result(q, v, a)
+    return ClosedLoopLoads(rest.tau, res.tau, res.f_c, res.lam,
+                           "" if res.success else res.message)
+
+
 class DynamicsNode(MultibodyNode):
     """Gravity, inverse-dynamics and reaction loads of the state on /joint_states."""
 
@@ -72,6 +131,8 @@ class DynamicsNode(MultibodyNode):
         self.model = model = load_model(self.params["robot"])
         self.coords = JointCoordinates(model)
         self.projected = ProjectedDynamics(model) if model.closures else None
+        self.collocated = self.projected is not None and underactuated_closed_loop(
+            self.projected)
         self.dynamics = RigidDynamics(model)
         self._labels = model.coordinate_names
         self._joints = model.joint_names
@@ -93,9 +154,20 @@ class DynamicsNode(MultibodyNode):
                 f"dynamics of {model.name} (closed loop: "
                 f"{', '.join(c.name for c in model.closures)}, {m} constraint rows): "
                 "/joint_states -> ~/gravity_torques, ~/inverse_dynamics_torques (constrained, "
-                "minimum norm, zero on passive joints), ~/constraint_forces, "
+                f"{'collocated' if self.collocated else 'minimum norm'}, zero on passive "
+                "joints), ~/constraint_forces, "
                 "~/constraint_multipliers; no ~/reaction_wrenches (the tree's joint loads "
                 "leave out the closure forces)")
+            if self.collocated:
+                n_passive = int(np.count_nonzero(model.passive))
+                actuated = [n for n, p in zip(model.coordinate_names, model.passive) if not p]
+                self.get_logger().info(
+                    f"{model.name} is underactuated: {n_passive} passive coordinates against "
+                    f"{m} constraint rows, so no actuation holds every passive joint (Aghili "
+                    "2005 eq. 64). ~/inverse_dynamics_torques are the inputs that give the "
+                    f"actuated joints ({', '.join(actuated)}) their measured "
+                    "acceleration, the passive joints following their own dynamics; "
+                    "~/gravity_torques keep the actuated joints still at rest")
             return
         self.get_logger().info(
             f"dynamics of {model.name}: /joint_states -> ~/gravity_torques, "
@@ -139,23 +211,18 @@ class DynamicsNode(MultibodyNode):
             self._pub_w.publish(matrix_msg(wrenches, self._joints, WRENCH_LABELS))
 
     def _publish_constrained(self, q, v, a):
-        pd = self.projected
-        A, gamma = pd.constraints.jacobian_and_bias(q, v)
-        a = a - np.linalg.lstsq(A, A @ a + gamma, rcond=None)[0]  # consistent: A a + gamma = 0
-        zero = np.zeros(self.model.nv)
-        rest = pd.inverse_dynamics_result(q, zero, zero)
-        res = pd.inverse_dynamics_result(q, v, a)
-        out = (rest.tau, res.tau, res.f_c, res.lam)
+        loads = closed_loop_loads(self.projected, q, v, a, self.collocated)
+        out = (loads.gravity, loads.tau, loads.f_c, loads.lam)
         if not all(np.all(np.isfinite(x)) for x in out):
-            self.throttle.error("nan", "dynamics produced NaN/inf; nothing published")
+            self.throttle.error("nan", "dynamics produced NaN/inf; nothing published"
+                                + (f" ({loads.problem})" if loads.problem else ""))
             return
-        if not res.success:
-            self.throttle.warn("id", f"constrained inverse dynamics: {res.message}")
-        self._pub_g.publish(vector_msg(rest.tau, self._labels))
-        self._pub_id.publish(vector_msg(res.tau, self._labels))
-        self._pub_fc.publish(vector_msg(res.f_c, self._labels))
-        self._pub_lam.publish(vector_msg(res.lam, self._lam_labels))
-
+        if loads.problem:
+            self.throttle.warn("id", f"constrained inverse dynamics: {loads.problem}")
+        self._pub_g.publish(vector_msg(loads.gravity, self._labels))
+        self._pub_id.publish(vector_msg(loads.tau, self._labels))
+        self._pub_fc.publish(vector_msg(loads.f_c, self._labels))
+        self._pub_lam.publish(vector_msg(loads.lam, self._lam_labels))
 
 main = main_for(DynamicsNode)
 

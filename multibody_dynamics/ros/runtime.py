@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable
 
 from ..errors import MultibodyError
+from .exit_log import ENDING as _ENDING
+from .exit_log import LOG_LOCK as _LOG_LOCK
+from .exit_log import ExitSafeLogger, ExitSafeLogging, exit_logger  # noqa: F401 (the nodes')
 
 
 class StartupError(MultibodyError, RuntimeError):
@@ -479,21 +482,98 @@ def split_executor_option(args: list[str]) -> tuple[str | None, list[str]]:
 
 
 def spin(executor, kind: str, context=None) -> None:
-    """Spin ``executor`` (of kind ``kind``) until its context shuts down.
+    """Spin ``executor`` (of kind ``kind``) until its context shuts down or a stop signal
+    came (:class:`SignalStop`: the flag is set and the node's guard condition triggered).
 
-    The EventsExecutor of the rclpy 9.1.2 wheels dispatches nothing in ``spin()`` and
-    ``spin_until_future_complete()`` (measured: no timer callback in 3 s, SIGINT ignored),
-    while ``spin_once(timeout_sec)`` works (1 kHz timer: 4654 callbacks in 4.8 s, the
-    SingleThreadedExecutor 4693); so it is spun by ``spin_once`` in a loop.  The loop raises
-    ``ExternalShutdownException`` on SIGINT/SIGTERM like ``spin()`` does.
+    ``spin_once`` in a loop, as rclpy's ``Executor.spin`` does.  The EventsExecutor of the
+    rclpy 9.1.2 wheels dispatches nothing in ``spin()`` and ``spin_until_future_complete()``
+    (measured: no timer callback in 3 s, SIGINT ignored), while ``spin_once(timeout_sec)``
+    works (1 kHz timer: 4654 callbacks in 4.8 s, the SingleThreadedExecutor 4693); it is given
+    a timeout, so the stop flag is seen within 0.5 s even if it cannot be woken.  A context
+    shut down from outside raises ``ExternalShutdownException`` as in ``spin()``.
     """
-    if kind != "events":
-        executor.spin()
-        return
     import rclpy
 
-    while rclpy.ok(context=context):
-        executor.spin_once(timeout_sec=0.5)
+    timeout = 0.5 if kind == "events" else None
+    while rclpy.ok(context=context) and not _STOP.is_set():
+        executor.spin_once(timeout_sec=timeout)
+
+
+#: set when SIGINT or SIGTERM asks the node of :func:`run_node` to stop (:class:`SignalStop`)
+_STOP = threading.Event()
+
+
+class SignalStop:
+    """SIGINT and SIGTERM of a process running :func:`run_node` on its main thread: they end
+    the spin; ``run_node`` then ends the node in order and shuts the context down last.
+
+    rclpy's own handlers shut every context down from a C++ thread of their own, at any moment
+    relative to what the node's threads do, so a line logged at that instant could still go to
+    the dead ``/rosout`` publisher; with these (rclpy initialized without its handlers) the
+    context is shut down only by ``run_node``, after it has set the ending flag under the
+    logging lock (:mod:`.exit_log`).
+
+    The signals are taken by Python's C-level handler, which writes their number to a pipe
+    (``signal.set_wakeup_fd``); a thread of this class reads it at once (the main thread may
+    be waiting in the executor, where Python handlers do not run), sets the stop flag and
+    triggers a guard condition of the node (:meth:`watch_node`), which ends the executor's
+    wait.  :meth:`close` restores the former wake-up descriptor and ends the
+    thread.  Main thread only (``signal`` refuses others).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self._guard = None
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._w, False)
+        self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
+        for sig in self.SIGNALS:
+            signal.signal(sig, _noted)  # the thread acts; the Python-level handler does not
+        self._thread = threading.Thread(target=self._watch, name="signal_stop", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                data = os.read(self._r, 64)
+            except OSError:
+                return
+            if not data:  # the write end closed: close()
+                return
+            if any(b in (int(sig) for sig in self.SIGNALS) for b in data):
+                _STOP.set()
+                self._wake()
+
+    def watch_node(self, node) -> None:
+        """Wake ``node``'s executor on a stop signal: a guard condition of the node (an
+        executor's own ``wake`` only rebuilds its wait set, ``spin_once`` waits on)."""
+        self._guard = node.create_guard_condition(lambda: None)
+        if _STOP.is_set():
+            self._wake()
+
+    def _wake(self) -> None:
+        guard = getattr(self, "_guard", None)
+        if guard is not None:
+            try:
+                guard.trigger()
+            except Exception:  # the node already destroyed: its spin is over
+                pass
+
+    def close(self) -> None:
+        """Restore the former wake-up descriptor; end the thread (the handlers stay as the
+        caller left them: ignored during the clean-up)."""
+        try:
+            signal.set_wakeup_fd(self._old_fd)
+        except ValueError:
+            pass
+        os.close(self._w)
+        self._thread.join(1.0)
+        os.close(self._r)
+
+
+def _noted(signum, frame) -> None:
+    """Python-level handler of the stop signals: :class:`SignalStop`'s thread has acted."""
 
 
 def node_executor(node, default: str = DEFAULT_EXECUTOR) -> str:
@@ -541,8 +621,11 @@ def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
     garbage collector, which runs in whichever thread allocates (the paced loop too), no
     longer walks them.
 
-    Ctrl-C (``KeyboardInterrupt``) and a shutdown from outside
-    (``ExternalShutdownException``, e.g. SIGINT/SIGTERM handled by rclpy) end
+    SIGINT and SIGTERM end the spin (:class:`SignalStop`, on the main thread; elsewhere
+    rclpy's handlers shut the context down); then the ending flag is set under the logging
+    lock, the node's threads are stopped, the node destroyed and rclpy shut down, in this
+    order, so that no line goes to the dead ``/rosout`` (:mod:`.exit_log`).  A stop signal,
+    ``KeyboardInterrupt`` and a shutdown from outside (``ExternalShutdownException``) end
     with 0.  A node that cannot start (``MultibodyError``, ``ValueError``,
     ``FileNotFoundError`` raised by its constructor: bad parameters, unknown
     robot, unsupported model, an executor this rclpy lacks) logs one error line and
@@ -560,7 +643,19 @@ def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
         return 1
     default = executor or cli_kind or DEFAULT_EXECUTOR
     _ENDING.clear()
-    rclpy.init(args=argv)
+    _STOP.clear()
+    stopper = None
+    if threading.current_thread() is threading.main_thread():
+        from rclpy.signals import SignalHandlerOptions
+
+        stopper = SignalStop()  # before init: a signal from now on ends the spin at its start
+        try:
+            rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        except BaseException:
+            stopper.close()
+            raise
+    else:  # signals are the main thread's: rclpy's handlers
+        rclpy.init(args=argv)
     node = None
     spinner = None
     code = 0
@@ -569,6 +664,8 @@ def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
             node = node_cls(executor=default)
             kind = node_executor(node, default)
             spinner = make_executor(kind)
+            if stopper is not None:
+                stopper.watch_node(node)
         except (MultibodyError, ValueError, FileNotFoundError) as exc:
             msg = " ".join(str(exc).split())
             rclpy.logging.get_logger(name).error(f"cannot start: {msg}")
@@ -593,8 +690,11 @@ def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        _ENDING.set()  # the exit's lines, the threads' too, to the console only (exit_logger)
+        with _LOG_LOCK:  # no line is between its check and /rosout (exit_log)
+            _ENDING.set()  # the exit's lines, the threads' too, to the console only
         _ignore_stop_signals()  # a second Ctrl-C during the clean-up: no traceback
+        if stopper is not None:
+            stopper.close()
         if spinner is not None:
             try:
                 spinner.shutdown()
@@ -638,64 +738,6 @@ def _ignore_stop_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)
-
-
-#: set by :func:`run_node` once the process is ending (the spin is over, by a signal or
-#: otherwise): from then on a node's lines go to the console only (:func:`exit_logger`)
-_ENDING = threading.Event()
-
-
-def exit_logger(node):
-    """The logger for a node's lines at its exit: ``node.get_logger()`` (rclpy's) while its
-    context is valid and the process is not ending; once :func:`run_node` has left the spin, or
-    after a signal has shut the context down, a logger of the same name plus ``.exit`` that
-    only writes to the console, since the node's own logger would also try the ``/rosout``
-    publisher of the dead context ("Failed to publish log message to rosout: publisher's
-    context is invalid").
-
-    The process ending is checked first: on SIGINT, rclpy's signal thread shuts the context
-    down while the main thread already leaves the spin (KeyboardInterrupt), so a context still
-    valid when the exit starts may be gone at its next line (a node's logger chosen at the
-    start of ``destroy_node`` failed so under ``ros2 launch``).
-    """
-    import rclpy
-    from rclpy.node import Node
-
-    logger = Node.get_logger(node)  # its name stays readable after destroy_node
-    if not _ENDING.is_set() and rclpy.ok(context=node.context):
-        return logger
-    return rclpy.logging.get_logger(f"{logger.name}.exit")
-
-
-class ExitSafeLogger:
-    """A node's logger that is :func:`exit_logger` at each use: rclpy's logger of the node
-    while the node runs, the console-only ``.exit`` logger once the process ends or a signal
-    has shut the context down.  What a node's threads (paced loop, workers) log between the
-    signal and their stop then never reaches the dead ``/rosout`` publisher.
-
-    Attribute access is delegated (``log.info(...)`` calls rclpy's method directly, so
-    rclpy's call-site bookkeeping sees the caller, not this class).  A check and the shutdown
-    by rclpy's signal thread can still interleave within the same microsecond.
-    """
-
-    __slots__ = ("_node",)
-
-    def __init__(self, node):
-        self._node = node
-
-    def __getattr__(self, name: str):
-        return getattr(exit_logger(self._node), name)
-
-
-class ExitSafeLogging:
-    """Mixin for the suite's nodes (before ``rclpy.node.Node`` in the bases):
-    ``get_logger()`` returns an :class:`ExitSafeLogger` of the node."""
-
-    def get_logger(self):
-        logger = self.__dict__.get("_exit_safe_logger")
-        if logger is None:
-            logger = self.__dict__["_exit_safe_logger"] = ExitSafeLogger(self)
-        return logger
 
 
 def main_for(node_cls) -> Callable[[list[str] | None], None]:
