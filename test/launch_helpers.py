@@ -182,6 +182,11 @@ STARTUP = 90.0         # s (wall) until /joint_states and the controller's subsc
 LOCKSTEP_LEAD = 1.0
 LOCKSTEP_HOLD = 1.0    # s of simulated time recorded after the move
 LAMBDA_D = 50.0        # N, Aghili (2010) Sect. 5's desired contact force (prr_surface)
+#: s recorded after the end of the demo move, per law (the joint PD converges slowly); else 1
+DEMO_HOLD = {"pd": 3.0, "pid": 3.0}
+#: s of slack between the probe's wall clock for the start of a move sent with stamp zero (the
+#: controller starts it on receipt) and the controller's: the DDS delivery latency
+LAG = 0.05
 
 
 def bringup_defaults(robot: str) -> dict:
@@ -643,4 +648,131 @@ def run_flexible_demo(prefix: Path, probe, robot: str, log_path: Path) -> dict:
                library_end=float(np.max(np.abs(q_lib - q_goal))),
                end_gap=float(np.max(np.abs(q_last - q_lib))),
                largest=max(abs(d) for d in move.values()))
+    return out
+
+
+def wallclock_cases() -> list[tuple[str, str]]:
+    """(robot, controller:=) of every shipped rigid robot whose bringup defaults run the loop
+    on the wall clock (no ``use_sim_time`` in ``config/bringup/<robot>.yaml``; the flexible
+    robots and the stiff passive arms have it), with the default law, and arm7's documented
+    ``pd`` and ``pid``."""
+    robots = [p.stem for p in sorted((ROOT / "config" / "bringup").glob("*.yaml"))
+              if not bringup_defaults(p.stem).get("use_sim_time")]
+    return [(r, "default") for r in robots] + [("arm7", "pd"), ("arm7", "pid")]
+
+
+def _wall_errors(recorded, t_sent, moved, q_start, q_goal, duration):
+    """Per recorded state, the error of the ``moved`` joints against the rest-to-rest reference
+    started at ``t_sent`` (wall clock [s]), the smallest over start times within +-LAG."""
+    import numpy as np
+
+    from multibody_control.trajectories import rest_to_rest
+
+    lags = np.linspace(-LAG, LAG, 11)
+    errors = []
+    for m in recorded:
+        ref = rest_to_rest(stamp(m) - t_sent + lags, q_start, q_goal, 0.0, duration).q
+        errors.append(np.min(np.max(np.abs(ref - joint_positions(m, moved)), axis=1)))
+    return np.array(errors)
+
+
+def run_wallclock_demo(prefix: Path, probe, tmp_path: Path, robot: str,
+                       controller: str = "default") -> dict:
+    """``bringup.launch.py robot:=<robot> sim:=embedded rviz:=false`` (and ``controller``)
+    with every other argument at its default, for a robot whose defaults run the loop on the
+    wall clock: the simulator paced by the wall clock at 1 kHz, the controller on its timer.
+    Once states, commands and the controller's trajectory subscription are seen, the demo
+    move of the robot's defaults is sent with stamp zero (started on receipt) at the probe's
+    wall time ``t_sent``; the states stamped in the move and DEMO_HOLD s after it (1 s
+    unless the law is there) are recorded.  The error of a state is taken against the
+    rest-to-rest reference computed here from ``t_sent``, the smallest over start times within
+    +-LAG s (the delivery latency the probe cannot see).  The figures depend on how much CPU
+    the machine leaves the loop: the 1-minute load average is returned beside them.
+
+    Parameters
+    ----------
+    prefix : Path
+        The ament prefix (:func:`make_prefix`).
+    probe : ros_helpers.Probe
+        The test's node in the launch's ROS domain.
+    tmp_path : Path
+        Folder of the launch log (``<robot>-<controller>-wallclock.log``).
+    robot, controller : str
+        The robot; ``controller:=`` (``"default"``: the argument not given).
+
+    Returns
+    -------
+    dict
+        ``robot``, ``law``, ``hold`` [s], ``states`` (recorded in the move and hold),
+        ``rate`` (of them per wall-clock second [Hz]), ``max_error`` (over the move and hold),
+        ``max_error_at`` (its time after ``t_sent`` [s]), ``last_error`` (of the last state
+        against the reference), ``end_error`` (distance of the last state from the goal)
+        [rad | m], ``load_before``, ``load_after`` (1-minute load averages before the launch
+        and after the hold), ``died``, ``alive``, ``exit_code``, ``leftover``, ``log`` as
+        :func:`run_lockstep_demo`.
+    """
+    import numpy as np
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from trajectory_msgs.msg import JointTrajectory
+
+    from multibody_dynamics.model import load_model
+
+    cfg = bringup_defaults(robot)
+    if cfg.get("use_sim_time"):
+        raise ValueError(f"{robot}: its bringup loop runs in lockstep on simulated time, not on "
+                         "the wall clock (run_lockstep_demo)")
+    model = load_model(robot)
+    law = cfg["law"] if controller == "default" else controller
+    move, duration = cfg["demo"]["move"], float(cfg["demo"]["duration"])
+    hold = DEMO_HOLD.get(law, 1.0)
+    names, moved = list(model.coordinate_names), list(move)
+    imoved = [names.index(n) for n in moved]
+    states = probe.record(JointState, "/joint_states", depth=2000)
+    commands = probe.record(Float64MultiArray, "/effort_controller/commands", depth=50)
+    pub = probe.publisher(JointTrajectory, "/controller_node/joint_trajectory")
+    args = {"robot": robot, "sim": "embedded", "rviz": "false"}
+    if controller != "default":
+        args["controller"] = controller
+    out: dict = {"robot": robot, "law": law, "hold": hold, "load_before": os.getloadavg()[0]}
+    run = LaunchProcess(prefix, "bringup.launch.py", args,
+                        Path(tmp_path) / f"{robot}-{controller}-wallclock.log")
+    try:
+        _wait_loop(run, lambda: states and commands and pub.get_subscription_count() > 0,
+                   "loop")
+        q_start = joint_positions(states[-1], names)  # where the simulator holds the robot
+        q_goal = q_start.copy()
+        q_goal[imoved] += [move[n] for n in moved]
+        # closed loops under a constrained law: the independent joints only
+        constrained = law in ("projected_inverse_dynamics", "quasi_velocity")
+        sent = moved if constrained and model.closures else names
+        idx = [names.index(n) for n in sent]
+        n_before = len(states)
+        t_sent = time.time()
+        pub.publish(demo_trajectory(sent, q_start[idx], q_goal[idx], duration))
+        time.sleep(duration + hold)
+        log = run.log()
+        out.update(died="process has died" in log, alive=run.alive,
+                   load_after=os.getloadavg()[0])
+        recorded = [m for m in list(states)[n_before:]
+                    if t_sent <= stamp(m) <= t_sent + duration + hold]
+        if not recorded:
+            new = list(states)[n_before:]
+            last = f"{stamp(new[-1]) - t_sent:+.3f} s" if new else "none"
+            raise RuntimeError(f"no /joint_states stamped in the move and hold ({len(new)} "
+                               f"after the sending, the last stamped {last} from it):\n"
+                               f"{log[-4000:]}")
+        errors = _wall_errors(recorded, t_sent, moved, q_start[imoved], q_goal[imoved],
+                              duration)
+        worst = int(np.argmax(errors))
+        out.update(states=len(recorded), rate=len(recorded) / (duration + hold),
+                   max_error=float(errors[worst]),
+                   max_error_at=stamp(recorded[worst]) - t_sent,
+                   last_error=float(errors[-1]),
+                   end_error=float(np.max(np.abs(joint_positions(recorded[-1], moved)
+                                                 - q_goal[imoved]))))
+    finally:
+        out["exit_code"] = run.stop()
+        out["leftover"] = run.leftover
+        out["log"] = run.log()
     return out
