@@ -1,4 +1,5 @@
-"""The lockstep bringups under the real launch: DDS figures beside the library's.
+"""The bringups under the real launch: the lockstep loops' DDS figures beside the library's,
+and the wall-clock defaults (case group ``wallclock``).
 
 ``bringup.launch.py robot:=<robot> sim:=embedded rviz:=false`` run with ``LaunchService``
 (``launch`` and ``launch_ros`` from ../shared/ros-launch-wheels, as ``make test`` installs
@@ -32,9 +33,23 @@ recorded state.
 
 The errors do not depend on the load (lockstep); the states per simulated second do (the
 probe may drop some).  The 1-minute load average is recorded with every entry.
+
+The case group ``wallclock`` (``test/launch_helpers.py`` ``run_wallclock_demo``, the run of
+``test_launch_bringup.py::test_bringup_wall_clock_defaults``): every rigid robot whose
+defaults run the loop on the wall clock (``launch_helpers.wallclock_cases``: the default law
+of each, and arm7 with ``controller:=pd`` and ``pid``), launched with the launch's true
+defaults (no lockstep argument); the demo move sent with stamp zero, the largest error of the
+moved joints over the move and its hold against the reference started at the probe's wall
+time and the distance from the goal at the end, the states recorded per wall-clock second,
+and the 1-minute load average before the launch and after the hold.  These figures do depend
+on the load: they say what the defaults give on this machine at that load, and are worth
+recording only on an idle one.  No library column: the wall-clock loop's delay is whatever
+the scheduler gives.
+
 ``BENCH_ROS_LAUNCH_ONLY=passive_arm2,force`` selects cases (robot names, ``force``,
-``flexible`` for the four flexible robots); the entries of the cases not selected are kept
-from bench/results.json, so that ``--only ros_launch`` with a selection reruns only those.
+``flexible`` for the four flexible robots, ``wallclock`` for that group); the entries of the
+cases not selected are kept from bench/results.json, so that ``--only ros_launch`` with a
+selection reruns only those.
 Without launch, launch_ros or rclpy every entry is skipped with the reason.
 """
 
@@ -71,7 +86,10 @@ def _selected() -> set[str] | None:
 
 
 def _case(entry: dict) -> str:
-    """The selection name of an entry: ``force`` for prr_surface's, else its robot."""
+    """The selection name of an entry: ``wallclock`` for that group's, ``force`` for
+    prr_surface's force control, else its robot."""
+    if entry.get("wallclock"):
+        return "wallclock"
     return "force" if entry.get("robot") == "prr_surface" else entry.get("robot", "")
 
 
@@ -177,6 +195,28 @@ def _flexible(lh, ros_helpers, prefix, logs, robot) -> dict:
     return entry
 
 
+def _wallclock(lh, ros_helpers, logs, prefix, robot, controller) -> dict:
+    name = robot if controller == "default" else f"{robot} controller:={controller}"
+    probe, context = _probe(ros_helpers)
+    try:
+        r = lh.run_wallclock_demo(prefix, probe, logs, robot, controller)
+    except _FAILURES as exc:
+        return {"name": name, "robot": robot, "wallclock": True,
+                "load_average_1min": os.getloadavg()[0],
+                "failed": " ".join(str(exc).split())[:300]}
+    finally:
+        _close(probe, context)
+    entry = {"name": name, "robot": robot, "wallclock": True, "law": r["law"],
+             "max_error": r["max_error"], "end_error": r["end_error"],
+             "states_per_s": r["rate"], "hold": r["hold"]}
+    entry.update(_common(r))
+    entry.update(load_average_1min=r["load_before"], load_after=r["load_after"])
+    print(f"  {name} (wall clock): {r['max_error']:.3g} / {r['end_error']:.3g}, "
+          f"{r['rate']:.0f} states/s, load {r['load_before']:.2f} -> {r['load_after']:.2f}",
+          flush=True)
+    return entry
+
+
 def run() -> list[dict]:
     if str(TEST) not in sys.path:
         sys.path.insert(0, str(TEST))
@@ -207,8 +247,11 @@ def run() -> list[dict]:
         for robot in FLEXIBLE:
             if only is None or robot in only:
                 entries.append(_flexible(lh, ros_helpers, prefix, logs, robot))
+        if only is None or "wallclock" in only:
+            for robot, controller in lh.wallclock_cases():
+                entries.append(_wallclock(lh, ros_helpers, logs, prefix, robot, controller))
     if only is not None:  # the other cases' last figures, in the order of the cases
-        order = [r for r, _ in CASES] + ["force"] + list(FLEXIBLE)
+        order = [r for r, _ in CASES] + ["force"] + list(FLEXIBLE) + ["wallclock"]
         entries = sorted(_kept(only) + entries,
                          key=lambda e: order.index(_case(e)) if _case(e) in order else -1)
     return entries

@@ -668,7 +668,7 @@ def ros_launch(results: dict, suites: list[str]) -> str:
 
     rows = [row(e) for e in _suites(results, suites or ["ros_launch"])
             if "multiplier_min" not in e and e.get("robot") != "prr_surface"
-            and not e.get("flexible")]
+            and not e.get("flexible") and not e.get("wallclock")]
     return _rows(["robot", "law", "DDS: max error over the move and hold / at the last state "
                   "recorded [rad or m]", "library, same loop to the same state",
                   "last state recorded [s after the start; move 2 s, hold 1 s]",
@@ -689,7 +689,8 @@ def ros_launch_force(results: dict, suites: list[str]) -> str:
                 _num(e["load_average_1min"], 2)]
 
     rows = [row(e) for e in _suites(results, suites or ["ros_launch"])
-            if "multiplier_min" in e or e.get("robot") == "prr_surface"]
+            if ("multiplier_min" in e or e.get("robot") == "prr_surface")
+            and not e.get("wallclock")]
     return _rows(["law (move)", "DDS: multiplier during the move and 1 s hold [N]",
                   "library, same sequence [N]", "DDS: max error / at the end [rad]",
                   "library [rad]", "load average"], rows)
@@ -707,13 +708,37 @@ def ros_launch_flexible(results: dict, suites: list[str]) -> str:
                 f"{_num(e['library_max'])} / {_num(e['library_end'])}", _num(e["t_last"]),
                 "yes" if e["clean"] else "NO", _num(e["load_average_1min"], 2)]
 
-    rows = [row(e) for e in _suites(results, suites or ["ros_launch"]) if e.get("flexible")]
+    rows = [row(e) for e in _suites(results, suites or ["ros_launch"])
+            if e.get("flexible") and not e.get("wallclock")]
     return _rows(["robot", "largest joint move of the demo [rad or m]",
                   "real-time factor (lockstep over DDS)", "states paired without delay",
                   "DDS: max joint error over the move and hold / at the last state recorded "
                   "[rad or m]", "library, same loop to the same state",
                   "last state recorded [s after the start]", "clean start and exit",
                   "load average"], rows)
+
+
+def ros_launch_wallclock(results: dict, suites: list[str]) -> str:
+    """The wall-clock bringups under the real launch with the launch's true defaults: errors
+    of the demo move against the reference started at the probe's wall time, the states'
+    rate and the load they were measured at (bench_ros_launch, case group ``wallclock``).
+    Until that group has been run the table says so in one row."""
+    def row(e: dict) -> list[str]:
+        if "failed" in e:
+            return [e["name"], "—", "failed: " + e["failed"], "—", "—",
+                    _num(e.get("load_average_1min"), 2), "—"]
+        return [e["name"], e["law"], f"{_num(e['max_error'])} / {_num(e['end_error'])}",
+                _num(e["states_per_s"]), "yes" if e["clean"] else "NO",
+                _num(e["load_average_1min"], 2), _num(e["load_after"], 2)]
+
+    header = ["robot", "law", "max error over the move and hold / at the end [rad or m]",
+              "states recorded per wall-clock s", "clean start and exit",
+              "load average before", "after"]
+    rows = [row(e) for e in _suites(results, suites or ["ros_launch"]) if e.get("wallclock")]
+    if not rows:
+        rows = [["not measured yet", "—", "run `BENCH_ROS_LAUNCH_ONLY=wallclock python "
+                 "bench/run.py --only ros_launch` on an idle machine", "—", "—", "—", "—"]]
+    return _rows(header, rows)
 
 
 def machine(results: dict, suites: list[str]) -> str:
@@ -742,7 +767,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "design_tracking": design_tracking, "design_studies": design_studies,
     "design_case1": design_case1, "design_workers": design_workers, "batch": batch,
     "ros_launch": ros_launch, "ros_launch_force": ros_launch_force,
-    "ros_launch_flexible": ros_launch_flexible,
+    "ros_launch_flexible": ros_launch_flexible, "ros_launch_wallclock": ros_launch_wallclock,
     "machine": machine,
 }
 

@@ -67,6 +67,21 @@ def test_ros_launch_tables_split_the_demo_moves_and_the_force_control():
     assert len(lines) == 3
     assert lines[2] == ("| flexible_manipulator | 0.2 | 0.83 | 99.95 % | 0.0461 / 0.0028 | "
                         "0.0461 / 0.0028 | 3 | yes | 9.4 |")
+    # no wall-clock entries yet: one row says how to measure them
+    lines = report.table(results, "ros_launch_wallclock").splitlines()
+    assert len(lines) == 3 and lines[2].startswith("| not measured yet |"), lines
+    # a wall-clock entry (prr_surface among them) goes to its own table only
+    results["suites"]["ros_launch"].append(
+        {"name": "prr_surface", "robot": "prr_surface", "wallclock": True,
+         "law": "projected_inverse_dynamics", "max_error": 0.012345, "end_error": 2.5e-05,
+         "states_per_s": 912.4, "hold": 1.0, "load_average_1min": 1.234, "load_after": 2.0,
+         "clean": True})
+    assert len(report.table(results, "ros_launch").splitlines()) == 4
+    assert len(report.table(results, "ros_launch_force").splitlines()) == 3
+    assert len(report.table(results, "ros_launch_flexible").splitlines()) == 3
+    lines = report.table(results, "ros_launch_wallclock").splitlines()
+    assert lines[2:] == ["| prr_surface | projected_inverse_dynamics | 0.0123 / 2.50e-05 | "
+                         "912 | yes | 1.2 | 2 |"]
 
 
 def test_unknown_table_or_suite_is_an_error_naming_it():

@@ -9,19 +9,26 @@ test_force_control_over_launch runs prr_surface with ``lockstep:=true``.  The ri
 whose defaults run the loop on the wall clock are launched with ``lockstep:=true`` by
 test_bringup_tracks_demo_reference (their laws, gains and initial positions as shipped): a
 tracking error measured on the wall clock of a loaded 2-core machine says how much CPU the
-loop got, not how it tracks (its docstring).
+loop got, not how it tracks (its docstring).  Their true default, the wall clock, is tracked
+by test_bringup_wall_clock_defaults for two representatives (four_bar: a closed loop under
+its constrained law; arm7: an open chain) under the same bounds, when the machine's 1-minute
+load average is at most WALL_LOAD_PER_CPU per CPU (else it skips, naming the load), and for
+every wall-clock robot by bench/bench_ros_launch.py's ``wallclock`` group (the same
+launch_helpers.run_wallclock_demo, figures with their load in docs/ros-launch.md).
 
 Each test runs ``LaunchService`` on the installed launch file (an ament prefix of this tree,
 :mod:`launch_helpers`) in a subprocess, ``robot:=<robot> sim:=embedded rviz:=false`` with
-every other argument at its default but the loop's clock, in the test's isolated ROS domain.
-A probe node of the test sends the robot's demo reference (``demo`` of
+every other argument at its default (but the loop's clock where said), in the test's
+isolated ROS domain.  A probe node of the test sends the robot's demo reference (``demo`` of
 ``config/bringup/<robot>.yaml``: a rest-to-rest quintic move of the named joints), stamped on
-the simulated clock, to ``/controller_node/joint_trajectory`` once the loop runs, and records
-``/joint_states``.  Checked: the three nodes of the suite stay up (no ``process has died`` in
-the launch log), ``/joint_states`` flows, and the tracking error of the moved joints is
-bounded, measured against the reference computed here from the same formula
-(``multibody_control.trajectories.rest_to_rest``), not taken from the controller.  The move
-lasts ``demo.duration`` (2 s) and ``HOLD`` s of holding follow (1 s, 3 s for the joint PD).
+the simulated clock (on the wall clock: stamp zero, started on receipt, the reference taken
+from the probe's time of sending within +-LAG s), to ``/controller_node/joint_trajectory``
+once the loop runs, and records ``/joint_states``.  Checked: the three nodes of the suite
+stay up (no ``process has died`` in the launch log), ``/joint_states`` flows, and the
+tracking error of the moved joints is bounded, measured against the reference computed here
+from the same formula (``multibody_control.trajectories.rest_to_rest``), not taken from the
+controller.  The move lasts ``demo.duration`` (2 s) and ``HOLD`` s of holding follow (1 s,
+3 s for the joint PD).
 
 Without launch/launch_ros (``make test`` installs them from ../shared/ros-launch-wheels) or
 rclpy the module is skipped.
@@ -107,7 +114,8 @@ def test_bringup_tracks_demo_reference(prefix, probe, tmp_path, robot, controlle
     loaded machine leaves it.  On the wall clock, under a load of 10-15 on 2 cores, four_bar's
     controller stalled and the crank fell away (1.57 rad) and prr_surface ended 0.028 rad
     from its goal (bound 0.02), while the same runs passed at low load; the bounds
-    (ERROR_BOUND) are unchanged.  The wall-clock loop itself is exercised by the
+    (ERROR_BOUND) are unchanged.  The wall-clock defaults themselves are tracked by
+    test_bringup_wall_clock_defaults (four_bar, arm7; skipped on a loaded machine), the
     launch_testing tests (test/launch) and the node tests.
     """
     cfg = bringup_defaults(robot)
