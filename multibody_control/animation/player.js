@@ -71,6 +71,7 @@
       g.rotateX(Math.PI / 2);  // URDF cylinders run along local z, three.js ones along y
     } else g = new THREE.SphereGeometry(s.dims[0], 20, 14);
     const m = new THREE.Mesh(g, new THREE.MeshLambertMaterial({color: s.color}));
+    m.visible = F > 0;  // live: nothing drawn before the first frame
     scene.add(m);
     return m;
   });
@@ -108,6 +109,7 @@
   function setFrame(f) {
     frame = Math.min(Math.max(f, 0), F - 1);
     if (frame < 0) return;
+    if (!meshes[0] || !meshes[0].visible) for (const m of meshes) m.visible = true;
     const P = S.poses[frame];
     for (let s = 0; s < NS; s++) {
       const o = 7 * s;
