@@ -142,3 +142,22 @@ def test_live_page_in_headless_chromium_draws_the_robot(tmp_path):
     # the static page, ~90 x 5 px here)
     for color in LINK_COLORS[:2]:
         assert _hue_mask(img, color).sum() > 60, color
+
+
+@pytest.mark.parametrize("robot, duration, fps, max_frames", [
+    ("slider_crank", 2.55, 30.0, 600),  # 76.5 frame intervals: spread over the run
+    ("arm7", 20.0, 30.0, 600),  # capped: 600 frames over 20 s
+])
+def test_picked_frames_are_the_static_ones(robot, duration, fps, max_frames):
+    model = load_model(robot)
+    v0 = np.array([12.0, -24.0]) if robot == "slider_crank" else None
+    res = simulate(model, duration, None, v0)
+    live = LiveScene(model, res.q[0], duration, fps=fps, max_frames=max_frames)
+    for t, q in zip(res.t, res.q):  # as the simulator's on_sample passes them
+        live.add_sample(t, q)
+    live.finish()
+    static = build_scene(model, res.q, res.t, frame_times(res.t, fps, max_frames))
+    assert len(live.frames) == static.t.size
+    np.testing.assert_array_equal(live.times, static.t)
+    poses = np.array([json.loads(f)["pose"] for f in live.frames])
+    np.testing.assert_array_equal(poses, np.round(static.poses, 5).reshape(static.t.size, -1))

@@ -157,21 +157,25 @@ class LiveScene:
         if self._grid is None:
             self._grid = np.linspace(t, t + self.duration, self.n_frames)
             self._next = 0
-        while self._next < self._grid.size and self._grid[self._next] + _TOL < t:
+        # the last frame is the last sample, whenever the run ends (as for the finished
+        # result, whose frame times end at its last sample): emitted by finish()
+        while self._next < self._grid.size - 1 and self._grid[self._next] + _TOL < t:
             if self._last is not None:
                 self._emit(*self._last)
             self._next += 1
         self._last = (t, np.array(q, float))
 
     def finish(self, outcome: str = "completed") -> None:
-        """The run has ended: the frames still due (the last sample's), then the end event."""
+        """The run has ended: the frames still due (the last sample's), then the end event.
+        A run that ended early (failure, Ctrl-C) ends with its last sample's frame; the
+        static page of such a result spreads its frames over the shorter run instead."""
         if self._last is not None and self._grid is not None:
             t = self._last[0]
-            while self._next < self._grid.size and self._grid[self._next] <= t + _TOL:
+            while self._next < self._grid.size - 1 and self._grid[self._next] <= t + _TOL:
                 self._emit(*self._last)
                 self._next += 1
-            if not self.times or self.times[-1] < t:  # ended early: show where it stopped
-                self._emit(*self._last)
+            self._emit(*self._last)  # the last frame (ended early: where the run stopped)
+            self._next = self._grid.size
         with self._cond:
             self.ended = outcome
             self._cond.notify_all()
