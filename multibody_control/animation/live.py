@@ -94,6 +94,7 @@ class LiveScene:
         self.dropped = 0
         self._grid: np.ndarray | None = None
         self._last: tuple[float, np.ndarray] | None = None
+        self._due = -np.inf  # a sample after this time [s] passes the next frame time
         self._cond = threading.Condition()
 
     @staticmethod
@@ -134,6 +135,9 @@ class LiveScene:
         return poses, np.array(segs, float).reshape(-1, 2, 3), ee
 
     def _emit(self, t: float, q: np.ndarray) -> None:
+        if not np.all(np.isfinite(q)):
+            self.dropped += 1
+            return
         poses, segs, ee = self.frame(q)
         k = len(self.frames)
         text = json.dumps({"k": k, "t": round(float(t), 6),
@@ -148,12 +152,13 @@ class LiveScene:
             self._cond.notify_all()
 
     def add_sample(self, t: float, q: np.ndarray) -> None:
-        """One sample of the run (the simulator's ``on_sample``): emits the frames whose time
-        it has passed (each the sample before it).  Samples with NaN or inf are skipped."""
-        if not np.all(np.isfinite(q)):
-            self.dropped += 1
-            return
+        """One sample of the run (the simulator's ``on_sample``; ``q`` is not modified later):
+        emits the frames whose time it has passed (each the sample before it).  A frame
+        whose sample has NaN or inf is left out (counted in ``dropped``)."""
         t = float(t)
+        if t <= self._due:  # the common case: no frame time passed, keep the sample
+            self._last = (t, q)
+            return
         if self._grid is None:
             self._grid = np.linspace(t, t + self.duration, self.n_frames)
             self._next = 0
@@ -163,7 +168,9 @@ class LiveScene:
             if self._last is not None:
                 self._emit(*self._last)
             self._next += 1
-        self._last = (t, np.array(q, float))
+        self._due = (float(self._grid[self._next]) + _TOL if self._next < self._grid.size - 1
+                     else np.inf)
+        self._last = (t, q)
 
     def finish(self, outcome: str = "completed") -> None:
         """The run has ended: the frames still due (the last sample's), then the end event.
@@ -171,10 +178,15 @@ class LiveScene:
         static page of such a result spreads its frames over the shorter run instead."""
         if self._last is not None and self._grid is not None:
             t = self._last[0]
-            while self._next < self._grid.size - 1 and self._grid[self._next] <= t + _TOL:
-                self._emit(*self._last)
-                self._next += 1
-            self._emit(*self._last)  # the last frame (ended early: where the run stopped)
+            # a run that reached its end: the frames due up to it are its last sample (frame
+            # times in (previous sample, last sample]); one that ended early ends with a
+            # single frame of its last sample, like the static page (whose frame times span
+            # the samples there are)
+            if t >= self._grid[-1] - 1e-9:
+                while self._next < self._grid.size - 1:
+                    self._emit(*self._last)
+                    self._next += 1
+            self._emit(*self._last)
             self._next = self._grid.size
         with self._cond:
             self.ended = outcome
