@@ -161,3 +161,44 @@ def test_picked_frames_are_the_static_ones(robot, duration, fps, max_frames):
     np.testing.assert_array_equal(live.times, static.t)
     poses = np.array([json.loads(f)["pose"] for f in live.frames])
     np.testing.assert_array_equal(poses, np.round(static.poses, 5).reshape(static.t.size, -1))
+
+
+def test_ctrl_c_during_the_viewed_run_keeps_the_samples_and_ends_the_stream(tmp_path):
+    import os
+    import signal
+
+    out = tmp_path / "sc.csv"
+    # adaptive at rtol 1e-10: about 15 simulated s per wall s here, so 100 s is still running
+    # when the first frames have arrived
+    cmd = [sys.executable, "-m", "multibody_control.cli", "simulate", "slider_crank",
+           "--duration", "100", "--v0", "12", "-24", "--rtol", "1e-10", "--out", str(out),
+           "--quiet", "--view", "--no-browser"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:")
+        got: list = []
+        client = threading.Thread(target=_read_events, args=(url + "events", got))
+        client.start()
+        deadline = time.perf_counter() + 30
+        while len(got) < 5 and time.perf_counter() < deadline:
+            time.sleep(0.02)
+        assert len(got) >= 5 and not out.exists()  # frames stream, the run is under way
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        client.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "partial result written to" in err
+    meta = json.loads(out.with_suffix(".meta.json").read_text())
+    assert meta["partial"] is True
+    t_last = np.loadtxt(out, delimiter=",", skiprows=1)[-1, 0]
+    assert 0 < t_last < 100
+    # the stream ended with the run: its last frame is the last sample written
+    assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
+    frames = [d for _, e, d in got if e == "message"]
+    assert abs(frames[-1]["t"] - t_last) < 1e-6

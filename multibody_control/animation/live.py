@@ -233,22 +233,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
+        with self.server.lock:
+            self.server.streams += 1
         try:
-            while not self.server.closing:
+            while True:  # after the run's end, the frames left and the end event still go
                 frames, ended = live.wait(k, 0.5)
                 if frames:
                     self.wfile.write("".join(f"id: {k + i}\ndata: {f}\n\n"
                                              for i, f in enumerate(frames)).encode())
                     self.wfile.flush()
                     k += len(frames)
-                    continue
-                if ended:
+                elif ended:
                     end = json.dumps({"frames": k, "outcome": live.ended})
                     self.wfile.write(f"event: end\ndata: {end}\n\n".encode())
                     self.wfile.flush()
                     return
+                elif self.server.closing:
+                    return
         except (BrokenPipeError, ConnectionResetError):  # the page was closed
             return
+        finally:
+            with self.server.lock:
+                self.server.streams -= 1
 
 
 class LiveServer(ThreadingHTTPServer):
@@ -275,6 +281,8 @@ class LiveServer(ThreadingHTTPServer):
                              f"got {port}")
         self.live = live
         self.closing = False
+        self.streams = 0  # event streams being served (changed by the handler threads)
+        self.lock = threading.Lock()
         self.page = render_page(live.head())
         try:
             super().__init__(("127.0.0.1", int(port)), _Handler)
@@ -294,9 +302,13 @@ class LiveServer(ThreadingHTTPServer):
         return self
 
     def stop(self) -> None:
-        """Stop serving (open event streams end within 0.5 s) and close the socket."""
+        """Stop serving and close the socket.  Open event streams first send what they
+        have not yet sent (all of it, and the end event, once the run has ended); up to 2 s."""
         self.closing = True
         self.live.wake()
+        deadline = time.perf_counter() + 2.0
+        while self.streams > 0 and time.perf_counter() < deadline:
+            time.sleep(0.01)
         if self._thread is not None:
             self.shutdown()
             self._thread.join(timeout=2.0)
