@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,8 @@ from multibody_control.cli import main
 from multibody_dynamics.errors import InputError
 from multibody_dynamics.model import load_model
 from multibody_dynamics.simulate import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _read_events(url: str, out: list, timeout: float = 60.0) -> None:
@@ -79,7 +82,7 @@ def test_stream_delivers_the_static_scene_frames_in_order_during_the_run():
     assert np.abs(seg[:, 0, 0, 1]).max() < 1e-5
 
 
-def test_port_errors_before_any_work(capsys):
+def test_port_errors_before_any_work(capsys, tmp_path):
     model = load_model("slider_crank")
     live = LiveScene(model, model.q_initial, 0.1)
     with pytest.raises(InputError, match="--view-port: expected a TCP port"):
@@ -93,8 +96,14 @@ def test_port_errors_before_any_work(capsys):
         # the command: exit 2 with a one-line message, and no result written
         assert main(["simulate", "slider_crank", "--duration", "0.1", "--view", "--no-browser",
                      "--view-port", str(port), "--out", "x_never.csv"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "cannot listen" in err and len(err.splitlines()) == 1
+        err = capsys.readouterr().err.strip()
+        assert "cannot listen" in err and len(err.splitlines()) == 1
+        # run and invert take the port before their work too: nothing written
+        assert main(["run", str(ROOT / "config/scenarios/run_slider_crank.yaml"), "--out",
+                     str(tmp_path / "never"), "--view", "--no-browser", "--view-port",
+                     str(port)]) == 2
+        assert "cannot listen" in capsys.readouterr().err
+        assert not (tmp_path / "never").exists()
     assert main(["simulate", "slider_crank", "--duration", "0.1", "--view", "--no-browser",
                  "--view-port", "-1"]) == 2
     assert "--view-port: expected a TCP port" in capsys.readouterr().err

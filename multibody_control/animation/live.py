@@ -213,14 +213,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802  (http.server's name)
         path = self.path.split("?", 1)[0]
-        if path in ("/", "/index.html"):
+        if path in ("/", "/index.html") and self.server.page is None:
+            self.send_error(503, "the result is still being computed; reload when the "
+                            "command has written it")
+        elif path in ("/", "/index.html"):
             body = self.server.page.encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-        elif path == "/events":
+        elif path == "/events" and self.server.live is not None:
             self._events()
         else:
             self.send_error(404, "not found: the live viewer serves / and /events")
@@ -263,7 +266,8 @@ class LiveServer(ThreadingHTTPServer):
 
     Parameters
     ----------
-    live : LiveScene
+    live : LiveScene, or None to serve a finished result's page (``page``, set when it is
+        ready) without an event stream
     port : TCP port, 0 for a free one chosen by the system
 
     Raises
@@ -275,7 +279,7 @@ class LiveServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False  # a port in use is an error, not shared
 
-    def __init__(self, live: LiveScene, port: int = 0):
+    def __init__(self, live: LiveScene | None, port: int = 0):
         if not 0 <= int(port) <= 65535:
             raise InputError(f"--view-port: expected a TCP port in 1-65535 (0: a free one), "
                              f"got {port}")
@@ -283,7 +287,7 @@ class LiveServer(ThreadingHTTPServer):
         self.closing = False
         self.streams = 0  # event streams being served (changed by the handler threads)
         self.lock = threading.Lock()
-        self.page = render_page(live.head())
+        self.page: str | None = None if live is None else render_page(live.head())
         try:
             super().__init__(("127.0.0.1", int(port)), _Handler)
         except OSError as exc:
@@ -305,7 +309,8 @@ class LiveServer(ThreadingHTTPServer):
         """Stop serving and close the socket.  Open event streams first send what they
         have not yet sent (all of it, and the end event, once the run has ended); up to 2 s."""
         self.closing = True
-        self.live.wake()
+        if self.live is not None:
+            self.live.wake()
         deadline = time.perf_counter() + 2.0
         while self.streams > 0 and time.perf_counter() < deadline:
             time.sleep(0.01)
