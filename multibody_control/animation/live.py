@@ -17,8 +17,9 @@ interpolated.  Its placements come from the same :func:`~.scene.rig` and
   closes after it.
 
 The camera is fitted before the motion is known: to the shapes over 40 configurations about
-the start (every velocity coordinate moved by up to pi, prismatic ones by up to half the
-robot's size), which covers what a revolute chain can reach.
+the start (every velocity coordinate moved by up to pi rad, prismatic ones by up to 0.5 m),
+which covers what a revolute chain can reach; the end-effector path grows by one point per
+frame.
 """
 
 from __future__ import annotations
