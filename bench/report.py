@@ -591,6 +591,22 @@ def batch(results: dict, suites: list[str]) -> str:
                   "bitwise equal to single runs", "load average"], rows)
 
 
+def live_viewer(results: dict, suites: list[str]) -> str:
+    """simulate --view: the viewed run against the run alone, frames delivered, delay to an
+    HTTP client (bench_live_viewer)."""
+    rows = [[e["name"], str(e["frames"]), _num(e["ratio"]),
+             f"{_num(e['baseline_wall_s'])} / {_num(e['viewed_wall_s'])}",
+             _num(e["simulated_s_per_wall_s"]),
+             f"{_num(e['frames_produced_per_wall_s'])} / {_num(e['frames_delivered_per_wall_s'])}",
+             f"{_num(e['delay_median_ms'])} / {_num(e['delay_max_ms'])}",
+             _num(e["load_avg_1min"], 2)]
+            for e in _suites(results, suites or ["live_viewer"])]
+    return _rows(["run", "frames (30 fps)", "time ratio", "wall s (alone / viewed)",
+                  "simulated s / wall s (alone)",
+                  "frames / wall s (alone's rate / delivered while viewed)",
+                  "delay sample to client, median / max [ms]", "load average"], rows)
+
+
 def peers(results: dict, suites: list[str]) -> str:
     """The suite beside MuJoCo, Exudyn and Drake on the same mechanisms, same run (bench_peers)."""
     def row(e: dict) -> list[str]:
@@ -766,6 +782,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "constrained_fd": constrained_fd,
     "design_tracking": design_tracking, "design_studies": design_studies,
     "design_case1": design_case1, "design_workers": design_workers, "batch": batch,
+    "live_viewer": live_viewer,
     "ros_launch": ros_launch, "ros_launch_force": ros_launch_force,
     "ros_launch_flexible": ros_launch_flexible, "ros_launch_wallclock": ros_launch_wallclock,
     "machine": machine,

@@ -361,7 +361,8 @@ def _rigid_run(args, model):
         config = SimulatorConfig(dt=args.dt, method=args.method, position_tol=args.position_tol,
                                  singular_branch=args.singular_branch)
     return (lambda: simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
-                             constraints=model_constraints(model), output_dt=args.output_dt),
+                             constraints=model_constraints(model), output_dt=args.output_dt,
+                             on_sample=getattr(args, "on_sample", None)),  # simulate --view
             v0)
 
 
@@ -877,6 +878,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import result_format_cli  # --format csv|npz|both on simulate/run/invert
 
     result_format_cli.add_option(sub.choices)
+    from . import view_cli  # simulate --view: the live viewer
+
+    view_cli.add_option(sub.choices)
 
     from .design.design_cli import add_parser as add_design_parser
 

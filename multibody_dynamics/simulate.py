@@ -671,7 +671,8 @@ class Simulator:
 class _Recorder:
     """Preallocated sample storage (grown when an adaptive run needs more)."""
 
-    def __init__(self, n, model, m):
+    def __init__(self, n, model, m, on_sample=None):
+        self.on_sample = on_sample  # called with (t, q) of each sample once recorded
         self.t = np.empty(n)
         self.q, self.v = np.empty((n, model.nq)), np.empty((n, model.nv))
         self.tau, self.e = np.zeros((n, model.nv)), np.empty(n)
@@ -690,20 +691,27 @@ class _Recorder:
             self.t[k], self.q[k], self.v[k], self.tau[k], self.e[k] = sim.t, sim.q, sim.v, tau, e
             if constrained:
                 self.lam[k], self.res[k], self.vres[k] = lam, res, vres
-            self.k = k + 1
-            return
-        self.t[k], self.q[k], self.v[k] = sim.t, sim.q, sim.v
-        self.tau[k], self.e[k] = tau, sim.energy()
-        if constrained:
-            self.lam[k], self.res[k], self.vres[k] = sim.sample(tau)
+        else:
+            self.t[k], self.q[k], self.v[k] = sim.t, sim.q, sim.v
+            self.tau[k], self.e[k] = tau, sim.energy()
+            if constrained:
+                self.lam[k], self.res[k], self.vres[k] = sim.sample(tau)
         self.k = k + 1
+        self.notify(k)
+
+    def notify(self, k0: int) -> None:
+        """Pass the samples ``k0`` .. ``k - 1`` to ``on_sample`` (if any)."""
+        if self.on_sample is not None:
+            for i in range(k0, self.k):
+                self.on_sample(self.t[i], self.q[i])
 
 
 def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
              tau: Callable[[float, np.ndarray, np.ndarray], np.ndarray] | np.ndarray | None = None,
              config: SimulatorConfig | None = None, progress: bool = False,
              constraints: Constraints | None = None, wrenches: Sequence[ExternalWrench] = (),
-             output_dt: float | None = None) -> SimulationResult:
+             output_dt: float | None = None,
+             on_sample: Callable[[float, np.ndarray], None] | None = None) -> SimulationResult:
     """Simulate ``duration`` seconds, with fixed steps or adaptively (``config.rtol``).
 
     Parameters
@@ -726,6 +734,11 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
     output_dt : float, optional
         Interval of the output samples [s]: default every step (fixed) or 0.01 s (adaptive);
         with fixed steps it is rounded to a whole number of steps.
+    on_sample : callable ``on_sample(t, q)``, optional
+        Called in the simulating thread with each output sample once it is recorded (``t``
+        [s], ``q`` (nq,), read-only use), e.g. to stream the motion to a live viewer
+        (:mod:`multibody_control.animation.live`); an exception it raises ends the run
+        (Ctrl-C in it is an interrupt like any other).
 
     Returns
     -------
@@ -749,11 +762,12 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
     v_init = None if v0 is None else require_finite(as_vector(v0, model.nv, "v0"), "v0")
     start = time.perf_counter()
     sim = Simulator(model, cfg, constraints, wrenches)  # reset() to rest: always projectable?
-    return _run_on(sim, duration, q_init, v_init, tau, const, output_dt, progress, start)
+    return _run_on(sim, duration, q_init, v_init, tau, const, output_dt, progress, start,
+                   on_sample)
 
 
 def _run_on(sim: Simulator, duration: float, q_init, v_init, tau, const, output_dt, progress,
-            start: float) -> SimulationResult:
+            start: float, on_sample=None) -> SimulationResult:
     """The run of :func:`simulate` on ``sim`` (arguments checked by the caller): reset to
     ``(q_init, v_init)`` (None: the model's default), integrate, record.  Shared with
     :func:`multibody_dynamics.batch.simulate_batch`, which reuses one simulator."""
@@ -780,7 +794,7 @@ def _run_on(sim: Simulator, duration: float, q_init, v_init, tau, const, output_
         n = int(round(duration / cfg.dt))
         every = 1 if output_dt is None else max(1, int(round(output_dt / cfg.dt)))
         n_out = -(-n // every)
-    rec = _Recorder(n_out + 1, model, len(labels))
+    rec = _Recorder(n_out + 1, model, len(labels), on_sample)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -843,11 +857,15 @@ def _run_fixed(sim: Simulator, n: int, every: int, u_at, rec: _Recorder, bar, co
     k0 = 0
     fast = sim.fast_stepper() if const is not None else None
     if fast is not None:  # constant input: whole runs of steps in the compiled kernel
-        chunk = n if bar is None else max(1, int(round(0.1 / sim.config.dt)))
+        # a live listener gets the kernel's samples after each chunk of 0.1 s of result time
+        chunk = n if bar is None and rec.on_sample is None else max(
+            1, int(round(0.1 / sim.config.dt)))
         rk4 = sim.config.method == "rk4"
         while k0 < n:
+            recorded = rec.k
             done, ok, q, v, t, its, err = fast.run(sim.q, sim.v, u, sim.t, min(chunk, n - k0),
                                                    every, k0, n, rec)
+            rec.notify(recorded)
             if done:
                 sim.q, sim.v, sim.t = q, v, t
                 sim.nsteps += done

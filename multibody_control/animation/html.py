@@ -56,16 +56,23 @@ tools/build_three_bundle.sh */
 
 def render_html(scene: Scene) -> str:
     """The page as a string (see the module notes)."""
+    return render_page(scene.to_json())
+
+
+def render_page(data: dict) -> str:
+    """The page of a scene given as JSON-ready data (:meth:`Scene.to_json`, or the head of a
+    live scene, :mod:`.live`)."""
     three = (_HERE / "vendor" / "three.min.js").read_text()
     player = (_HERE / "player.js").read_text()
     # JSON inside <script>: only "</" could end the element early
     try:  # allow_nan=False: the browser's JSON.parse rejects NaN, so refuse it here
-        data = json.dumps(scene.to_json(), separators=(",", ":"), allow_nan=False)
+        text = json.dumps(data, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        raise InputError(f"{scene.title}: the scene has NaN or inf placements") from None
-    data = data.replace("</", "<\\/")
-    return _PAGE.format(title=html.escape(scene.title or "multibody animation"), scene=data,
-                        three=three, player=player, three_revision=_three_revision(three))
+        raise InputError(f"{data.get('title')}: the scene has NaN or inf placements") from None
+    text = text.replace("</", "<\\/")
+    return _PAGE.format(title=html.escape(data.get("title") or "multibody animation"),
+                        scene=text, three=three, player=player,
+                        three_revision=_three_revision(three))
 
 
 def _three_revision(js: str) -> str:

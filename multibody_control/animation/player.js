@@ -1,10 +1,14 @@
 // Animation player of multibody_suite: reads the scene JSON of the page and plays it with
 // three.js (inlined above this script, global THREE).  URL hash: #t=0.5 seeks to t = 0.5 s
 // and pauses before the first render (used by the tests' headless screenshots).
+// Live mode (S.live, served by multibody_control/animation/live.py): the page starts with no
+// frame and appends those of the Server-Sent Events stream S.live.events, showing the newest
+// until the slider is dragged (or paused); after the stream's "end" event it plays as usual.
 (function () {
   "use strict";
   const S = JSON.parse(document.getElementById("scene-data").textContent);
-  const F = S.t.length, NS = S.shapes.length;
+  let F = S.t.length;
+  const NS = S.shapes.length, L = S.live;
   const view = document.getElementById("view");
   let renderer;
   try {
@@ -67,11 +71,12 @@
       g.rotateX(Math.PI / 2);  // URDF cylinders run along local z, three.js ones along y
     } else g = new THREE.SphereGeometry(s.dims[0], 20, 14);
     const m = new THREE.Mesh(g, new THREE.MeshLambertMaterial({color: s.color}));
+    m.visible = F > 0;  // live: nothing drawn before the first frame
     scene.add(m);
     return m;
   });
 
-  const K = F ? S.segments[0].length / 6 : 0;
+  const K = L ? L.nseg : (F ? S.segments[0].length / 6 : 0);
   const segGeom = new THREE.BufferGeometry();
   segGeom.setAttribute("position", new THREE.Float32BufferAttribute(new Float32Array(K * 6), 3));
   // lines are drawn over the links: a path in the plane of the links stays visible
@@ -99,9 +104,12 @@
   const button = document.getElementById("play"), speedSel = document.getElementById("speed");
   slider.max = Math.max(F - 1, 0);
   let fitted = false, frame = 0, playing = true, clock = S.t[0], last = null;
+  let follow = !!L;  // live: show the newest frame as it arrives
 
   function setFrame(f) {
     frame = Math.min(Math.max(f, 0), F - 1);
+    if (frame < 0) return;
+    if (!meshes[0] || !meshes[0].visible) for (const m of meshes) m.visible = true;
     const P = S.poses[frame];
     for (let s = 0; s < NS; s++) {
       const o = 7 * s;
@@ -132,16 +140,23 @@
   }
   function setPlaying(p) { playing = p; button.textContent = p ? "pause" : "play"; last = null; }
   button.onclick = () => {
+    if (L && L.running) {  // live: pause holds the frame shown, play follows the newest again
+      follow = !follow;
+      setPlaying(follow);
+      if (follow && F) { setFrame(F - 1); draw(); }
+      return;
+    }
     if (!playing && frame >= F - 1) clock = S.t[0];
     else clock = S.t[frame];
     setPlaying(!playing);
   };
-  slider.oninput = () => { setPlaying(false); setFrame(+slider.value); clock = S.t[frame]; draw(); };
+  slider.oninput = () => { follow = false; setPlaying(false); setFrame(+slider.value); clock = S.t[frame]; draw(); };
   window.addEventListener("keydown", (e) => {  // space: play/pause; arrows: one frame
     if (e.target.tagName === "SELECT") return;
     if (e.key === " ") { e.preventDefault(); button.onclick(); }
     else if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
       e.preventDefault();
+      follow = false;
       setPlaying(false);
       setFrame(frame + (e.key === "ArrowRight" ? 1 : -1));
       clock = S.t[frame];
@@ -149,7 +164,7 @@
     }
   });
   function tick(now) {
-    if (playing && F > 1) {
+    if (playing && F > 1 && !follow) {
       if (last !== null) {
         clock += (now - last) / 1000 * parseFloat(speedSel.value);
         if (clock > S.t[F - 1]) clock = S.t[0];  // loop
@@ -165,9 +180,58 @@
   document.getElementById("title").textContent = S.title;
   document.getElementById("info").textContent = S.info;
   window.addEventListener("resize", resize);
-  if (hash.has("t")) { setPlaying(false); setFrame(frameAt(parseFloat(hash.get("t")))); }
+  const seek = hash.has("t") ? parseFloat(hash.get("t")) : null;
+  if (seek !== null) { follow = false; setPlaying(false); setFrame(frameAt(seek)); }
   else setFrame(0);
   resize();
   document.body.dataset.ready = "1";
+  if (L) startLive();
   requestAnimationFrame(tick);
+
+  function startLive() {
+    // the end-effector path grows with the frames
+    let eeGeom = null, nee = 0;
+    if (L.ee) {
+      eeGeom = new THREE.BufferGeometry();
+      eeGeom.setAttribute("position", new THREE.Float32BufferAttribute(new Float32Array(L.capacity * 3), 3));
+      eeGeom.setDrawRange(0, 0);
+      const line = new THREE.Line(eeGeom, new THREE.LineBasicMaterial({color: L.ee_color, depthTest: false}));
+      line.renderOrder = 11;
+      line.frustumCulled = false;
+      scene.add(line);
+      const item = document.createElement("div");
+      item.innerHTML = `<span style="color:${L.ee_color}">&#9472;&#9472;</span> ${L.ee} path`;
+      legend.appendChild(item);
+    }
+    const info = document.getElementById("info");
+    L.running = true;
+    document.body.dataset.live = "running";
+    const source = new EventSource(L.events);
+    source.onmessage = (ev) => {
+      const m = JSON.parse(ev.data);
+      if (m.k !== F) return;  // a repeat after a reconnection
+      S.t.push(m.t); S.poses.push(m.pose); S.segments.push(m.seg);
+      F++;
+      slider.max = F - 1;
+      if (eeGeom && m.ee && nee < L.capacity) {
+        eeGeom.attributes.position.array.set(m.ee, 3 * nee++);
+        eeGeom.attributes.position.needsUpdate = true;
+        eeGeom.setDrawRange(0, nee);
+      }
+      info.textContent = `live: ${F} frames, t = ${m.t.toFixed(3)} s (${L.fps} fps of result time)`;
+      document.body.dataset.frames = F;
+      if (seek !== null && S.t[F - 1] <= seek + 1e-9) setFrame(F - 1);
+      if (follow || F === 1) setFrame(F - 1);
+      draw();
+    };
+    source.addEventListener("end", (ev) => {
+      source.close();
+      L.running = false;
+      const m = JSON.parse(ev.data);
+      info.textContent = `${F} frames at ${L.fps} fps of result time; run ${m.outcome}`;
+      if (follow) { follow = false; setPlaying(false); }
+      document.body.dataset.live = "ended";
+      draw();
+    });
+  }
 })();

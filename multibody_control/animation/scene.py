@@ -341,6 +341,45 @@ def _closure_segments(closures: list, gaps: list, scale: float, n_frames: int) -
         (n_frames, 0, 2, 3))
 
 
+def rig(model, scale: float) -> tuple[list, list, list]:
+    """What is drawn of a rigid model, before any configuration: ``(shapes, placements,
+    closures)``, each placement ``(fid, SE3)`` in BODY frame ``fid`` (negative: joint ``-fid``),
+    each closure ``(closure, frame id a, frame id b)``; ``scale`` [m] sets the joint and
+    closure spheres and the capsules' radius."""
+    pm = model.pin_model
+    visuals, masses = _model_visuals(model)
+    # link frame ids, and the child joint placements of every link (for the stick figure)
+    body, children = _link_frames(pm, visuals)
+    shapes, placements = _link_shapes(body, children, visuals, masses, scale)
+    jr = 0.03 * scale
+    for jid in range(1, pm.njoints):
+        shapes.append(Shape("sphere", (jr,), JOINT_COLOR, "joint", pm.names[jid]))
+        placements.append((-jid, pin.SE3.Identity()))  # negative: a joint frame
+    closures = []
+    for c in model.closures:
+        fa, fb = model.frame_id(c.frame_a), model.frame_id(c.frame_b)
+        closures.append((c, fa, fb))
+        for fid in (fa, fb):
+            shapes.append(Shape("sphere", (0.04 * scale,), CLOSURE_COLOR, "closure", c.name))
+            placements.append((fid, pin.SE3.Identity()))
+    return shapes, placements, closures
+
+
+def frame_poses(pm, data, placements: list, closures: list, qk: np.ndarray
+                ) -> tuple[np.ndarray, list]:
+    """Poses (S, 7) (position, quaternion x y z w) of the shapes of :func:`rig` at the
+    configuration ``qk`` (nq,), and per closure its two frame origins (3,) [m] and the
+    rotation (3, 3) of frame b."""
+    _place(pm, data, qk)
+    poses = np.zeros((len(placements), 7))
+    for s, (fid, M) in enumerate(placements):
+        base = data.oMi[-fid] if fid < 0 else data.oMf[fid]
+        poses[s] = _pose7(base * M)
+    gap = [(data.oMf[fa].translation.copy(), data.oMf[fb].translation.copy(),
+            data.oMf[fb].rotation.copy()) for _, fa, fb in closures]
+    return poses, gap
+
+
 def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None = None,
                 desired: np.ndarray | None = None, ee_frame: str | None = None,
                 title: str = "") -> Scene:
@@ -359,38 +398,16 @@ def build_scene(model, q: np.ndarray, t: np.ndarray, frames: np.ndarray | None =
     if q.ndim != 2 or q.shape[1] != pm.nq or q.shape[0] != t.size:
         raise InputError(f"q: expected shape ({t.size}, {pm.nq}), got {q.shape}")
     frames = np.arange(t.size) if frames is None else np.asarray(frames)
-    visuals, masses = _model_visuals(model)
-
-    # link frame ids, and the child joint placements of every link (for the stick figure)
-    body, children = _link_frames(pm, visuals)
     scale = _robot_scale(pm, data, q, frames)
-
-    shapes, placements = _link_shapes(body, children, visuals, masses, scale)
-    jr = 0.03 * scale
-    for jid in range(1, pm.njoints):
-        shapes.append(Shape("sphere", (jr,), JOINT_COLOR, "joint", pm.names[jid]))
-        placements.append((-jid, pin.SE3.Identity()))  # negative: a joint frame
-
-    closures = []
-    for c in model.closures:
-        fa, fb = model.frame_id(c.frame_a), model.frame_id(c.frame_b)
-        closures.append((c, fa, fb))
-        for fid in (fa, fb):
-            shapes.append(Shape("sphere", (0.04 * scale,), CLOSURE_COLOR, "closure", c.name))
-            placements.append((fid, pin.SE3.Identity()))
-
+    shapes, placements, closures = rig(model, scale)
     ee = ee_frame or model.end_effector
     ee_id = model.frame_id(ee) if ee else None
 
     poses = np.zeros((frames.size, len(shapes), 7))
     gaps = []
     for i, k in enumerate(frames):
-        _place(pm, data, q[k])
-        for s, (fid, M) in enumerate(placements):
-            base = data.oMi[-fid] if fid < 0 else data.oMf[fid]
-            poses[i, s] = _pose7(base * M)
-        gaps.append([(data.oMf[fa].translation.copy(), data.oMf[fb].translation.copy(),
-                      data.oMf[fb].rotation.copy()) for _, fa, fb in closures])
+        poses[i], gap = frame_poses(pm, data, placements, closures, q[k])
+        gaps.append(gap)
     seg_arr = _closure_segments(closures, gaps, scale, frames.size)
 
     paths = []

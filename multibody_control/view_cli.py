@@ -1,0 +1,165 @@
+"""``multibody simulate ... --view``: watch a rigid simulation live in the browser (and the
+result of ``run`` / ``invert`` served the same way once written).
+
+Hooked into :func:`multibody_control.cli.build_parser` by :func:`add_option` after the
+other options of ``simulate`` (it wraps the command).  Before the run it builds the scene's
+static part, starts the viewer's HTTP server on 127.0.0.1 (a free port, or ``--view-port``)
+and prints its URL; the simulator passes each sample to the viewer
+(:mod:`multibody_control.animation.live`); after the run the server stays up ``--view-keep``
+seconds (Ctrl-C stops it sooner).  A Ctrl-C during the run ends it as without ``--view``
+(the samples computed are written, marked partial) and stops the server at once.
+
+``run ... --view`` and ``invert ... --view`` take the port before the command (a port in use
+fails before any work) and serve the page of the result once it is written: the closed-loop
+plant and the inversion are not streamed while they compute.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from multibody_dynamics.errors import InputError
+
+DEFAULT_KEEP = 300.0  # s the page is served after the run (it keeps its frames once loaded)
+
+
+def add_option(choices: dict) -> None:
+    """Add ``--view``, ``--view-port``, ``--view-keep`` and ``--no-browser`` to simulate (live)
+    and to run and invert (the result's page served when written)."""
+    for name in ("simulate", "run", "invert"):
+        _add(choices[name], name)
+
+
+def _add(p, name: str) -> None:
+    g = p.add_argument_group("live viewer")
+    g.add_argument("--view", action="store_true",
+                   help="watch the run live: serve the animation page on http://127.0.0.1 "
+                   "and stream the frames (--fps, --max-frames) while the simulation computes "
+                   "them (rigid models)" if name == "simulate" else
+                   "serve the animation page of the result on http://127.0.0.1 once it is "
+                   "written (not streamed while computing)")
+    g.add_argument("--view-port", type=int, default=0, metavar="PORT",
+                   help="TCP port of the live viewer (default: a free one)")
+    g.add_argument("--view-keep", type=float, default=DEFAULT_KEEP, metavar="S",
+                   help="keep serving the page S seconds after the run (default: %(default)g; "
+                   "Ctrl-C stops sooner)")
+    g.add_argument("--no-browser", action="store_true",
+                   help="with --view: print the URL only, do not open a browser")
+    func = p.get_default("func")
+    p.set_defaults(func=_with_view(func) if name == "simulate" else _with_page(func, name))
+
+
+def _check(args) -> None:
+    """The viewer's options, before anything is loaded."""
+    if not 0 <= args.view_port <= 65535:
+        raise InputError(f"--view-port: expected a TCP port in 1-65535 (0: a free one), got "
+                         f"{args.view_port}")
+    if not (np.isfinite(args.view_keep) and args.view_keep >= 0):
+        raise InputError(f"--view-keep: expected a time >= 0 in s, got {args.view_keep:g}")
+    if not (args.fps > 0):
+        raise InputError(f"--fps: expected a positive frame rate [1/s], got {args.fps:g}")
+    if args.max_frames < 2:
+        raise InputError(f"--max-frames: expected at least 2, got {args.max_frames}")
+    if getattr(args, "duration", None) is not None and not (
+            np.isfinite(args.duration) and args.duration > 0):
+        raise InputError(f"--duration: expected a positive time in s, got {args.duration:g}")
+
+
+def start_viewer(args):
+    """``(live scene, running server)`` for ``simulate args``; InputError for a flexible
+    model or a port that cannot be used, before the run."""
+    from multibody_dynamics.robot import has_elastic_coordinates, load_robot
+
+    from .animation.live import LiveScene, LiveServer
+
+    model = load_robot(args.robot)
+    if has_elastic_coordinates(model) or not hasattr(model, "pin_model"):
+        raise InputError(f"--view: {model.name} is a flexible model; the live viewer streams "
+                         "rigid simulations (use --animate FILE.html, then `multibody animate "
+                         "FILE.csv --view`)")
+    q0 = model.q_initial
+    if args.q0 is not None and len(args.q0) == model.nq:
+        q0 = np.asarray(args.q0, float)
+    live = LiveScene(model, q0, args.duration, fps=args.fps, max_frames=args.max_frames,
+                     title=f"{model.name}: simulate (live)")
+    return live, LiveServer(live, args.view_port).start()
+
+
+def _serve(server, args, rc: int) -> int:
+    """Serve ``--view-keep`` seconds after the command (Ctrl-C stops sooner); returns rc."""
+    print(f"live viewer: serving {server.url} for {args.view_keep:g} s more (Ctrl-C stops)",
+          flush=True)
+    try:
+        time.sleep(args.view_keep)
+    except KeyboardInterrupt:
+        print("live viewer: stopped", file=sys.stderr)
+    return rc
+
+
+def _open(server, args) -> None:
+    print(f"live viewer: {server.url}", flush=True)
+    if not args.no_browser:
+        import webbrowser
+
+        webbrowser.open(server.url)
+
+
+def _with_page(func, command: str):
+    """run / invert --view: the port is taken before the command, the page of the result
+    it writes (:func:`~.animate_cli.written_results`, the main one) is served after it."""
+    def wrapped(args) -> int:
+        if not args.view:
+            return func(args)
+        _check(args)
+        from .animate_cli import written_results
+        from .animation import render_html, scene_from_result
+        from .animation.live import LiveServer
+
+        server = LiveServer(None, args.view_port).start()
+        try:
+            start = time.time() - 1.0  # file times may be coarser than the clock
+            rc = func(args)
+            results = written_results(command, args, since=start)
+            if rc == 130 or not results:
+                if not results:
+                    print(f"multibody {command}: --view: no result file was written, nothing "
+                          "to show", file=sys.stderr)
+                return rc
+            scene = scene_from_result(results[0], fps=args.fps, max_frames=args.max_frames,
+                                      deformation_scale=args.deformation_scale)
+            server.page = render_html(scene)
+            _open(server, args)
+            return _serve(server, args, rc)
+        finally:
+            server.stop()
+
+    wrapped.__doc__ = func.__doc__
+    return wrapped
+
+
+def _with_view(func):
+    def wrapped(args) -> int:
+        if not args.view:
+            return func(args)
+        _check(args)
+        live, server = start_viewer(args)
+        try:
+            _open(server, args)
+            args.on_sample = live.add_sample
+            rc = 130
+            try:
+                rc = func(args)
+            finally:
+                live.finish("completed" if rc == 0 else f"ended early (exit status {rc})")
+            if rc == 130:  # Ctrl-C during the run: stop now
+                return rc
+            print(f"live viewer: {len(live.frames)} frames", flush=True)
+            return _serve(server, args, rc)
+        finally:
+            server.stop()
+
+    wrapped.__doc__ = func.__doc__
+    return wrapped

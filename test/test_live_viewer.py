@@ -1,0 +1,213 @@
+"""Live viewer (``multibody simulate --view``): the frames streamed while a simulation runs are
+the static page's frames of the same result, and headless Chromium draws the live page."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from multibody_control.animation.live import LiveScene, LiveServer
+from multibody_control.animation.scene import LINK_COLORS, build_scene, frame_times
+from multibody_control.cli import main
+from multibody_dynamics.errors import InputError
+from multibody_dynamics.model import load_model
+from multibody_dynamics.simulate import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _read_events(url: str, out: list, timeout: float = 60.0) -> None:
+    """Server-Sent Events of ``url`` into ``out`` as (arrival time, event, data dict)."""
+    event = "message"
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        for raw in r:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                out.append((time.perf_counter(), event, json.loads(line[6:])))
+                event = "message"
+
+
+def test_stream_delivers_the_static_scene_frames_in_order_during_the_run():
+    model = load_model("slider_crank")
+    live = LiveScene(model, model.q_initial, 1.0, fps=30.0)
+    server = LiveServer(live).start()
+    got: list = []
+    seen_during_run = []
+    try:
+        client = threading.Thread(target=_read_events, args=(server.url + "events", got))
+        client.start()
+
+        def on_sample(t, q):  # the simulator's callback, seen from the test: frames arrive
+            live.add_sample(t, q)  # at the client before the run has ended
+            if abs(t - 0.5) < 1e-9:
+                deadline = time.perf_counter() + 10.0
+                while not got and time.perf_counter() < deadline:
+                    time.sleep(0.01)
+                seen_during_run.append(len(got))
+
+        res = simulate(model, 1.0, None, np.array([12.0, -24.0]), on_sample=on_sample)
+        live.finish(res.message)
+        client.join(timeout=30)
+        assert not client.is_alive()
+    finally:
+        server.stop()
+    assert res.success and res.t.size == 1001
+    assert seen_during_run and seen_during_run[0] > 0  # frames delivered while it ran
+    frames = [d for _, e, d in got if e == "message"]
+    assert [e for _, e, _ in got][-1] == "end" and len(frames) == 31
+    assert [d["k"] for d in frames] == list(range(31))
+    # the static page's scene of the same samples (picked by frame_times, placed by
+    # build_scene): same sample times and the same placements (both rounded to 0.01 mm)
+    static = build_scene(model, res.q, res.t, frame_times(res.t, 30.0, 600))
+    np.testing.assert_array_equal([d["t"] for d in frames], np.round(static.t, 6))
+    poses = np.array([d["pose"] for d in frames])
+    np.testing.assert_array_equal(poses, np.round(static.poses, 5).reshape(31, -1))
+    # the cut joint's segment (slider pin to the rail's frame) is the static one too, and the
+    # pin stays on the rail y = 0 (point_on_line closure; 1e-5 m: the streamed rounding)
+    seg = np.array([d["seg"] for d in frames]).reshape(31, -1, 2, 3)
+    assert seg.shape[1] == 2  # the gap and the rail
+    np.testing.assert_allclose(seg[:, 0], static.segments[:, 0], atol=1e-5)
+    assert np.abs(seg[:, 0, 0, 1]).max() < 1e-5
+
+
+def test_port_errors_before_any_work(capsys, tmp_path):
+    model = load_model("slider_crank")
+    live = LiveScene(model, model.q_initial, 0.1)
+    with pytest.raises(InputError, match="--view-port: expected a TCP port"):
+        LiveServer(live, 70000)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(InputError, match=f"cannot listen on 127.0.0.1:{port}"):
+            LiveServer(live, port)
+        # the command: exit 2 with a one-line message, and no result written
+        assert main(["simulate", "slider_crank", "--duration", "0.1", "--view", "--no-browser",
+                     "--view-port", str(port), "--out", "x_never.csv"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "cannot listen" in err and len(err.splitlines()) == 1
+        # run and invert take the port before their work too: nothing written
+        assert main(["run", str(ROOT / "config/scenarios/run_slider_crank.yaml"), "--out",
+                     str(tmp_path / "never"), "--view", "--no-browser", "--view-port",
+                     str(port)]) == 2
+        assert "cannot listen" in capsys.readouterr().err
+        assert not (tmp_path / "never").exists()
+    assert main(["simulate", "slider_crank", "--duration", "0.1", "--view", "--no-browser",
+                 "--view-port", "-1"]) == 2
+    assert "--view-port: expected a TCP port" in capsys.readouterr().err
+
+
+def test_live_page_in_headless_chromium_draws_the_robot(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (Debian: apt-get install chromium; .ci/run does "
+                    "it in CI)")
+    cmd = [sys.executable, "-m", "multibody_control.cli", "simulate", "slider_crank",
+           "--duration", "0.5", "--v0", "12", "-24", "--out", str(tmp_path / "sc.csv"),
+           "--quiet", "--view", "--no-browser", "--view-keep", "60"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in proc.stdout:  # the URL is printed before the run
+            if line.startswith("live viewer: http"):
+                url = line.split()[2]
+                break
+        assert url is not None
+        png = tmp_path / "live.png"
+        # the page is opened while the server streams (the run is short: likely after it has
+        # ended); virtual time lets the event stream deliver before the screenshot
+        shot = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--use-gl=angle",
+                "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--hide-scrollbars",
+                f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+                f"--screenshot={png}", "--window-size=640,480", url]
+        subprocess.run(shot, capture_output=True, timeout=90, check=False)
+        dom = subprocess.run([*shot[:-3], "--dump-dom", url], capture_output=True,
+                             text=True, timeout=90, check=False).stdout
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    if not png.is_file():
+        pytest.skip("chromium ran but wrote no screenshot (no WebGL/swiftshader here?)")
+    # the page received every frame of the run (0.5 s at 30 fps: 16) and the end of the stream
+    assert 'data-frames="16"' in dom and 'data-live="ended"' in dom, dom[-300:]
+    from PIL import Image
+    from test_animation import _hue_mask
+
+    img = np.asarray(Image.open(png).convert("RGB"))[:-60]  # without the control bar
+    # crank and rod drawn (their link colours on screen; an empty canvas has none): at least
+    # 60 pixels each (the live camera frames the robot's reach, so they are smaller than on
+    # the static page, ~90 x 5 px here)
+    for color in LINK_COLORS[:2]:
+        assert _hue_mask(img, color).sum() > 60, color
+
+
+@pytest.mark.parametrize("robot, duration, fps, max_frames", [
+    ("slider_crank", 2.55, 30.0, 600),  # 76.5 frame intervals: spread over the run
+    ("arm7", 20.0, 30.0, 600),  # capped: 600 frames over 20 s
+])
+def test_picked_frames_are_the_static_ones(robot, duration, fps, max_frames):
+    model = load_model(robot)
+    v0 = np.array([12.0, -24.0]) if robot == "slider_crank" else None
+    res = simulate(model, duration, None, v0)
+    live = LiveScene(model, res.q[0], duration, fps=fps, max_frames=max_frames)
+    for t, q in zip(res.t, res.q):  # as the simulator's on_sample passes them
+        live.add_sample(t, q)
+    live.finish()
+    static = build_scene(model, res.q, res.t, frame_times(res.t, fps, max_frames))
+    assert len(live.frames) == static.t.size
+    np.testing.assert_array_equal(live.times, static.t)
+    poses = np.array([json.loads(f)["pose"] for f in live.frames])
+    np.testing.assert_array_equal(poses, np.round(static.poses, 5).reshape(static.t.size, -1))
+
+
+def test_ctrl_c_during_the_viewed_run_keeps_the_samples_and_ends_the_stream(tmp_path):
+    import os
+    import signal
+
+    out = tmp_path / "sc.csv"
+    # adaptive at rtol 1e-10: about 15 simulated s per wall s here, so 100 s is still running
+    # when the first frames have arrived
+    cmd = [sys.executable, "-m", "multibody_control.cli", "simulate", "slider_crank",
+           "--duration", "100", "--v0", "12", "-24", "--rtol", "1e-10", "--out", str(out),
+           "--quiet", "--view", "--no-browser"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:")
+        got: list = []
+        client = threading.Thread(target=_read_events, args=(url + "events", got))
+        client.start()
+        deadline = time.perf_counter() + 30
+        while len(got) < 5 and time.perf_counter() < deadline:
+            time.sleep(0.02)
+        assert len(got) >= 5 and not out.exists()  # frames stream, the run is under way
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        client.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "partial result written to" in err
+    meta = json.loads(out.with_suffix(".meta.json").read_text())
+    assert meta["partial"] is True
+    t_last = np.loadtxt(out, delimiter=",", skiprows=1)[-1, 0]
+    assert 0 < t_last < 100
+    # the stream ended with the run: its last frame is the last sample written
+    assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
+    frames = [d for _, e, d in got if e == "message"]
+    assert abs(frames[-1]["t"] - t_last) < 1e-6
