@@ -17,7 +17,9 @@ CORE = ["numpy>=1.24", "scipy>=1.10", "pyyaml>=6", "pin>=3.0", "matplotlib>=3.6"
         "numba>=0.59",  # compiled fast path of projection.py (optional at import)
         # `multibody design`: particle swarm (0.6.2, tested: the seed drives the algorithm's own
         # generator, which checkpoints with it) and the Dask executor
-        "pymoo>=0.6.2", "dask[distributed]>=2024.1"]
+        "pymoo>=0.6.2", "dask[distributed]>=2024.1",
+        # one BLAS thread per process of a local pool (design/executors.py)
+        "threadpoolctl>=3.1"]
 ROS = [  # real ROS 2 from PyPI (rclpy + messages + Fast DDS), used where no ROS install exists
     "ros-rclpy", "ros-std-msgs", "ros-sensor-msgs", "ros-trajectory-msgs", "ros-rosgraph-msgs",
     "ros-builtin-interfaces", "ros-action-msgs", "ros-geometry-msgs", "ros-diagnostic-msgs",

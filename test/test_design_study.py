@@ -192,6 +192,23 @@ def test_a_design_that_kills_its_pool_process_is_failed_alone():
     assert restarts >= 2  # it was lost in parallel, then alone
 
 
+def _blas_threads() -> list:
+    from threadpoolctl import threadpool_info
+
+    return [info["num_threads"] for info in threadpool_info()]
+
+
+def test_pool_processes_run_one_blas_thread_each(monkeypatch):
+    # N pool processes on N cores with the BLAS default of one thread per core oversubscribe
+    # them (about 3x the CPU per flexible design evaluation on a pool of 2): each process is
+    # limited to one thread, whatever the environment says
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    with open_executor("pool", workers=2) as backend:
+        threads = [backend.executor.submit(_blas_threads).result() for _ in range(4)]
+    assert all(t and set(t) == {1} for t in threads), threads
+
+
 def test_chunks_cover_every_row_once_in_shrinking_pieces():
     rows = list(range(100))
     cut = chunks(rows, workers=2)
