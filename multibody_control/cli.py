@@ -938,7 +938,11 @@ def main(argv=None) -> int:
         msg = " ".join(str(exc).split())
         print(f"multibody {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemError) as exc:
+        from multibody_dynamics.interruptible import interrupt_in
+
+        if not interrupt_in(exc):
+            raise
         print("multibody: interrupted", file=sys.stderr)
         return 130
 

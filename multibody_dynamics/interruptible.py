@@ -15,6 +15,25 @@ import threading
 
 from scipy.integrate import solve_ivp
 
+__all__ = ["interrupt_in", "solve_ivp_keeping"]
+
+
+def interrupt_in(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C: a ``KeyboardInterrupt``, or the ``SystemError`` a compiled
+    function raises when the KeyboardInterrupt was set while it ran (a numba dispatcher:
+    "returned a result with an exception set", the KeyboardInterrupt as its cause).  Any other
+    exception is not."""
+    for _ in range(8):  # the chain is one or two links long
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        if not isinstance(exc, SystemError):
+            return False
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None:
+            return False
+        exc = nxt
+    return False
+
 
 def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):
     """``solve_ivp(fun, t_span, y0, events=events, **options)``; Ctrl-C ends it, samples kept.

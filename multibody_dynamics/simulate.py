@@ -96,6 +96,7 @@ from scipy.optimize import brentq
 
 from .constraints import Constraints
 from .errors import InputError, MultibodyError, SolverError
+from .interruptible import interrupt_in
 from .model import MultibodyModel
 from .projection import VELOCITY_METRICS, ProjectedDynamics, ProjectionSettings
 from .rigid import RigidDynamics
@@ -814,7 +815,9 @@ def _run_on(sim: Simulator, duration: float, q_init, v_init, tau, const, output_
                 success, message, nrejected = _run_adaptive(sim, t_out, u_at, rec, bar)
             else:
                 success, message = _run_fixed(sim, n, every, u_at, rec, bar, const)
-    except KeyboardInterrupt:  # Ctrl-C: keep what was computed, then interrupt the caller
+    except (KeyboardInterrupt, SystemError) as exc:  # Ctrl-C: keep what was computed
+        if not interrupt_in(exc):
+            raise
         interrupted = True
         success, message = False, (f"interrupted at t = {sim.t:.6g} s; the samples recorded "
                                    "until then are kept")

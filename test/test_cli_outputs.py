@@ -100,6 +100,57 @@ def test_energy_line_says_what_it_measures(capsys, argv, expected):
     assert expected in line and "max |E - E(0)| = " in line
 
 
+def _wrapped_interrupt() -> SystemError:
+    """The SystemError a numba dispatcher raises when Ctrl-C arrives while it runs: "returned
+    a result with an exception set", with the KeyboardInterrupt as its cause."""
+    wrapped = SystemError("CPUDispatcher(<kernel>) returned a result with an exception set")
+    wrapped.__cause__ = KeyboardInterrupt()
+    return wrapped
+
+
+def test_ctrl_c_inside_a_compiled_call_is_an_interrupt(tmp_path, capsys, monkeypatch):
+    """A SIGINT that lands inside a numba kernel surfaces as SystemError (its cause the
+    KeyboardInterrupt): simulate keeps the samples as for a plain Ctrl-C, the command exits
+    130; a SystemError of another cause stays an error."""
+    import numpy as np
+
+    from multibody_dynamics.interruptible import interrupt_in
+    from multibody_dynamics.model import load_model
+    from multibody_dynamics.simulate import SimulationInterrupted, simulate
+
+    wrapped = _wrapped_interrupt()
+    assert interrupt_in(wrapped) and interrupt_in(KeyboardInterrupt())
+    assert not interrupt_in(SystemError("other")) and not interrupt_in(ValueError("x"))
+    other = SystemError("other")
+    other.__cause__ = ValueError("x")
+    assert not interrupt_in(other)
+
+    def tau(t, q, v):
+        if t > 0.05:
+            raise wrapped
+        return np.zeros(7)
+
+    with pytest.raises(SimulationInterrupted) as info:
+        simulate(load_model("arm7"), 1.0, tau=tau)
+    assert 0.049 < info.value.result.t[-1] <= 0.051
+
+    def broken(t, q, v):
+        raise other
+
+    with pytest.raises(SystemError):
+        simulate(load_model("arm7"), 1.0, tau=broken)
+
+    import multibody_dynamics.simulate as sim_module
+
+    def raising(*args, **kwargs):
+        raise wrapped
+
+    monkeypatch.setattr(sim_module, "simulate", raising)
+    out = tmp_path / "x.csv"
+    assert main(["simulate", "arm7", "--duration", "1", "--quiet", "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
 def test_ctrl_c_keeps_the_samples(tmp_path, capsys, monkeypatch):
     """An interrupt during the run: the library raises SimulationInterrupted carrying the
     samples so far, the command writes them and exits 130."""

@@ -201,7 +201,7 @@ def test_ctrl_c_during_the_viewed_run_keeps_the_samples_and_ends_the_stream(tmp_
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err[-2000:]
     assert "partial result written to" in err
     meta = json.loads(out.with_suffix(".meta.json").read_text())
     assert meta["partial"] is True
