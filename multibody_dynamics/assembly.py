@@ -134,6 +134,19 @@ def _angle(q, entry) -> float:
     return float(q[iq]) if nq == 1 else float(np.arctan2(q[iq + 1], q[iq]))
 
 
+def _given_number(model, name: str, value, unit: str) -> float:
+    """``value`` of the given coordinate ``name`` as a finite float [``unit``], else an
+    InputError naming it."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{model.name}: given: {name} = {value!r} is not a number "
+                         f"[{unit}]") from None
+    if not np.isfinite(number):
+        raise InputError(f"{model.name}: given: {name} = {number} is not finite")
+    return number
+
+
 def _frame_targets(model, given):
     """``given`` split into joint values and frame-coordinate targets ``(frame id, axis,
     value)`` (names ``"<frame>.x|y|z"`` of a frame of the model that are no coordinate)."""
@@ -145,14 +158,8 @@ def _frame_targets(model, given):
                 or not pm.existFrame(frame)):
             joints[name] = value
             continue
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise InputError(f"{model.name}: given: {name} = {value!r} is not a number "
-                             "[m]") from None
-        if not np.isfinite(value):
-            raise InputError(f"{model.name}: given: {name} = {value} is not finite")
-        targets.append((pm.getFrameId(frame), "xyz".index(axis), value))
+        targets.append((pm.getFrameId(frame), "xyz".index(axis),
+                        _given_number(model, name, value, "m")))
     return joints, tuple(targets)
 
 
@@ -198,14 +205,7 @@ def _check_given(model, given, joints):
         if joints[iv] is None:
             raise InputError(f"{model.name}: given: {name!r} belongs to a joint with several "
                              "degrees of freedom; give 1-DoF joints only")
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise InputError(f"{model.name}: given: {name} = {value!r} is not a number "
-                             "[rad | m]") from None
-        if not np.isfinite(value):
-            raise InputError(f"{model.name}: given: {name} = {value} is not finite")
-        out[iv] = value
+        out[iv] = _given_number(model, name, value, "rad | m")
     return out
 
 

@@ -99,3 +99,24 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith(ROS_TEST_FILES):
             item.add_marker(pytest.mark.ros)
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures handed to save_figure, drawn and kept for inspection instead of written
+    to files (closed at the end of the test)."""
+    import multibody_dynamics.plotting as plotting
+
+    kept = []
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        kept.append(fig)
+        return path
+
+    monkeypatch.setattr(plotting, "save_figure", keep)
+    yield kept
+    import matplotlib.pyplot as plt
+
+    for fig in kept:
+        plt.close(fig)

@@ -328,6 +328,18 @@ def _run_to(run, states, t_end: float):
     time.sleep(0.5)  # the probe's spin thread takes what DDS still holds for it
 
 
+def _demo_goal(model, law: str, q_start, move: dict):
+    """Goal configuration of a demo ``move`` ({joint: delta}) from ``q_start``, the joints the
+    trajectory names and their indices: a closed loop under a constrained law gets the moved
+    (independent) joints only, any other robot all of them."""
+    names = list(model.coordinate_names)
+    q_goal = q_start.copy()
+    q_goal[[names.index(n) for n in move]] += list(move.values())
+    constrained = law in ("projected_inverse_dynamics", "quasi_velocity")
+    sent = list(move) if constrained and model.closures else names
+    return q_goal, sent, [names.index(n) for n in sent]
+
+
 def run_lockstep_demo(prefix: Path, probe, robot: str, log_path: Path,
                       controller: str = "default", *, lockstep: bool = False,
                       hold: float = LOCKSTEP_HOLD, library: bool = True) -> dict:
@@ -375,12 +387,7 @@ def run_lockstep_demo(prefix: Path, probe, robot: str, log_path: Path,
         _wait_loop(run, lambda: states and commands and pub.get_subscription_count() > 0,
                    "loop")
         q_start = joint_positions(states[-1], names)
-        q_goal = q_start.copy()
-        q_goal[imoved] += [move[n] for n in moved]
-        # closed loops under a constrained law: the independent joints only
-        constrained = law in ("projected_inverse_dynamics", "quasi_velocity")
-        sent = moved if constrained and model.closures else names
-        idx = [names.index(n) for n in sent]
+        q_goal, sent, idx = _demo_goal(model, law, q_start, move)
         n_before = len(states)
         t_sent = _sim_now(states, clock) + LOCKSTEP_LEAD
         pub.publish(demo_trajectory(sent, q_start[idx], q_goal[idx], duration, start=t_sent))
@@ -741,12 +748,7 @@ def run_wallclock_demo(prefix: Path, probe, tmp_path: Path, robot: str,
         _wait_loop(run, lambda: states and commands and pub.get_subscription_count() > 0,
                    "loop")
         q_start = joint_positions(states[-1], names)  # where the simulator holds the robot
-        q_goal = q_start.copy()
-        q_goal[imoved] += [move[n] for n in moved]
-        # closed loops under a constrained law: the independent joints only
-        constrained = law in ("projected_inverse_dynamics", "quasi_velocity")
-        sent = moved if constrained and model.closures else names
-        idx = [names.index(n) for n in sent]
+        q_goal, sent, idx = _demo_goal(model, law, q_start, move)
         n_before = len(states)
         t_sent = time.time()
         pub.publish(demo_trajectory(sent, q_start[idx], q_goal[idx], duration))

@@ -3,9 +3,7 @@ task-error panel on an open chain without a task frame, no internal-state panel 
 actuated inversion), legends off the data."""
 
 import numpy as np
-import pytest
 
-import multibody_dynamics.plotting as plotting
 from multibody_control.cli import main
 from multibody_dynamics.robot import load_robot
 
@@ -15,24 +13,6 @@ HINGE_XML = """<mujoco model="hinge">
     <inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.25"/></body></worldbody>
   <actuator><motor name="m" joint="j" gear="2"/></actuator>
 </mujoco>"""
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures handed to save_figure (drawn, kept open for inspection)."""
-    kept = []
-
-    def keep(fig, path):
-        fig.canvas.draw()
-        kept.append(fig)
-        return path
-
-    monkeypatch.setattr(plotting, "save_figure", keep)
-    yield kept
-    import matplotlib.pyplot as plt
-
-    for fig in kept:
-        plt.close(fig)
 
 
 def _off_the_data(fig) -> bool:

@@ -4,26 +4,7 @@ legends off the data."""
 import numpy as np
 import pytest
 
-import multibody_dynamics.plotting as plotting
 from multibody_control.cli import main
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures handed to save_figure (drawn, kept open for inspection)."""
-    kept = []
-
-    def keep(fig, path):
-        fig.canvas.draw()
-        kept.append(fig)
-        return path
-
-    monkeypatch.setattr(plotting, "save_figure", keep)
-    yield kept
-    import matplotlib.pyplot as plt
-
-    for fig in kept:
-        plt.close(fig)
 
 
 def _inside(ax, legend) -> bool:
