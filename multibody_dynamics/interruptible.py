@@ -15,7 +15,11 @@ import threading
 
 from scipy.integrate import solve_ivp
 
-__all__ = ["interrupt_in", "solve_ivp_keeping"]
+__all__ = ["INTERRUPTS", "interrupt_in", "reraise_unless_interrupt", "solve_ivp_keeping"]
+
+#: The exception types a Ctrl-C can arrive as (see :func:`interrupt_in`): catch these, then
+#: call :func:`reraise_unless_interrupt` to let every other ``SystemError`` through.
+INTERRUPTS = (KeyboardInterrupt, SystemError)
 
 
 def interrupt_in(exc: BaseException) -> bool:
@@ -33,6 +37,13 @@ def interrupt_in(exc: BaseException) -> bool:
             return False
         exc = nxt
     return False
+
+
+def reraise_unless_interrupt(exc: BaseException) -> None:
+    """Raise ``exc`` again unless it is a Ctrl-C (:func:`interrupt_in`); the ``except
+    INTERRUPTS`` handlers that keep partial results call it first."""
+    if not interrupt_in(exc):
+        raise exc
 
 
 def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):

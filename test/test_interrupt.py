@@ -50,6 +50,14 @@ def _interrupt(argv, bar: bytes, timeout: float = 180.0, pattern=None):
     return proc.returncode, (err + rest).decode(), out.decode()
 
 
+def compiled_ctrl_c() -> SystemError:
+    """What a numba dispatcher raises when Ctrl-C's KeyboardInterrupt was set while its kernel
+    ran: SystemError "returned a result with an exception set", the interrupt as its cause."""
+    wrapped = SystemError("CPUDispatcher(<kernel>) returned a result with an exception set")
+    wrapped.__cause__ = KeyboardInterrupt()
+    return wrapped
+
+
 def _read(csv_path):
     with open(csv_path) as fh:
         header = fh.readline().strip().split(",")
@@ -77,6 +85,51 @@ def test_run_interrupted_keeps_the_samples(tmp_path):
     assert header_b == header
     n = min(len(full), len(data))
     np.testing.assert_allclose(data[:n], full[:n], rtol=0, atol=1e-12)
+
+
+def test_run_interrupted_inside_a_compiled_call_keeps_the_samples(tmp_path, monkeypatch):
+    """A Ctrl-C that lands inside a compiled call of the control loop (numba's SystemError)
+    keeps the samples before it, as a plain KeyboardInterrupt does; a SystemError of another
+    cause is an error, not an interrupt."""
+    import multibody_control.scenarios.run as run_module
+    from multibody_control.cli import main
+
+    make, raised = run_module.make_controller, {}
+
+    def failing_at(t_fail, exc):
+        def make_controller(*args, **kwargs):
+            ctl = make(*args, **kwargs)
+            step = ctl.step
+
+            def interrupted(t, *a, **kw):
+                if t > t_fail:
+                    raised["t"] = t
+                    raise exc()
+                return step(t, *a, **kw)
+
+            ctl.step = interrupted
+            return ctl
+        return make_controller
+
+    scenario = str(SCENARIOS / "run_arm7_computed_torque.yaml")
+    monkeypatch.setattr(run_module, "make_controller", failing_at(0.01, compiled_ctrl_c))
+    assert main(["run", scenario, "--duration", "0.05", "--quiet", "--out",
+                 str(tmp_path / "a")]) == 130
+    header, data = _read(tmp_path / "a" / "run_arm7_computed_torque.csv")
+    t = data[:, header.index("t")]
+    # the samples before the interrupted one (1 ms apart), and that one not
+    assert t.size >= 9 and t[-1] < raised["t"] < t[-1] + 1.5e-3
+    meta = json.loads((tmp_path / "a" / "run_arm7_computed_torque.meta.json").read_text())
+    assert meta["partial"] is True and "interrupted" in meta["message"]
+
+    def other():
+        wrapped = SystemError("a broken extension")
+        wrapped.__cause__ = ValueError("not an interrupt")
+        return wrapped
+
+    monkeypatch.setattr(run_module, "make_controller", failing_at(0.01, other))
+    with pytest.raises(SystemError, match="a broken extension"):
+        main(["run", scenario, "--duration", "0.05", "--quiet", "--out", str(tmp_path / "b")])
 
 
 def test_invert_interrupted_keeps_the_samples(tmp_path):
@@ -116,14 +169,17 @@ def test_simulate_interrupted_keeps_the_samples_as_npz(tmp_path):
     assert meta["partial"] is True and "interrupted at t = " in meta["message"]
 
 
-def test_invert_interrupted_in_the_check_keeps_every_sample(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("ctrl_c", [KeyboardInterrupt, compiled_ctrl_c],
+                         ids=["python", "compiled"])
+def test_invert_interrupted_in_the_check_keeps_every_sample(tmp_path, monkeypatch, capsys,
+                                                             ctrl_c):
     """Ctrl-C in the open-loop check (after the inversion): all samples are written, marked
-    partial (unverified)."""
+    partial (unverified); the same when it lands in a compiled call."""
     import multibody_control.scenarios.inversion as scenario_module
     from multibody_control.cli import main
 
     def interrupted_verify(*args, **kwargs):
-        raise KeyboardInterrupt
+        raise ctrl_c()
 
     monkeypatch.setattr(scenario_module, "verify", interrupted_verify)
     assert main(["invert", str(SCENARIOS / "invert_five_bar_path.yaml"), "--quiet", "--out",
@@ -375,8 +431,9 @@ class _ForcedOscillator:
     system = type("System", (), {"nv": 2})()
     H = np.array([[1.0, 0.0]])
 
-    def __init__(self, stop):
+    def __init__(self, stop, ctrl_c=KeyboardInterrupt):
         self.counters, self.on_evaluate, self.calls, self.stop = {"dynamics": 0}, None, 0, stop
+        self.ctrl_c = ctrl_c
 
     def equilibrium(self, y, guess=None):
         return np.zeros(2)
@@ -387,15 +444,18 @@ class _ForcedOscillator:
     def reconstruct(self, t, eta, ytraj):
         self.calls += 1
         if self.calls == self.stop:
-            raise KeyboardInterrupt
+            raise self.ctrl_c()
         y, yd, ydd = (float(np.ravel(z)[0]) for z in ytraj(np.array([t])))
         return (np.array([y, eta[0]]), np.array([yd, eta[1]]), np.array([ydd, 0.0]),
                 np.array([ydd + eta[0]]))
 
 
-def test_invert_closed_interrupted_while_reconstructing_keeps_the_rows_before():
+@pytest.mark.parametrize("ctrl_c", [KeyboardInterrupt, compiled_ctrl_c],
+                         ids=["python", "compiled"])
+def test_invert_closed_interrupted_while_reconstructing_keeps_the_rows_before(ctrl_c):
     """Ctrl-C in the reconstruction after the classical integration: the samples before the
-    one under way are handed over as the partial result."""
+    one under way are handed over as the partial result, also when the Ctrl-C lands in a
+    compiled call."""
     from multibody_control.inversion.closed_flexible import invert_closed
     from multibody_control.inversion.result import InversionInterrupted
 
@@ -406,7 +466,7 @@ def test_invert_closed_interrupted_while_reconstructing_keeps_the_rows_before():
         return s ** 2 / 2, s, np.ones_like(s)
 
     with pytest.raises(InversionInterrupted) as caught:
-        invert_closed(_ForcedOscillator(stop=8), ytraj, t, method="classical")
+        invert_closed(_ForcedOscillator(stop=8, ctrl_c=ctrl_c), ytraj, t, method="classical")
     res = caught.value.result
     assert not res.success and res.message.startswith(
         "interrupted (Ctrl-C) while reconstructing the motion at t = 0.07 s; the 7 samples")

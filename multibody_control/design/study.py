@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from multibody_dynamics.errors import InputError
+from multibody_dynamics.interruptible import INTERRUPTS, reraise_unless_interrupt
 from multibody_dynamics.yaml_io import number_problem
 
 from ..scenarios import schema
@@ -719,7 +720,8 @@ def run_study(study: Study, out: str | Path | None = None, *,
             if on_iteration is not None:
                 on_iteration(k + 1, records)
         description = backend.describe()
-    except KeyboardInterrupt:  # the iterations done are checkpointed: report them, then stop
+    except INTERRUPTS as exc:  # the iterations done are checkpointed: report them, then stop
+        reraise_unless_interrupt(exc)
         interrupted = True
     finally:
         if bar is not None:

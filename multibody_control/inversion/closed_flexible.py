@@ -35,7 +35,11 @@ from multibody_dynamics.errors import DimensionError, InputError, SolverError
 from multibody_dynamics.flexible.closed import ClosedFlexibleChain, ClosedSimulation
 from multibody_dynamics.flexible.servo import ElasticServo
 from multibody_dynamics.flexible.simulation import TimeProgress
-from multibody_dynamics.interruptible import solve_ivp_keeping
+from multibody_dynamics.interruptible import (
+    INTERRUPTS,
+    reraise_unless_interrupt,
+    solve_ivp_keeping,
+)
 from multibody_dynamics.validation import as_vector
 
 from .internal import INTERRUPTED
@@ -313,7 +317,8 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
         try:
             eta, ok, msg, iterations = dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol,
                                                         max_iter, progress=progress)
-        except KeyboardInterrupt:  # no sample has converged: nothing to keep
+        except INTERRUPTS as exc:  # no sample has converged: nothing to keep
+            reraise_unless_interrupt(exc)
             raise InversionInterrupted(failed(f"{INTERRUPTED} during the dichotomy sweeps, "
                                               "before any sample converged", eigenvalues)
                                        ) from None
@@ -368,7 +373,8 @@ def _reconstruct(servo, ytraj, t, eta, ok, msg, progress):
             rows.append(servo.reconstruct(t[k], eta[k], ytraj))
     except SolverError as exc:
         ok, msg = False, f"{msg}; reconstruction failed: {exc}"
-    except KeyboardInterrupt:  # the rows before the one under way are complete
+    except INTERRUPTS as exc:  # the rows before the one under way are complete
+        reraise_unless_interrupt(exc)
         ok, msg = False, (f"{INTERRUPTED} while reconstructing the motion at t = "
                           f"{t[len(rows)]:.6g} s; the {len(rows)} samples before are kept")
     finally:

@@ -16,6 +16,7 @@ from scipy.linalg import qr
 
 from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError
+from multibody_dynamics.interruptible import INTERRUPTS, reraise_unless_interrupt
 from multibody_dynamics.projection import ProjectedDynamics
 
 from ..outputs import Output
@@ -190,7 +191,8 @@ def invert_closed_loop(model, output, task, method, dt, t_start, t_end, ik_guess
             u[k] = B_pinv @ ires.tau
             if bar is not None:
                 bar.update(1)
-    except KeyboardInterrupt:  # Ctrl-C: the samples before the current one are complete
+    except INTERRUPTS as exc:  # Ctrl-C: the samples before the current one are complete
+        reraise_unless_interrupt(exc)
         raise InversionInterrupted(stop(k, "interrupted (Ctrl-C)")) from None
     finally:
         bar.close()

@@ -56,6 +56,7 @@ from multibody_dynamics.flexible.output import chain_combined_output
 from multibody_dynamics.flexible.servo import ElasticServo
 from multibody_dynamics.flexible.simulation import FlexibleSimulation
 from multibody_dynamics.flexible.system import FlexibleChain
+from multibody_dynamics.interruptible import INTERRUPTS, interrupt_in, reraise_unless_interrupt
 
 from ..tasks import Task
 from .desired import TabulatedOutput
@@ -442,11 +443,13 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
                 v, a = _derivatives(t_out, q)
                 msg = "quasi-static deformation compensation (6.6)-(6.11)"
             eta = np.hstack([q[:, nr:], v[:, nr:]])
-    except (MultibodyError, np.linalg.LinAlgError, KeyboardInterrupt) as exc:
+    except (MultibodyError, np.linalg.LinAlgError, *INTERRUPTS) as exc:
+        if isinstance(exc, INTERRUPTS):
+            reraise_unless_interrupt(exc)
         if isinstance(exc, np.linalg.LinAlgError):
             exc = SolverError(f"{method} inversion: singular linear system ({exc}): the path "
                               "passes a singular configuration or the stiffness is singular")
-        stopped = isinstance(exc, KeyboardInterrupt)  # outside the stages that keep samples
+        stopped = interrupt_in(exc)  # outside the stages that keep samples
         empty = np.zeros((0, chain.nv))
         failed = InversionResult(
             np.zeros(0), empty, empty, empty, np.zeros((0, nr)), np.zeros((0, nr)),

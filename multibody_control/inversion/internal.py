@@ -27,7 +27,11 @@ import numpy as np
 from scipy.integrate import solve_bvp, solve_ivp
 
 from multibody_dynamics.errors import InputError, MultibodyError
-from multibody_dynamics.interruptible import solve_ivp_keeping
+from multibody_dynamics.interruptible import (
+    INTERRUPTS,
+    reraise_unless_interrupt,
+    solve_ivp_keeping,
+)
 from multibody_dynamics.model import MultibodyModel
 
 from ..outputs import Output
@@ -125,7 +129,8 @@ class Recorder:
         try:
             for tk, ek in zip(t, eta):
                 rows.append(self.servo.reconstruct(tk, ek, self.ytraj))
-        except KeyboardInterrupt:
+        except INTERRUPTS as exc:
+            reraise_unless_interrupt(exc)
             if not (self.keep_on_interrupt and rows):  # nothing to keep: interrupt as usual
                 raise
             self.interrupted = True
@@ -325,7 +330,8 @@ def _invert_internal(problem: Problem, options) -> InversionResult:
     except MultibodyError as exc:
         return problem.failure(str(exc), t_pre=run.t_pre, t_post=run.t_post,
                                eigenvalues=run.lam0, nfev=run.servo.counters["dynamics"])
-    except KeyboardInterrupt:  # outside the stages that keep samples (e.g. solve_bvp)
+    except INTERRUPTS as exc:  # outside the stages that keep samples (e.g. solve_bvp)
+        reraise_unless_interrupt(exc)
         stage = ("while solving the boundary value problem: it has no solved sample before it "
                  "converges" if run.stable else "before any sample was complete")
         raise InversionInterrupted(problem.failure(

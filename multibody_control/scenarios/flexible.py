@@ -60,6 +60,7 @@ from multibody_dynamics.errors import InputError, ModelError, MultibodyError
 from multibody_dynamics.flexible.closed import ClosedFlexibleChain, ClosedSimulation
 from multibody_dynamics.flexible.loader import is_flexible_model, load_flexible_model
 from multibody_dynamics.flexible.system import FlexibleChain
+from multibody_dynamics.interruptible import INTERRUPTS, reraise_unless_interrupt
 
 from ..inversion.closed_flexible import (
     PARALLEL_TOOL_TASK,
@@ -218,7 +219,8 @@ def run_flexible_scenario(sc, progress: bool | Callable[[str], None] = False):
                 track = track_flexible(sc.chain, result, sc.task, dt=sc.dt, **sc.tracking)
             except MultibodyError as exc:  # keep the design, say why it has no tracking check
                 result = replace(result, message=f"{result.message}; tracking check failed: {exc}")
-            except KeyboardInterrupt:  # the design is complete, its check is not
+            except INTERRUPTS as exc:  # the design is complete, its check is not
+                reraise_unless_interrupt(exc)
                 out[method] = (replace(result, success=False, message=(
                     "the tracking check was interrupted (Ctrl-C); the inversion's "
                     f"{result.t.size} samples are complete, unverified")), None)
@@ -541,7 +543,8 @@ def run_closed_scenario(sc: ClosedInversionScenario,
         except ClosedDesignInterrupted as exc:  # the designs before, and this one's samples
             out[spec.label] = exc.design
             raise ClosedScenarioInterrupted(out, spec.label) from None
-        except KeyboardInterrupt:  # the designs before are complete: hand them over
+        except INTERRUPTS as exc:  # the designs before are complete: hand them over
+            reraise_unless_interrupt(exc)
             raise ClosedScenarioInterrupted(out, spec.label) from None
         except MultibodyError as exc:  # keep going; the summary says why
             empty, none = np.zeros((0, sc.system.nv)), np.zeros((0, sc.system.nu))

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from multibody_dynamics.errors import InputError
+from multibody_dynamics.interruptible import INTERRUPTS, reraise_unless_interrupt
 from multibody_dynamics.model import MultibodyModel, load_model
 
 from ..inversion.methods import METHODS, invert
@@ -255,7 +256,8 @@ def run_inversion_scenario(sc: InversionScenario, method: str | None = None,
     try:
         ver = verify(sc.model, result, sc.task, sc.output) if (
             sc.verify and result.success and open_loop) else None
-    except KeyboardInterrupt:  # Ctrl-C in the check: the inversion itself is complete
+    except INTERRUPTS as exc:  # Ctrl-C in the check: the inversion itself is complete
+        reraise_unless_interrupt(exc)
         raise InversionInterrupted(replace(
             result, success=False, message="the open-loop verification was interrupted "
             f"(Ctrl-C); the inversion's {result.t.size} samples are complete, unverified")) \

@@ -81,6 +81,7 @@ import pinocchio as pin
 
 from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError, MultibodyError, SolverError
+from multibody_dynamics.interruptible import INTERRUPTS, reraise_unless_interrupt
 from multibody_dynamics.model import MultibodyModel, load_model
 from multibody_dynamics.simulate import METHODS as SIM_METHODS
 from multibody_dynamics.simulate import Simulator, SimulatorConfig
@@ -769,7 +770,8 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
                 break
             if bar is not None:
                 bar.update(1)
-    except KeyboardInterrupt:  # Ctrl-C: keep the samples completed before the current one
+    except INTERRUPTS as exc:  # Ctrl-C: keep the samples completed before the current one
+        reraise_unless_interrupt(exc)
         if k == 0:
             raise
         k -= 1

@@ -110,6 +110,7 @@ from scipy.integrate import solve_ivp
 
 from ..deprecation import module_getattr
 from ..errors import DimensionError, InputError, ModelError, SolverError
+from ..interruptible import INTERRUPTS, reraise_unless_interrupt
 from ..model.config import YamlChecker
 
 # re-exported for the imports written before the segmented arms moved to .segmented
@@ -665,7 +666,8 @@ class ClosedFlexibleChain:
             except (SolverError, np.linalg.LinAlgError) as exc:
                 ok, msg = False, f"failed at t = {t[k]:.4g} s: {exc}"
                 break
-            except KeyboardInterrupt:
+            except INTERRUPTS as exc:
+                reraise_unless_interrupt(exc)
                 if interrupted is None:
                     raise
                 interrupted.append(float(t[k]))
