@@ -58,6 +58,25 @@ def gamma_matrix(x) -> np.ndarray:
     return gamma
 
 
+def classical_tracking(servo, m, rtol: float, dt: float, limit: float, compiled: bool = True):
+    """Classical inversion of the test trajectory of ``m`` (a problem's model: ``ytraj``,
+    ``y``, ``t``, ``body``, ``r_d``) through ``servo`` (a
+    :class:`~..inversion.flexible.FlexibleServo`, Γ its output): ``(t, q, e, ok, message)``
+    with the end-point error ``e(t)`` [m] (7.16) on the output grid (shorter if it failed).
+    The internal dynamics are integrated with DOP853 at ``rtol`` (``atol`` 1e-3 rtol), steps of
+    at most 10 ``dt``, stopped when an elastic coordinate reaches ``limit``."""
+    ne = servo.nu_int
+    eta, ok, msg = servo.integrate_internal(m.ytraj, servo.equilibrium(m.y[0]), m.t, rtol,
+                                            1e-3 * rtol, 10 * dt, limit, compiled)
+    n = len(eta)
+    q = np.hstack([m.y[:n] - eta[:, :ne] @ servo.gamma.T, eta[:, :ne]])
+    r = servo.chain.point_positions(q, m.body)
+    e = np.linalg.norm(m.r_d[:n] - r, axis=1)
+    if ok and n < len(m.t):
+        ok, msg = False, f"integration stopped at t = {m.t[n - 1]:.4g} s"
+    return m.t[:n], q, e, ok, msg
+
+
 def book_task(t0: float = 0.2, tf: float = 1.2) -> Task:
     """The Sect. 6.4 test trajectory (module docstring)."""
     return Task(TimeLaw(t0, tf, 5), (straight_line("arm2", (0.45, -0.10), (0.45, 0.10)),))
@@ -176,18 +195,8 @@ class FlexibleOutputProblem:
     def tracking(self, x):
         """Classical inversion of the test trajectory: ``(t, q, e, ok, message)`` with the
         end-point error ``e(t)`` [m] (7.16) on the output grid (shorter if it failed)."""
-        m, s = self.model(), self.servo(x)
-        ne = s.nu_int
-        eta0 = s.equilibrium(m.y[0])
-        eta, ok, msg = s.integrate_internal(m.ytraj, eta0, m.t, self.rtol, 1e-3 * self.rtol,
-                                            10 * self.dt, self.limit, self.compiled)
-        n = len(eta)
-        q = np.hstack([m.y[:n] - eta[:, :ne] @ s.gamma.T, eta[:, :ne]])
-        r = s.chain.point_positions(q, m.body)  # the servo's chain (a shaped one in subclasses)
-        e = np.linalg.norm(m.r_d[:n] - r, axis=1)
-        if ok and n < len(m.t):
-            ok, msg = False, f"integration stopped at t = {m.t[n - 1]:.4g} s"
-        return m.t[:n], q, e, ok, msg
+        return classical_tracking(self.servo(x), self.model(), self.rtol, self.dt, self.limit,
+                                  self.compiled)
 
     def evaluate(self, x) -> Evaluation:
         """The criterion (7.15)-(7.17) of ``x`` [m]; never raises for a vector within bounds."""

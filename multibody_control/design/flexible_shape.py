@@ -45,7 +45,7 @@ from multibody_dynamics.errors import InputError, MultibodyError
 
 from ..tasks import Task, cart_semicircle_task
 from .criteria import PENALTY
-from .flexible_output import book_task, tracking_evaluation
+from .flexible_output import book_task, classical_tracking, tracking_evaluation
 from .problem import Evaluation, check_design_vector, per_thread, register_problem
 
 __all__ = ["BOOK_SHAPE_729", "TASKS", "FlexibleShapeProblem", "plot_arm_contours"]
@@ -239,17 +239,9 @@ class FlexibleShapeProblem:
 
         m = self.model()
         chain, _ = self.chain(x)
-        s = FlexibleServo(chain, np.zeros((chain.nq_r, chain.nq_e)))
-        ne = s.nu_int
-        eta, ok, msg = s.integrate_internal(m.ytraj, s.equilibrium(m.y[0]), m.t, self.rtol,
-                                            1e-3 * self.rtol, 10 * self.dt, self.limit)
-        n = len(eta)
-        q = np.hstack([m.y[:n], eta[:, :ne]])
-        r = chain.point_positions(q, m.body)
-        e = np.linalg.norm(m.r_d[:n] - r, axis=1)
-        if ok and n < len(m.t):
-            ok, msg = False, f"integration stopped at t = {m.t[n - 1]:.4g} s"
-        return m.t[:n], q, e, ok, msg
+        # Γ = 0: y = q_r, so q = (y, eta_q) exactly
+        return classical_tracking(FlexibleServo(chain, np.zeros((chain.nq_r, chain.nq_e))), m,
+                                  self.rtol, self.dt, self.limit)
 
     def evaluate(self, x) -> Evaluation:
         """The criterion (7.16)-(7.17) of ``x`` [m]; never raises for a vector within bounds."""
