@@ -56,6 +56,22 @@ def _full_mass_matrix(mj, mm, d):
     return M
 
 
+def _assert_mass_and_bias_match(mj, mm, model, rng) -> None:
+    """pinocchio's mass matrix and bias forces of ``model`` equal MuJoCo's of ``mm`` at five
+    random states: two implementations of the same rigid-body algebra, so to round-off only
+    (1e-12 for entries of order 1)."""
+    pm = model.pin_model
+    data = pm.createData()
+    for _ in range(5):
+        q, v = rng.uniform(-1, 1, model.nq), rng.uniform(-2, 2, model.nv)
+        d = _mj_state(mj, mm, model, q, v)
+        M = pin.crba(pm, data, q)
+        np.testing.assert_allclose(np.triu(M) + np.triu(M, 1).T, _full_mass_matrix(mj, mm, d),
+                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(pin.rnea(pm, data, q, v, np.zeros(model.nv)), d.qfrc_bias,
+                                   rtol=0, atol=1e-12)
+
+
 def test_open_chain_matches_mujoco(rng):
     """Mass matrix, gravity + Coriolis, springs and actuation of an open chain with rotated
     bodies, a slide joint, full and geom-derived inertias and default classes, against
@@ -65,17 +81,7 @@ def test_open_chain_matches_mujoco(rng):
     model = load_robot(ARM)
     assert (model.nq, model.nv, model.nu) == (mm.nq, mm.nv, mm.nu) == (4, 4, 3)
     np.testing.assert_allclose(model.gravity, mm.opt.gravity, rtol=0, atol=0)
-    pm = model.pin_model
-    data = pm.createData()
-    for _ in range(5):
-        q, v = rng.uniform(-1, 1, model.nq), rng.uniform(-2, 2, model.nv)
-        d = _mj_state(mj, mm, model, q, v)
-        M = pin.crba(pm, data, q)
-        M = np.triu(M) + np.triu(M, 1).T
-        # two implementations of the same rigid-body algebra: round-off only (entries ~0.7)
-        np.testing.assert_allclose(M, _full_mass_matrix(mj, mm, d), rtol=0, atol=1e-12)
-        np.testing.assert_allclose(pin.rnea(pm, data, q, v, np.zeros(model.nv)), d.qfrc_bias,
-                                   rtol=0, atol=1e-12)
+    _assert_mass_and_bias_match(mj, mm, model, rng)  # entries ~0.7
     # springs of the unactuated joint j4 (class "stiff": k 3, d 0.2, springref 10 degrees)
     j4 = model.joint_index("j4")
     assert model.passive.tolist() == [False, False, False, True]
@@ -104,17 +110,7 @@ def test_multi_joint_bodies_match_mujoco(rng):
     assert model.coordinate_names == ("h1", "h2", "s3", "h4", "h5")
     assert model.input_names == ("h2", "h5") and model.B[4, 1] == 3.0
     np.testing.assert_allclose(model.q_initial, mm.qpos0, rtol=0, atol=1e-15)  # h5's ref
-    pm = model.pin_model
-    data = pm.createData()
-    for _ in range(5):
-        q, v = rng.uniform(-1, 1, model.nq), rng.uniform(-2, 2, model.nv)
-        d = _mj_state(mj, mm, model, q, v)
-        M = pin.crba(pm, data, q)
-        # round-off only (entries ~1)
-        np.testing.assert_allclose(np.triu(M) + np.triu(M, 1).T, _full_mass_matrix(mj, mm, d),
-                                   rtol=0, atol=1e-12)
-        np.testing.assert_allclose(pin.rnea(pm, data, q, v, np.zeros(model.nv)), d.qfrc_bias,
-                                   rtol=0, atol=1e-12)
+    _assert_mass_and_bias_match(mj, mm, model, rng)  # entries ~1
 
 
 def _closure_norms(residual, closures):
