@@ -625,12 +625,16 @@ def _invert_closed(args, fs, sc) -> int:
 
 def cmd_run(args) -> int:
     from .scenarios import load_run_scenario, plot, run_scenario, summary_table, write_csv
+    from .scenarios.run import sample_reference
 
     overrides = None
     if args.duration is not None:
         overrides = {"duration": args.duration}
     sc = load_run_scenario(args.scenario, overrides)
-    result = run_scenario(sc, progress=not args.quiet)
+    ref = sample_reference(sc, progress=not args.quiet)
+    watch = getattr(args, "on_reference", None)  # run --view: the live viewer (view_cli)
+    result = run_scenario(sc, progress=not args.quiet, reference=ref,
+                          on_sample=watch(sc, ref) if watch is not None else None)
     print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")
     print(summary_table(result))
     out = Path(args.out)

@@ -38,7 +38,10 @@ def _add(p, name: str) -> None:
     g.add_argument("--view", action="store_true",
                    help="watch the run live: serve the animation page on http://127.0.0.1 "
                    "and stream the frames (--fps, --max-frames) while the simulation computes "
-                   "them (rigid models)" if name == "simulate" else
+                   "them" if name == "simulate" else
+                   "watch the run live: serve the animation page on http://127.0.0.1 once "
+                   "the reference is sampled and stream the frames (--fps, --max-frames) while "
+                   "the closed loop computes them" if name == "run" else
                    "serve the animation page of the result on http://127.0.0.1 once it is "
                    "written (not streamed while computing)")
     g.add_argument("--view-port", type=int, default=0, metavar="PORT",
@@ -49,7 +52,8 @@ def _add(p, name: str) -> None:
     g.add_argument("--no-browser", action="store_true",
                    help="with --view: print the URL only, do not open a browser")
     func = p.get_default("func")
-    p.set_defaults(func=_with_view(func) if name == "simulate" else _with_page(func, name))
+    wrap = {"simulate": _with_view, "run": _with_run_view}.get(name)
+    p.set_defaults(func=wrap(func) if wrap else _with_page(func, name))
 
 
 def _check(args) -> None:
@@ -140,6 +144,22 @@ def _with_page(func, command: str):
     return wrapped
 
 
+def _stream(func, args, server, scenes: list) -> int:
+    """Run the command ``func(args)`` whose samples go to the live scene (``scenes``: the one
+    scene, or empty until the command has made it), end the stream with its outcome, then
+    serve ``--view-keep`` s (not after Ctrl-C: exit 130 at once)."""
+    rc = 130
+    try:
+        rc = func(args)
+    finally:
+        for live in scenes:
+            live.finish("completed" if rc == 0 else f"ended early (exit status {rc})")
+    if rc == 130 or not scenes:  # Ctrl-C during the run: stop now
+        return rc
+    print(f"live viewer: {len(scenes[0].frames)} frames", flush=True)
+    return _serve(server, args, rc)
+
+
 def _with_view(func):
     def wrapped(args) -> int:
         if not args.view:
@@ -149,15 +169,50 @@ def _with_view(func):
         try:
             _open(server, args)
             args.on_sample = live.add_sample
-            rc = 130
-            try:
-                rc = func(args)
-            finally:
-                live.finish("completed" if rc == 0 else f"ended early (exit status {rc})")
-            if rc == 130:  # Ctrl-C during the run: stop now
-                return rc
-            print(f"live viewer: {len(live.frames)} frames", flush=True)
-            return _serve(server, args, rc)
+            return _stream(func, args, server, [live])
+        finally:
+            server.stop()
+
+    wrapped.__doc__ = func.__doc__
+    return wrapped
+
+
+def run_scene(sc, ref, fps: float = 30.0, max_frames: int = 600):
+    """The live scene of the closed-loop run ``sc`` (a RunScenario) whose reference ``ref``
+    (SampledReference) is sampled: frames over the reference's time span, the task frame's
+    path and, dashed, the path the reference gives it."""
+    from .animation.live import LiveScene
+    from .animation.scene import path_of
+
+    model = sc.model
+    ee = sc.task_frame or model.end_effector
+    return LiveScene(model, ref.q[0], float(ref.t[-1] - ref.t[0]), fps=fps,
+                     max_frames=max_frames, title=f"{model.name}: run (live)", ee_frame=ee,
+                     desired=path_of(model, ref.q, ee) if ee else None)
+
+
+def _with_run_view(func):
+    """run --view: the port is taken before the command; once the reference is sampled the
+    page is served and the closed loop's samples are streamed as it computes them."""
+    def wrapped(args) -> int:
+        if not args.view:
+            return func(args)
+        _check(args)
+        from .animation.live import LiveServer
+
+        server = LiveServer(None, args.view_port).start()  # 503 until the reference is known
+        scenes: list = []
+
+        def on_reference(sc, ref):
+            live = run_scene(sc, ref, fps=args.fps, max_frames=args.max_frames)
+            server.attach(live)
+            scenes.append(live)
+            _open(server, args)
+            return live.add_sample
+
+        args.on_reference = on_reference
+        try:
+            return _stream(func, args, server, scenes)
         finally:
             server.stop()
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -205,6 +206,103 @@ def test_ctrl_c_during_the_viewed_run_keeps_the_samples_and_ends_the_stream(tmp_
     assert "partial result written to" in err
     meta = json.loads(out.with_suffix(".meta.json").read_text())
     assert meta["partial"] is True
+    t_last = np.loadtxt(out, delimiter=",", skiprows=1)[-1, 0]
+    assert 0 < t_last < 100
+    # the stream ended with the run: its last frame is the last sample written
+    assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
+    frames = [d for _, e, d in got if e == "message"]
+    assert abs(frames[-1]["t"] - t_last) < 1e-6
+
+
+def test_run_stream_delivers_the_static_scene_frames_and_the_desired_path(tmp_path):
+    from multibody_control.animation import scene_from_result
+    from multibody_control.scenarios import load_run_scenario, run_scenario, write_csv
+    from multibody_control.scenarios.run import sample_reference
+    from multibody_control.view_cli import run_scene
+
+    # arm7 computed torque, 0.4 s of it (400 control periods; the rest-to-rest reference
+    # starts at 0.25 s, so the arm moves in the frames)
+    sc = load_run_scenario(ROOT / "config/scenarios/run_arm7_computed_torque.yaml",
+                           {"duration": 0.4})
+    ref = sample_reference(sc)
+    live = run_scene(sc, ref)
+    server = LiveServer(None).start()  # as `run --view`: the port first, the scene later
+    got: list = []
+    seen_during_run = []
+    try:
+        with pytest.raises(urllib.error.HTTPError, match="503"):
+            urllib.request.urlopen(server.url, timeout=10)
+        server.attach(live)
+        client = threading.Thread(target=_read_events, args=(server.url + "events", got))
+        client.start()
+
+        def on_sample(t, q):  # frames arrive at the client before the run has ended
+            live.add_sample(t, q)
+            if abs(t - 0.2) < 1e-9:
+                deadline = time.perf_counter() + 10.0
+                while not got and time.perf_counter() < deadline:
+                    time.sleep(0.01)
+                seen_during_run.append(len(got))
+
+        res = run_scenario(sc, reference=ref, on_sample=on_sample)
+        live.finish("completed")
+        client.join(timeout=30)
+        assert not client.is_alive()
+        page = urllib.request.urlopen(server.url, timeout=10).read().decode()
+    finally:
+        server.stop()
+    assert res.success and res.t.size == 401
+    assert seen_during_run and seen_during_run[0] > 0
+    frames = [d for _, e, d in got if e == "message"]
+    assert [e for _, e, _ in got][-1] == "end" and len(frames) == 13  # 0.4 s at 30 fps
+    # the static page's frames of the same result (frame_times picks, build_scene places)
+    static = build_scene(sc.model, res.q, res.t, frame_times(res.t, 30.0, 600))
+    np.testing.assert_array_equal([d["t"] for d in frames], np.round(static.t, 6))
+    np.testing.assert_array_equal(np.array([d["pose"] for d in frames]),
+                                  np.round(static.poses, 5).reshape(13, -1))
+    # the desired path on the live page is the static page's of the written result (the
+    # reference's task-frame path); 2e-5 m: both rounded to 1e-5 m, the CSV to 10 digits
+    static_page = scene_from_result(write_csv(res, tmp_path / "r.csv"))
+    want = next(p["points"] for p in static_page.paths if p["name"] == "desired path")
+    head = live.head()
+    got_path = next(p["points"] for p in head["paths"] if p["name"] == "desired path")
+    assert '"desired path"' in page
+    np.testing.assert_allclose(np.reshape(got_path, (-1, 3)), want, atol=2e-5)
+    assert np.ptp(want, axis=0).max() > 2e-3  # the reference moves the tool (3 mm by 0.4 s)
+
+
+def test_ctrl_c_during_the_viewed_run_scenario_keeps_samples_and_ends_the_stream(tmp_path):
+    import os
+    import signal
+
+    # arm7 computed torque for 100 s (about 3000 control periods per wall s here): still
+    # running when the first frames have arrived
+    cmd = [sys.executable, "-m", "multibody_control.cli", "run",
+           str(ROOT / "config/scenarios/run_arm7_computed_torque.yaml"), "--duration", "100",
+           "--out", str(tmp_path), "--quiet", "--view", "--no-browser"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    out = tmp_path / "run_arm7_computed_torque.csv"
+    try:
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:")
+        got: list = []
+        client = threading.Thread(target=_read_events, args=(url + "events", got))
+        client.start()
+        deadline = time.perf_counter() + 30
+        while len(got) < 5 and time.perf_counter() < deadline:
+            time.sleep(0.02)
+        assert len(got) >= 5 and not out.exists()  # frames stream, the run is under way
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        client.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "partial result written to" in err
+    assert json.loads(out.with_suffix(".meta.json").read_text())["partial"] is True
     t_last = np.loadtxt(out, delimiter=",", skiprows=1)[-1, 0]
     assert 0 < t_last < 100
     # the stream ended with the run: its last frame is the last sample written

@@ -1,10 +1,11 @@
-"""Live viewer: the player page served over local HTTP while a rigid simulation runs.
+"""Live viewer: the player page served over local HTTP while a simulation or a closed-loop run
+computes its samples.
 
-:class:`LiveScene` takes the samples of a run as the simulator records them
-(``simulate(..., on_sample=live.add_sample)``) and picks the frames exactly as
-:func:`~.scene.frame_times` does for a finished result: frame ``k`` is the last sample at or
-before ``t0 + k (duration / (n - 1))`` (``1 / fps`` unless ``max_frames`` spreads them), never
-interpolated.  Its placements come from the same :func:`~.scene.rig` and
+:class:`LiveScene` takes the samples of a run as they are recorded
+(``simulate(..., on_sample=live.add_sample)``, the same in ``run_scenario``) and picks the
+frames exactly as :func:`~.scene.frame_times` does for a finished result: frame ``k`` is the
+last sample at or before ``t0 + k (duration / (n - 1))`` (``1 / fps`` unless ``max_frames``
+spreads them), never interpolated.  Its placements come from the same :func:`~.scene.rig` and
 :func:`~.scene.frame_poses` as the static page's.
 
 :class:`LiveServer` (stdlib ``http.server`` in a thread, bound to 127.0.0.1) serves
@@ -35,7 +36,7 @@ import pinocchio as pin
 from multibody_dynamics.errors import InputError
 
 from .html import render_page
-from .scene import PATH_COLOR, Scene, _robot_scale, frame_poses, rig
+from .scene import DESIRED_COLOR, PATH_COLOR, Scene, _robot_scale, _thin, frame_poses, rig
 
 _TOL = 1e-12  # as frame_times: a sample within 1e-12 s after a frame time still counts
 
@@ -65,10 +66,13 @@ class LiveScene:
     duration : planned length of the run [s] (the frame times, as for the finished result)
     fps : frames per second of result time [1/s]; max_frames : cap on the frame count
     title : page title; ee_frame : frame whose path is drawn (default the model's end effector)
+    desired : (P, 3) desired path of that frame [m], known before the run (``run``: the
+        reference's), drawn dashed from the start; optional
     """
 
     def __init__(self, model, q0, duration: float, fps: float = 30.0, max_frames: int = 600,
-                 title: str = "", ee_frame: str | None = None):
+                 title: str = "", ee_frame: str | None = None,
+                 desired: np.ndarray | None = None):
         if not (np.isfinite(fps) and fps > 0):
             raise InputError(f"fps: expected a positive frame rate [1/s], got {fps}")
         if not (np.isfinite(duration) and duration > 0):
@@ -87,6 +91,9 @@ class LiveScene:
         self._reach = Scene(t=np.zeros(len(qs)), shapes=self.shapes,
                             poses=np.array([self._poses(q)[0] for q in qs]),
                             segments=np.zeros((len(qs), 0, 2, 3)), scale=self.scale)
+        self.paths = [] if desired is None else [
+            {"name": "desired path", "color": DESIRED_COLOR, "dashed": True,
+             "points": np.round(_thin(np.asarray(desired, float)), 5).reshape(-1).tolist()}]
         self.nseg = sum(2 if self._rail(c) else 1 for c, _, _ in self.closures)
         self.frames: list[str] = []  # JSON text of each frame, in order
         self.times: list[float] = []
@@ -108,7 +115,7 @@ class LiveScene:
     def head(self) -> dict:
         """The static part as the page's scene JSON: shapes, camera, no frame yet."""
         data = self._reach.to_json()
-        data.update(title=self.title, t=[], poses=[], segments=[], paths=[],
+        data.update(title=self.title, t=[], poses=[], segments=[], paths=self.paths,
                     info=f"live: waiting for the first sample ({self.fps:g} fps of result time)")
         data["live"] = {"events": "/events", "nseg": self.nseg, "capacity": self.n_frames + 1,
                         "ee": self.ee if self.ee_id is not None else None,
@@ -295,6 +302,12 @@ class LiveServer(ThreadingHTTPServer):
             raise InputError(f"--view-port: cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
                              "choose another port or leave --view-port out") from None
         self._thread: threading.Thread | None = None
+
+    def attach(self, live: LiveScene) -> None:
+        """Serve ``live`` from now on (a server started with None while the run's reference
+        was being computed: its page answered 503 until then)."""
+        self.live = live
+        self.page = render_page(live.head())
 
     @property
     def url(self) -> str:
