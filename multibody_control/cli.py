@@ -393,7 +393,8 @@ def _flexible_run(args, model):
     return (lambda: simulate_flexible(
         model, args.duration, args.q0, args.v0, args.tau,
         rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
-        output_dt=output_dt, progress=not args.quiet), None)
+        output_dt=output_dt, progress=not args.quiet,
+        on_sample=getattr(args, "on_sample", None)), None)  # simulate --view
 
 
 def _flexible_output_dt(model) -> tuple[float, str]:

@@ -63,6 +63,9 @@ def _check(args) -> None:
                          f"{args.view_port}")
     if not (np.isfinite(args.view_keep) and args.view_keep >= 0):
         raise InputError(f"--view-keep: expected a time >= 0 in s, got {args.view_keep:g}")
+    scale = getattr(args, "deformation_scale", None)
+    if scale is not None and not (np.isfinite(scale) and scale > 0):
+        raise InputError(f"--deformation-scale: expected a positive factor, got {scale:g}")
     if not (args.fps > 0):
         raise InputError(f"--fps: expected a positive frame rate [1/s], got {args.fps:g}")
     if args.max_frames < 2:
@@ -73,22 +76,36 @@ def _check(args) -> None:
 
 
 def start_viewer(args):
-    """``(live scene, running server)`` for ``simulate args``; InputError for a flexible
-    model or a port that cannot be used, before the run."""
+    """``(live scene, running server)`` for ``simulate args``; InputError for a port that
+    cannot be used, before the run.  A flexible model is drawn with ``--deformation-scale``,
+    else with the factor of its static deflection at the start
+    (:func:`~.animation.flexible.static_deformation_scale`), printed."""
     from multibody_dynamics.robot import has_elastic_coordinates, load_robot
 
     from .animation.live import LiveScene, LiveServer
 
     model = load_robot(args.robot)
+    title = f"{model.name}: simulate (live)"
+    scale = None
     if has_elastic_coordinates(model) or not hasattr(model, "pin_model"):
-        raise InputError(f"--view: {model.name} is a flexible model; the live viewer streams "
-                         "rigid simulations (use --animate FILE.html, then `multibody animate "
-                         "FILE.csv --view`)")
-    q0 = model.q_initial
-    if args.q0 is not None and len(args.q0) == model.nq:
-        q0 = np.asarray(args.q0, float)
+        from .animation.flexible import static_deformation_scale
+
+        chain = getattr(model, "chain", model)
+        q0 = chain.neutral() if args.q0 is None or len(args.q0) != model.nv else np.asarray(
+            args.q0, float)
+        scale = args.deformation_scale
+        if scale is None:
+            tau = args.tau if args.tau is not None and len(args.tau) == model.nu else None
+            scale = static_deformation_scale(model, q0, tau)
+            print(f"live viewer: elastic deformation drawn x{scale:g} (from the static "
+                  "deflection at the start; --deformation-scale to choose)", flush=True)
+        title += f", deformation x{scale:g}"
+    else:
+        q0 = model.q_initial
+        if args.q0 is not None and len(args.q0) == model.nq:
+            q0 = np.asarray(args.q0, float)
     live = LiveScene(model, q0, args.duration, fps=args.fps, max_frames=args.max_frames,
-                     title=f"{model.name}: simulate (live)")
+                     title=title, deformation_scale=scale)
     return live, LiveServer(live, args.view_port).start()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import threading
 
+import numpy as np
 from scipy.integrate import solve_ivp
 
 __all__ = ["INTERRUPTS", "interrupt_in", "reraise_unless_interrupt", "solve_ivp_keeping"]
@@ -46,7 +47,41 @@ def reraise_unless_interrupt(exc: BaseException) -> None:
         raise exc
 
 
-def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):
+def _streaming(method, t_eval: np.ndarray, on_sample, sent: list):
+    """The solver class ``method`` (a scipy name such as "DOP853", or an ``OdeSolver``
+    subclass) made to pass the ``t_eval`` samples of each step to ``on_sample(t, y)`` when the
+    next step starts, from the same interpolant ``solve_ivp`` evaluates them with (cached, so
+    no extra evaluation of ``fun``); the integration is unchanged.  ``sent[0]`` counts the
+    samples passed (forward integration only)."""
+    import scipy.integrate
+
+    base = getattr(scipy.integrate, method) if isinstance(method, str) else method
+
+    class Streaming(base):
+        _dense = None
+
+        def dense_output(self):  # solve_ivp asks again for the interpolant of this step
+            key = (self.t_old, self.t)
+            if self._dense is None or self._dense[0] != key:
+                self._dense = (key, super().dense_output())
+            return self._dense[1]
+
+        def step(self):
+            if self.t_old is not None:  # the samples of the step that has ended
+                j = int(np.searchsorted(t_eval, self.t, side="right"))
+                if j > sent[0]:
+                    ts = t_eval[sent[0]:j]
+                    ys = self.dense_output()(ts)
+                    for i, ti in enumerate(ts):
+                        on_sample(float(ti), ys[:, i])
+                    sent[0] = j
+            return super().step()
+
+    Streaming.__name__ = f"Streaming{base.__name__}"
+    return Streaming
+
+
+def solve_ivp_keeping(fun, t_span, y0, *, events=None, on_sample=None, **options):
     """``solve_ivp(fun, t_span, y0, events=events, **options)``; Ctrl-C ends it, samples kept.
 
     Parameters
@@ -56,6 +91,11 @@ def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):
     events : callable or list of callables, optional
         The caller's events; their indices in ``sol.t_events`` are unchanged (the interrupt
         event is appended after them).
+    on_sample : callable ``on_sample(t, y)``, optional
+        Called with each ``t_eval`` sample (``t`` [s], ``y`` (n,)) as the integration goes:
+        those of a step when the next step starts, the last step's after the integration;
+        the values are those of the returned ``sol`` (same interpolant).  Needs ``t_eval``
+        and ``t_span`` forward.  An exception it raises ends the integration.
 
     Returns
     -------
@@ -71,6 +111,14 @@ def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):
     KeyboardInterrupt
         On a second Ctrl-C during the same integration.
     """
+    if on_sample is not None:
+        t_eval = np.asarray(options["t_eval"], float)
+        sent = [0]
+        options["method"] = _streaming(options.get("method", "RK45"), t_eval, on_sample, sent)
+        sol, stopped = solve_ivp_keeping(fun, t_span, y0, events=events, **options)
+        for i in range(sent[0], sol.t.size):  # the last step's samples
+            on_sample(float(sol.t[i]), sol.y[:, i])
+        return sol, stopped
     if threading.current_thread() is not threading.main_thread():
         return solve_ivp(fun, t_span, y0, events=events, **options), None
     state = {"requested": False, "t_stop": None}

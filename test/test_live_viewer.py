@@ -309,3 +309,75 @@ def test_ctrl_c_during_the_viewed_run_scenario_keeps_samples_and_ends_the_stream
     assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
     frames = [d for _, e, d in got if e == "message"]
     assert abs(frames[-1]["t"] - t_last) < 1e-6
+
+
+def test_flexible_stream_frames_are_the_static_pages_with_the_deformation(capsys):
+    from multibody_control.animation.flexible import flexible_scene
+    from multibody_control.animation.source import ResultSamples
+    from multibody_dynamics.flexible.loader import load_flexible_model
+    from multibody_dynamics.flexible.simulation import simulate_flexible
+
+    bent = {}
+    for name, u in (("flexible_manipulator", [1.0, 0.5]), ("flexible_parallel_tool", None)):
+        model = load_flexible_model(name)
+        chain = getattr(model, "chain", model)
+        live = LiveScene(model, chain.neutral(), 0.3, fps=30.0, deformation_scale=20.0)
+        res = simulate_flexible(model, 0.3, u=u, output_dt=1e-3 if u else 1e-2,
+                                on_sample=live.add_sample)
+        live.finish()
+        cols = {"t": res.t, **{f"q.{n}": res.q[:, i] for i, n in enumerate(res.names)}}
+        samples = ResultSamples(ROOT / f"{name}.csv", res.t, cols, {})
+        static = flexible_scene(model, samples, frame_times(res.t, 30.0, 600), 20.0)
+        assert len(live.frames) == static.t.size == 10  # 0.3 s at 30 fps
+        frames = [json.loads(f) for f in live.frames]
+        np.testing.assert_array_equal([d["t"] for d in frames], np.round(static.t, 6))
+        np.testing.assert_array_equal(np.array([d["pose"] for d in frames]),
+                                      np.round(static.poses, 5).reshape(10, -1))
+        np.testing.assert_array_equal(np.array([d["seg"] for d in frames]),
+                                      np.round(static.segments, 5).reshape(10, -1))
+        assert live.head()["deformation_scale"] == 20.0
+        # the drawn beam of the first flexible link: angle [rad] between its first and last
+        # cylinder in the last frame (0 for a straight beam)
+        beam = [i for i, sh in enumerate(live.shapes) if sh.kind == "cylinder"
+                and sh.name == next(b.name for b in chain.bodies if b.flexible)]
+        quat = np.array(frames[-1]["pose"]).reshape(-1, 7)[[beam[0], beam[-1]], 3:]
+        bent[name] = 2 * np.arccos(min(1.0, abs(float(quat[0] @ quat[1]))))
+    # the open chain under these torques bends its first link, drawn x20 (0.62 rad between
+    # the beam's ends here); the parallel tool at rest does not bend (round-off only)
+    assert bent["flexible_manipulator"] > 0.1 and bent["flexible_parallel_tool"] < 1e-3
+    # the command: the flexible chain is streamed instead of refused
+    assert main(["simulate", "flexible_manipulator", "--duration", "0.2", "--tau", "1", "0.5",
+                 "--quiet", "--view", "--no-browser", "--view-keep", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "live viewer: elastic deformation drawn x2" in out and "live viewer: 7 frames" in out
+
+
+def test_solve_ivp_streaming_passes_the_samples_as_it_goes():
+    from scipy.integrate import solve_ivp
+
+    from multibody_dynamics.interruptible import solve_ivp_keeping
+
+    calls = [0]
+
+    def f(t, y):  # harmonic oscillator, 1 rad/s
+        calls[0] += 1
+        return [y[1], -y[0]]
+
+    t_eval = np.linspace(0, 20, 201)
+    seen = []
+    sol, stopped = solve_ivp_keeping(f, (0, 20), [1.0, 0.0], method="DOP853", t_eval=t_eval,
+                                     rtol=1e-10, atol=1e-12, on_sample=lambda t, y: seen.append(
+                                         (t, y.copy(), calls[0])))
+    n_stream = calls[0]
+    calls[0] = 0
+    ref = solve_ivp(f, (0, 20), [1.0, 0.0], method="DOP853", t_eval=t_eval, rtol=1e-10,
+                    atol=1e-12)
+    assert stopped is None and n_stream == calls[0] == sol.nfev  # no extra evaluation
+    np.testing.assert_array_equal(sol.y, ref.y)  # the integration is unchanged
+    np.testing.assert_array_equal([t for t, _, _ in seen], t_eval)
+    np.testing.assert_array_equal(np.array([y for _, y, _ in seen]).T, sol.y)
+    # passed while integrating: the sample at t = 10 s came before half of the evaluations
+    # were done (of 20 s at a near-constant step)
+    assert seen[100][2] < 0.6 * sol.nfev
+    # closed form; 1e-8: 20 s at rtol 1e-10 (the error grows with the periods)
+    np.testing.assert_allclose(sol.y[0], np.cos(t_eval), atol=1e-8)

@@ -35,6 +35,7 @@ import pinocchio as pin
 
 from multibody_dynamics.errors import InputError
 
+from .flexible import FlexibleDrawing
 from .html import render_page
 from .scene import DESIRED_COLOR, PATH_COLOR, Scene, _robot_scale, _thin, frame_poses, rig
 
@@ -57,44 +58,46 @@ def _workspace(model, q0: np.ndarray, n: int = 40, seed: int = 0) -> np.ndarray:
 
 
 class LiveScene:
-    """Frames of a rigid model's run, picked from its samples while it runs (thread-safe).
+    """Frames of a run, picked from its samples while it runs (thread-safe).
 
     Parameters
     ----------
-    model : MultibodyModel (rigid)
+    model : MultibodyModel (rigid), or a flexible model (FlexibleChain, ClosedFlexibleChain:
+        drawn by :class:`~.flexible.FlexibleDrawing`, its deformation ``deformation_scale``
+        times its size)
     q0 : (nq,) a configuration near the start (the camera is fitted about it)
     duration : planned length of the run [s] (the frame times, as for the finished result)
     fps : frames per second of result time [1/s]; max_frames : cap on the frame count
     title : page title; ee_frame : frame whose path is drawn (default the model's end effector)
     desired : (P, 3) desired path of that frame [m], known before the run (``run``: the
         reference's), drawn dashed from the start; optional
+    deformation_scale : flexible models: factor on the elastic coordinates in the drawing
+        (default 1); the run is not known yet, so it cannot be fitted to it as the static
+        page's is
     """
 
     def __init__(self, model, q0, duration: float, fps: float = 30.0, max_frames: int = 600,
                  title: str = "", ee_frame: str | None = None,
-                 desired: np.ndarray | None = None):
+                 desired: np.ndarray | None = None, deformation_scale: float | None = None):
         if not (np.isfinite(fps) and fps > 0):
             raise InputError(f"fps: expected a positive frame rate [1/s], got {fps}")
         if not (np.isfinite(duration) and duration > 0):
             raise InputError(f"duration: expected a positive time in s, got {duration}")
-        self.model, self.pm = model, model.pin_model
-        self.data = self.pm.createData()
+        self.model = model
         self.duration, self.fps = float(duration), float(fps)
         n = int(np.floor(self.duration * fps + 1e-9)) + 1
         self.n_frames = max(2, min(n, max_frames))
-        qs = _workspace(model, np.asarray(q0, float))
-        self.scale = _robot_scale(self.pm, self.data, qs, np.arange(len(qs)))
-        self.shapes, self.placements, self.closures = rig(model, self.scale)
-        self.ee = ee_frame or model.end_effector
-        self.ee_id = model.frame_id(self.ee) if self.ee else None
-        self.title = title or f"{model.name}: simulate (live)"
-        self._reach = Scene(t=np.zeros(len(qs)), shapes=self.shapes,
-                            poses=np.array([self._poses(q)[0] for q in qs]),
-                            segments=np.zeros((len(qs), 0, 2, 3)), scale=self.scale)
+        q0 = np.asarray(q0, float)
+        self.flexible = None if hasattr(model, "pin_model") else FlexibleDrawing(
+            model, 1.0 if deformation_scale is None else deformation_scale)
+        if self.flexible is None:
+            self._rigid(model, q0, ee_frame)
+        else:
+            self._flexible(q0)
+        self.title = title or f"{self.name}: simulate (live)"
         self.paths = [] if desired is None else [
             {"name": "desired path", "color": DESIRED_COLOR, "dashed": True,
              "points": np.round(_thin(np.asarray(desired, float)), 5).reshape(-1).tolist()}]
-        self.nseg = sum(2 if self._rail(c) else 1 for c, _, _ in self.closures)
         self.frames: list[str] = []  # JSON text of each frame, in order
         self.times: list[float] = []
         self.emitted_at: list[float] = []  # time.perf_counter() when each frame was ready
@@ -104,6 +107,38 @@ class LiveScene:
         self._last: tuple[float, np.ndarray] | None = None
         self._due = -np.inf  # a sample after this time [s] passes the next frame time
         self._cond = threading.Condition()
+
+    def _rigid(self, model, q0: np.ndarray, ee_frame: str | None) -> None:
+        """Shapes, camera and end effector of a rigid model (see the module notes)."""
+        self.pm, self.name = model.pin_model, model.name
+        self.data = self.pm.createData()
+        qs = _workspace(model, q0)
+        self.scale = _robot_scale(self.pm, self.data, qs, np.arange(len(qs)))
+        self.shapes, self.placements, self.closures = rig(model, self.scale)
+        self.ee = ee_frame or model.end_effector
+        self.ee_id = model.frame_id(self.ee) if self.ee else None
+        self.ee_label = self.ee if self.ee_id is not None else None
+        self._reach = Scene(t=np.zeros(len(qs)), shapes=self.shapes,
+                            poses=np.array([self._poses(q)[0] for q in qs]),
+                            segments=np.zeros((len(qs), 0, 2, 3)), scale=self.scale)
+        self.nseg = sum(2 if self._rail(c) else 1 for c, _, _ in self.closures)
+
+    def _flexible(self, q0: np.ndarray, n: int = 40, seed: int = 0) -> None:
+        """Shapes, camera and end effector of a flexible model: the camera fitted to the
+        drawing at ``q0`` and ``n`` configurations with each joint moved by up to pi rad
+        (prismatic ones 0.5 m), the deformation as at ``q0``."""
+        d = self.flexible
+        self.name, self.shapes, self.scale = d.name, d.shapes, d.reach
+        self.nseg = len(d.closures)
+        self.ee_label = None if d.ee is None else f"{d.ee} tip"
+        span = np.array([np.pi if b.joint_type == "revolute" else 0.5 for b in d.chain.bodies])
+        rng = np.random.default_rng(seed)
+        qs = [q0] + [np.r_[q0[:span.size] + rng.uniform(-1, 1, span.size) * span,
+                           q0[span.size:]] for _ in range(n)]
+        self._reach = Scene(t=np.zeros(len(qs)), shapes=self.shapes,
+                            poses=np.array([d.frame(q)[0] for q in qs]),
+                            segments=np.zeros((len(qs), 0, 2, 3)), scale=self.scale,
+                            deformation_scale=d.s)
 
     @staticmethod
     def _rail(c) -> bool:
@@ -118,7 +153,7 @@ class LiveScene:
         data.update(title=self.title, t=[], poses=[], segments=[], paths=self.paths,
                     info=f"live: waiting for the first sample ({self.fps:g} fps of result time)")
         data["live"] = {"events": "/events", "nseg": self.nseg, "capacity": self.n_frames + 1,
-                        "ee": self.ee if self.ee_id is not None else None,
+                        "ee": self.ee_label,
                         "ee_color": PATH_COLOR, "fps": self.fps}
         return data
 
@@ -127,7 +162,12 @@ class LiveScene:
 
         The segments are each closure's gap (frame a to frame b) and, for closures with an
         axis, the stretch of that axis through frame b from the frame a's point +- 0.15 of
-        the robot's size (the static page spans the whole run's range instead)."""
+        the robot's size (the static page spans the whole run's range instead).  A flexible
+        model's are its closures' two points (:meth:`.flexible.FlexibleDrawing.frame`), its
+        end effector's position the true (unscaled) one."""
+        if self.flexible is not None:
+            poses, segs = self.flexible.frame(q)
+            return poses, segs, self.flexible.ee_point(q)
         poses, gap = self._poses(q)
         segs = []
         for (c, _, _), (a, b, R) in zip(self.closures, gap):
