@@ -1,5 +1,6 @@
-"""``multibody simulate ... --view``: watch a rigid simulation live in the browser (and the
-result of ``run`` / ``invert`` served the same way once written).
+"""``multibody simulate ... --view`` and ``multibody run ... --view``: watch a simulation or a
+closed-loop run live in the browser (and the result of ``invert`` served the same way once
+written).
 
 Hooked into :func:`multibody_control.cli.build_parser` by :func:`add_option` after the
 other options of ``simulate`` (it wraps the command).  Before the run it builds the scene's
@@ -7,11 +8,15 @@ static part, starts the viewer's HTTP server on 127.0.0.1 (a free port, or ``--v
 and prints its URL; the simulator passes each sample to the viewer
 (:mod:`multibody_control.animation.live`); after the run the server stays up ``--view-keep``
 seconds (Ctrl-C stops it sooner).  A Ctrl-C during the run ends it as without ``--view``
-(the samples computed are written, marked partial) and stops the server at once.
+(the samples computed are written, marked partial) and stops the server at once.  Flexible
+models are drawn with their deformation (``--deformation-scale``, else the factor of the
+quasi-static deflection at the start).
 
-``run ... --view`` and ``invert ... --view`` take the port before the command (a port in use
-fails before any work) and serve the page of the result once it is written: the closed-loop
-plant and the inversion are not streamed while they compute.
+``run ... --view`` takes the port before the command, serves the page once the scenario's
+reference is sampled (:func:`run_scene`: the desired path is known then) and streams the
+closed loop's samples (``run_scenario(..., on_sample=...)``).  ``invert ... --view`` takes
+the port before the command (a port in use fails before any work) and serves the page of
+the result once it is written: the inversion is not streamed while it computes.
 """
 
 from __future__ import annotations

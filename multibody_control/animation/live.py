@@ -18,9 +18,11 @@ spreads them), never interpolated.  Its placements come from the same :func:`~.s
   closes after it.
 
 The camera is fitted before the motion is known: to the shapes over 40 configurations about
-the start (every velocity coordinate moved by up to pi rad, prismatic ones by up to 0.5 m),
-which covers what a revolute chain can reach; the end-effector path grows by one point per
-frame.
+the start (every velocity coordinate moved by up to pi rad, prismatic ones by up to 0.5 m;
+a flexible model's joints so, its deformation as at the start), which covers what a
+revolute chain can reach; the end-effector path grows by one point per frame.  Flexible
+models are placed by :class:`~.flexible.FlexibleDrawing` (as on the static page) with a
+deformation factor fixed before the run.
 """
 
 from __future__ import annotations
