@@ -527,7 +527,9 @@ def cmd_invert(args) -> int:
     if sc.combined_gamma is not None:
         print("initial guess: inversion with the linearly combined output first")
     try:
-        result, ver, _ = run_inversion_scenario(sc, method=args.method, progress=not args.quiet)
+        result, ver, _ = run_inversion_scenario(
+            sc, method=args.method, progress=not args.quiet,
+            on_verify=getattr(args, "on_verify", None))  # invert --view (view_cli)
     except InversionInterrupted as exc:  # Ctrl-C: write the samples computed so far
         return _write_interrupted_inversion(args, sc, exc.result)
     print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")

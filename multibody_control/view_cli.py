@@ -47,8 +47,9 @@ def _add(p, name: str) -> None:
                    "watch the run live: serve the animation page on http://127.0.0.1 once "
                    "the reference is sampled and stream the frames (--fps, --max-frames) while "
                    "the closed loop computes them" if name == "run" else
-                   "serve the animation page of the result on http://127.0.0.1 once it is "
-                   "written (not streamed while computing)")
+                   "rigid models: watch the open-loop check (the plant under the feedforward) "
+                   "live on http://127.0.0.1 as it integrates; otherwise (no check, flexible "
+                   "models) serve the result's page once it is written")
     g.add_argument("--view-port", type=int, default=0, metavar="PORT",
                    help="TCP port of the live viewer (default: a free one)")
     g.add_argument("--view-keep", type=float, default=DEFAULT_KEEP, metavar="S",
@@ -133,9 +134,27 @@ def _open(server, args) -> None:
         webbrowser.open(server.url)
 
 
+def check_scene(sc, result, fps: float = 30.0, max_frames: int = 600):
+    """The live scene of the open-loop check of the inversion ``result`` (InversionResult) of
+    the scenario ``sc`` (InversionScenario): frames over the result's time span, the task
+    frame's path and, dashed, the task's desired path."""
+    from .animation import task_path
+    from .animation.live import LiveScene
+
+    model = sc.model
+    found = task_path(model, result.q, result.t, sc.task, model.end_effector)
+    ee, desired = found if found is not None else (model.end_effector, None)
+    return LiveScene(model, result.q[0], float(result.t[-1] - result.t[0]), fps=fps,
+                     max_frames=max_frames, ee_frame=ee, desired=desired,
+                     title=f"{model.name}: invert, open-loop check under the feedforward "
+                     "(live)")
+
+
 def _with_page(func, command: str):
-    """run / invert --view: the port is taken before the command, the page of the result
-    it writes (:func:`~.animate_cli.written_results`, the main one) is served after it."""
+    """invert --view: the port is taken before the command; the open-loop check of a rigid
+    inversion is streamed as it integrates (:func:`check_scene`), else the page of the result
+    the command writes (:func:`~.animate_cli.written_results`, the main one) is served after
+    it."""
     def wrapped(args) -> int:
         if not args.view:
             return func(args)
@@ -145,9 +164,21 @@ def _with_page(func, command: str):
         from .animation.live import LiveServer
 
         server = LiveServer(None, args.view_port).start()
+        scenes: list = []
+
+        def on_verify(sc, result):
+            live = check_scene(sc, result, fps=args.fps, max_frames=args.max_frames)
+            server.attach(live)
+            scenes.append(live)
+            _open(server, args)
+            return live.add_sample
+
+        args.on_verify = on_verify
         try:
             start = time.time() - 1.0  # file times may be coarser than the clock
-            rc = func(args)
+            rc = _stream(func, args, server, scenes)  # served here when streamed
+            if scenes:
+                return rc
             results = written_results(command, args, since=start)
             if rc == 130 or not results:
                 if not results:

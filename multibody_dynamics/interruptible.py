@@ -16,7 +16,8 @@ import threading
 import numpy as np
 from scipy.integrate import solve_ivp
 
-__all__ = ["INTERRUPTS", "interrupt_in", "reraise_unless_interrupt", "solve_ivp_keeping"]
+__all__ = ["INTERRUPTS", "interrupt_in", "reraise_unless_interrupt", "solve_ivp_keeping",
+           "solve_ivp_streaming"]
 
 #: The exception types a Ctrl-C can arrive as (see :func:`interrupt_in`): catch these, then
 #: call :func:`reraise_unless_interrupt` to let every other ``SystemError`` through.
@@ -81,6 +82,24 @@ def _streaming(method, t_eval: np.ndarray, on_sample, sent: list):
     return Streaming
 
 
+def _rest(sol, sent: int, on_sample) -> None:
+    """The samples of ``sol`` from index ``sent`` on (the last step's) to ``on_sample``."""
+    for i in range(sent, sol.t.size):
+        on_sample(float(sol.t[i]), sol.y[:, i])
+
+
+def solve_ivp_streaming(fun, t_span, y0, *, on_sample, **options):
+    """``solve_ivp(fun, t_span, y0, **options)`` that passes each ``t_eval`` sample to
+    ``on_sample(t, y)`` as the integration goes (as :func:`solve_ivp_keeping` does with
+    ``on_sample``), Ctrl-C raising as usual.  Returns ``sol``, unchanged by the streaming."""
+    sent = [0]
+    options["method"] = _streaming(options.get("method", "RK45"),
+                                   np.asarray(options["t_eval"], float), on_sample, sent)
+    sol = solve_ivp(fun, t_span, y0, **options)
+    _rest(sol, sent[0], on_sample)
+    return sol
+
+
 def solve_ivp_keeping(fun, t_span, y0, *, events=None, on_sample=None, **options):
     """``solve_ivp(fun, t_span, y0, events=events, **options)``; Ctrl-C ends it, samples kept.
 
@@ -112,12 +131,11 @@ def solve_ivp_keeping(fun, t_span, y0, *, events=None, on_sample=None, **options
         On a second Ctrl-C during the same integration.
     """
     if on_sample is not None:
-        t_eval = np.asarray(options["t_eval"], float)
         sent = [0]
-        options["method"] = _streaming(options.get("method", "RK45"), t_eval, on_sample, sent)
+        options["method"] = _streaming(options.get("method", "RK45"),
+                                       np.asarray(options["t_eval"], float), on_sample, sent)
         sol, stopped = solve_ivp_keeping(fun, t_span, y0, events=events, **options)
-        for i in range(sent[0], sol.t.size):  # the last step's samples
-            on_sample(float(sol.t[i]), sol.y[:, i])
+        _rest(sol, sent[0], on_sample)
         return sol, stopped
     if threading.current_thread() is not threading.main_thread():
         return solve_ivp(fun, t_span, y0, events=events, **options), None

@@ -381,3 +381,42 @@ def test_solve_ivp_streaming_passes_the_samples_as_it_goes():
     assert seen[100][2] < 0.6 * sol.nfev
     # closed form; 1e-8: 20 s at rtol 1e-10 (the error grows with the periods)
     np.testing.assert_allclose(sol.y[0], np.cos(t_eval), atol=1e-8)
+
+
+def test_invert_streams_the_open_loop_check(tmp_path):
+    from multibody_control.animation import scene_from_result
+    from multibody_control.inversion.scenario import (
+        load_inversion_scenario,
+        run_inversion_scenario,
+        write_csv,
+    )
+    from multibody_control.view_cli import check_scene
+
+    sc = load_inversion_scenario(ROOT / "config/scenarios/invert_five_bar_path.yaml")
+    scenes = []
+
+    def on_verify(sc_, result):  # as `invert --view`: the scene once the inversion is done
+        scenes.append(check_scene(sc_, result))
+        return scenes[0].add_sample
+
+    result, ver, _ = run_inversion_scenario(sc, on_verify=on_verify)
+    live = scenes[0]
+    live.finish()
+    assert ver is not None and ver.success
+    # the frames are the static scene of the check's samples (frame_times + build_scene)
+    static = build_scene(sc.model, ver.q, ver.t, frame_times(ver.t, 30.0, 600))
+    assert len(live.frames) == static.t.size == 31  # the 1 s path at 30 fps
+    frames = [json.loads(f) for f in live.frames]
+    np.testing.assert_array_equal([d["t"] for d in frames], np.round(static.t, 6))
+    np.testing.assert_array_equal(np.array([d["pose"] for d in frames]),
+                                  np.round(static.poses, 5).reshape(31, -1))
+    # the desired path is the static page's of the written result (its y_d); 2e-5 m: both
+    # rounded to 1e-5 m, the CSV to its digits
+    page = scene_from_result(write_csv(result, sc.model, tmp_path / "inv.csv"))
+    want = next(p["points"] for p in page.paths if p["name"] == "desired path")
+    got = next(p["points"] for p in live.head()["paths"] if p["name"] == "desired path")
+    np.testing.assert_allclose(np.reshape(got, (-1, 3)), want, atol=2e-5)
+    # it is the scenario's line from (-0.05, 0.30) m to (0.08, 0.38) m
+    # (config/scenarios/invert_five_bar_path.yaml), to the same 2e-5 m
+    ends = np.reshape(got, (-1, 3))[[0, -1], :2]
+    np.testing.assert_allclose(ends, [[-0.05, 0.30], [0.08, 0.38]], atol=2e-5)
