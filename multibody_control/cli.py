@@ -393,7 +393,8 @@ def _flexible_run(args, model):
     return (lambda: simulate_flexible(
         model, args.duration, args.q0, args.v0, args.tau,
         rtol=1e-8 if args.rtol is None else args.rtol, atol=args.atol,
-        output_dt=output_dt, progress=not args.quiet), None)
+        output_dt=output_dt, progress=not args.quiet,
+        on_sample=getattr(args, "on_sample", None)), None)  # simulate --view
 
 
 def _flexible_output_dt(model) -> tuple[float, str]:
@@ -526,7 +527,9 @@ def cmd_invert(args) -> int:
     if sc.combined_gamma is not None:
         print("initial guess: inversion with the linearly combined output first")
     try:
-        result, ver, _ = run_inversion_scenario(sc, method=args.method, progress=not args.quiet)
+        result, ver, _ = run_inversion_scenario(
+            sc, method=args.method, progress=not args.quiet,
+            on_verify=getattr(args, "on_verify", None))  # invert --view (view_cli)
     except InversionInterrupted as exc:  # Ctrl-C: write the samples computed so far
         return _write_interrupted_inversion(args, sc, exc.result)
     print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")
@@ -625,12 +628,16 @@ def _invert_closed(args, fs, sc) -> int:
 
 def cmd_run(args) -> int:
     from .scenarios import load_run_scenario, plot, run_scenario, summary_table, write_csv
+    from .scenarios.run import sample_reference
 
     overrides = None
     if args.duration is not None:
         overrides = {"duration": args.duration}
     sc = load_run_scenario(args.scenario, overrides)
-    result = run_scenario(sc, progress=not args.quiet)
+    ref = sample_reference(sc, progress=not args.quiet)
+    watch = getattr(args, "on_reference", None)  # run --view: the live viewer (view_cli)
+    result = run_scenario(sc, progress=not args.quiet, reference=ref,
+                          on_sample=watch(sc, ref) if watch is not None else None)
     print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")
     print(summary_table(result))
     out = Path(args.out)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import signal
 import threading
 
+import numpy as np
 from scipy.integrate import solve_ivp
 
-__all__ = ["INTERRUPTS", "interrupt_in", "reraise_unless_interrupt", "solve_ivp_keeping"]
+__all__ = ["INTERRUPTS", "interrupt_in", "reraise_unless_interrupt", "solve_ivp_keeping",
+           "solve_ivp_streaming"]
 
 #: The exception types a Ctrl-C can arrive as (see :func:`interrupt_in`): catch these, then
 #: call :func:`reraise_unless_interrupt` to let every other ``SystemError`` through.
@@ -46,7 +48,59 @@ def reraise_unless_interrupt(exc: BaseException) -> None:
         raise exc
 
 
-def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):
+def _streaming(method, t_eval: np.ndarray, on_sample, sent: list):
+    """The solver class ``method`` (a scipy name such as "DOP853", or an ``OdeSolver``
+    subclass) made to pass the ``t_eval`` samples of each step to ``on_sample(t, y)`` when the
+    next step starts, from the same interpolant ``solve_ivp`` evaluates them with (cached, so
+    no extra evaluation of ``fun``); the integration is unchanged.  ``sent[0]`` counts the
+    samples passed (forward integration only)."""
+    import scipy.integrate
+
+    base = getattr(scipy.integrate, method) if isinstance(method, str) else method
+
+    class Streaming(base):
+        _dense = None
+
+        def dense_output(self):  # solve_ivp asks again for the interpolant of this step
+            key = (self.t_old, self.t)
+            if self._dense is None or self._dense[0] != key:
+                self._dense = (key, super().dense_output())
+            return self._dense[1]
+
+        def step(self):
+            if self.t_old is not None:  # the samples of the step that has ended
+                j = int(np.searchsorted(t_eval, self.t, side="right"))
+                if j > sent[0]:
+                    ts = t_eval[sent[0]:j]
+                    ys = self.dense_output()(ts)
+                    for i, ti in enumerate(ts):
+                        on_sample(float(ti), ys[:, i])
+                    sent[0] = j
+            return super().step()
+
+    Streaming.__name__ = f"Streaming{base.__name__}"
+    return Streaming
+
+
+def _rest(sol, sent: int, on_sample) -> None:
+    """The samples of ``sol`` from index ``sent`` on (the last step's) to ``on_sample``."""
+    for i in range(sent, sol.t.size):
+        on_sample(float(sol.t[i]), sol.y[:, i])
+
+
+def solve_ivp_streaming(fun, t_span, y0, *, on_sample, **options):
+    """``solve_ivp(fun, t_span, y0, **options)`` that passes each ``t_eval`` sample to
+    ``on_sample(t, y)`` as the integration goes (as :func:`solve_ivp_keeping` does with
+    ``on_sample``), Ctrl-C raising as usual.  Returns ``sol``, unchanged by the streaming."""
+    sent = [0]
+    options["method"] = _streaming(options.get("method", "RK45"),
+                                   np.asarray(options["t_eval"], float), on_sample, sent)
+    sol = solve_ivp(fun, t_span, y0, **options)
+    _rest(sol, sent[0], on_sample)
+    return sol
+
+
+def solve_ivp_keeping(fun, t_span, y0, *, events=None, on_sample=None, **options):
     """``solve_ivp(fun, t_span, y0, events=events, **options)``; Ctrl-C ends it, samples kept.
 
     Parameters
@@ -56,6 +110,11 @@ def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):
     events : callable or list of callables, optional
         The caller's events; their indices in ``sol.t_events`` are unchanged (the interrupt
         event is appended after them).
+    on_sample : callable ``on_sample(t, y)``, optional
+        Called with each ``t_eval`` sample (``t`` [s], ``y`` (n,)) as the integration goes:
+        those of a step when the next step starts, the last step's after the integration;
+        the values are those of the returned ``sol`` (same interpolant).  Needs ``t_eval``
+        and ``t_span`` forward.  An exception it raises ends the integration.
 
     Returns
     -------
@@ -71,6 +130,13 @@ def solve_ivp_keeping(fun, t_span, y0, *, events=None, **options):
     KeyboardInterrupt
         On a second Ctrl-C during the same integration.
     """
+    if on_sample is not None:
+        sent = [0]
+        options["method"] = _streaming(options.get("method", "RK45"),
+                                       np.asarray(options["t_eval"], float), on_sample, sent)
+        sol, stopped = solve_ivp_keeping(fun, t_span, y0, events=events, **options)
+        _rest(sol, sent[0], on_sample)
+        return sol, stopped
     if threading.current_thread() is not threading.main_thread():
         return solve_ivp(fun, t_span, y0, events=events, **options), None
     state = {"requested": False, "t_stop": None}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -211,3 +212,211 @@ def test_ctrl_c_during_the_viewed_run_keeps_the_samples_and_ends_the_stream(tmp_
     assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
     frames = [d for _, e, d in got if e == "message"]
     assert abs(frames[-1]["t"] - t_last) < 1e-6
+
+
+def test_run_stream_delivers_the_static_scene_frames_and_the_desired_path(tmp_path):
+    from multibody_control.animation import scene_from_result
+    from multibody_control.scenarios import load_run_scenario, run_scenario, write_csv
+    from multibody_control.scenarios.run import sample_reference
+    from multibody_control.view_cli import run_scene
+
+    # arm7 computed torque, 0.4 s of it (400 control periods; the rest-to-rest reference
+    # starts at 0.25 s, so the arm moves in the frames)
+    sc = load_run_scenario(ROOT / "config/scenarios/run_arm7_computed_torque.yaml",
+                           {"duration": 0.4})
+    ref = sample_reference(sc)
+    live = run_scene(sc, ref)
+    server = LiveServer(None).start()  # as `run --view`: the port first, the scene later
+    got: list = []
+    seen_during_run = []
+    try:
+        with pytest.raises(urllib.error.HTTPError, match="503"):
+            urllib.request.urlopen(server.url, timeout=10)
+        server.attach(live)
+        client = threading.Thread(target=_read_events, args=(server.url + "events", got))
+        client.start()
+
+        def on_sample(t, q):  # frames arrive at the client before the run has ended
+            live.add_sample(t, q)
+            if abs(t - 0.2) < 1e-9:
+                deadline = time.perf_counter() + 10.0
+                while not got and time.perf_counter() < deadline:
+                    time.sleep(0.01)
+                seen_during_run.append(len(got))
+
+        res = run_scenario(sc, reference=ref, on_sample=on_sample)
+        live.finish("completed")
+        client.join(timeout=30)
+        assert not client.is_alive()
+        page = urllib.request.urlopen(server.url, timeout=10).read().decode()
+    finally:
+        server.stop()
+    assert res.success and res.t.size == 401
+    assert seen_during_run and seen_during_run[0] > 0
+    frames = [d for _, e, d in got if e == "message"]
+    assert [e for _, e, _ in got][-1] == "end" and len(frames) == 13  # 0.4 s at 30 fps
+    # the static page's frames of the same result (frame_times picks, build_scene places)
+    static = build_scene(sc.model, res.q, res.t, frame_times(res.t, 30.0, 600))
+    np.testing.assert_array_equal([d["t"] for d in frames], np.round(static.t, 6))
+    np.testing.assert_array_equal(np.array([d["pose"] for d in frames]),
+                                  np.round(static.poses, 5).reshape(13, -1))
+    # the desired path on the live page is the static page's of the written result (the
+    # reference's task-frame path); 2e-5 m: both rounded to 1e-5 m, the CSV to 10 digits
+    static_page = scene_from_result(write_csv(res, tmp_path / "r.csv"))
+    want = next(p["points"] for p in static_page.paths if p["name"] == "desired path")
+    head = live.head()
+    got_path = next(p["points"] for p in head["paths"] if p["name"] == "desired path")
+    assert '"desired path"' in page
+    np.testing.assert_allclose(np.reshape(got_path, (-1, 3)), want, atol=2e-5)
+    assert np.ptp(want, axis=0).max() > 2e-3  # the reference moves the tool (3 mm by 0.4 s)
+
+
+def test_ctrl_c_during_the_viewed_run_scenario_keeps_samples_and_ends_the_stream(tmp_path):
+    import os
+    import signal
+
+    # arm7 computed torque for 100 s (about 3000 control periods per wall s here): still
+    # running when the first frames have arrived
+    cmd = [sys.executable, "-m", "multibody_control.cli", "run",
+           str(ROOT / "config/scenarios/run_arm7_computed_torque.yaml"), "--duration", "100",
+           "--out", str(tmp_path), "--quiet", "--view", "--no-browser"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    out = tmp_path / "run_arm7_computed_torque.csv"
+    try:
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:")
+        got: list = []
+        client = threading.Thread(target=_read_events, args=(url + "events", got))
+        client.start()
+        deadline = time.perf_counter() + 30
+        while len(got) < 5 and time.perf_counter() < deadline:
+            time.sleep(0.02)
+        assert len(got) >= 5 and not out.exists()  # frames stream, the run is under way
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        client.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "partial result written to" in err
+    assert json.loads(out.with_suffix(".meta.json").read_text())["partial"] is True
+    t_last = np.loadtxt(out, delimiter=",", skiprows=1)[-1, 0]
+    assert 0 < t_last < 100
+    # the stream ended with the run: its last frame is the last sample written
+    assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
+    frames = [d for _, e, d in got if e == "message"]
+    assert abs(frames[-1]["t"] - t_last) < 1e-6
+
+
+def test_flexible_stream_frames_are_the_static_pages_with_the_deformation(capsys):
+    from multibody_control.animation.flexible import flexible_scene
+    from multibody_control.animation.source import ResultSamples
+    from multibody_dynamics.flexible.loader import load_flexible_model
+    from multibody_dynamics.flexible.simulation import simulate_flexible
+
+    bent = {}
+    for name, u in (("flexible_manipulator", [1.0, 0.5]), ("flexible_parallel_tool", None)):
+        model = load_flexible_model(name)
+        chain = getattr(model, "chain", model)
+        live = LiveScene(model, chain.neutral(), 0.3, fps=30.0, deformation_scale=20.0)
+        res = simulate_flexible(model, 0.3, u=u, output_dt=1e-3 if u else 1e-2,
+                                on_sample=live.add_sample)
+        live.finish()
+        cols = {"t": res.t, **{f"q.{n}": res.q[:, i] for i, n in enumerate(res.names)}}
+        samples = ResultSamples(ROOT / f"{name}.csv", res.t, cols, {})
+        static = flexible_scene(model, samples, frame_times(res.t, 30.0, 600), 20.0)
+        assert len(live.frames) == static.t.size == 10  # 0.3 s at 30 fps
+        frames = [json.loads(f) for f in live.frames]
+        np.testing.assert_array_equal([d["t"] for d in frames], np.round(static.t, 6))
+        np.testing.assert_array_equal(np.array([d["pose"] for d in frames]),
+                                      np.round(static.poses, 5).reshape(10, -1))
+        np.testing.assert_array_equal(np.array([d["seg"] for d in frames]),
+                                      np.round(static.segments, 5).reshape(10, -1))
+        assert live.head()["deformation_scale"] == 20.0
+        # the drawn beam of the first flexible link: angle [rad] between its first and last
+        # cylinder in the last frame (0 for a straight beam)
+        beam = [i for i, sh in enumerate(live.shapes) if sh.kind == "cylinder"
+                and sh.name == next(b.name for b in chain.bodies if b.flexible)]
+        quat = np.array(frames[-1]["pose"]).reshape(-1, 7)[[beam[0], beam[-1]], 3:]
+        bent[name] = 2 * np.arccos(min(1.0, abs(float(quat[0] @ quat[1]))))
+    # the open chain under these torques bends its first link, drawn x20 (0.62 rad between
+    # the beam's ends here); the parallel tool at rest does not bend (round-off only)
+    assert bent["flexible_manipulator"] > 0.1 and bent["flexible_parallel_tool"] < 1e-3
+    # the command: the flexible chain is streamed instead of refused
+    assert main(["simulate", "flexible_manipulator", "--duration", "0.2", "--tau", "1", "0.5",
+                 "--quiet", "--view", "--no-browser", "--view-keep", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "live viewer: elastic deformation drawn x2" in out and "live viewer: 7 frames" in out
+
+
+def test_solve_ivp_streaming_passes_the_samples_as_it_goes():
+    from scipy.integrate import solve_ivp
+
+    from multibody_dynamics.interruptible import solve_ivp_keeping
+
+    calls = [0]
+
+    def f(t, y):  # harmonic oscillator, 1 rad/s
+        calls[0] += 1
+        return [y[1], -y[0]]
+
+    t_eval = np.linspace(0, 20, 201)
+    seen = []
+    sol, stopped = solve_ivp_keeping(f, (0, 20), [1.0, 0.0], method="DOP853", t_eval=t_eval,
+                                     rtol=1e-10, atol=1e-12, on_sample=lambda t, y: seen.append(
+                                         (t, y.copy(), calls[0])))
+    n_stream = calls[0]
+    calls[0] = 0
+    ref = solve_ivp(f, (0, 20), [1.0, 0.0], method="DOP853", t_eval=t_eval, rtol=1e-10,
+                    atol=1e-12)
+    assert stopped is None and n_stream == calls[0] == sol.nfev  # no extra evaluation
+    np.testing.assert_array_equal(sol.y, ref.y)  # the integration is unchanged
+    np.testing.assert_array_equal([t for t, _, _ in seen], t_eval)
+    np.testing.assert_array_equal(np.array([y for _, y, _ in seen]).T, sol.y)
+    # passed while integrating: the sample at t = 10 s came before half of the evaluations
+    # were done (of 20 s at a near-constant step)
+    assert seen[100][2] < 0.6 * sol.nfev
+    # closed form; 1e-8: 20 s at rtol 1e-10 (the error grows with the periods)
+    np.testing.assert_allclose(sol.y[0], np.cos(t_eval), atol=1e-8)
+
+
+def test_invert_streams_the_open_loop_check(tmp_path):
+    from multibody_control.animation import scene_from_result
+    from multibody_control.inversion.scenario import (
+        load_inversion_scenario,
+        run_inversion_scenario,
+        write_csv,
+    )
+    from multibody_control.view_cli import check_scene
+
+    sc = load_inversion_scenario(ROOT / "config/scenarios/invert_five_bar_path.yaml")
+    scenes = []
+
+    def on_verify(sc_, result):  # as `invert --view`: the scene once the inversion is done
+        scenes.append(check_scene(sc_, result))
+        return scenes[0].add_sample
+
+    result, ver, _ = run_inversion_scenario(sc, on_verify=on_verify)
+    live = scenes[0]
+    live.finish()
+    assert ver is not None and ver.success
+    # the frames are the static scene of the check's samples (frame_times + build_scene)
+    static = build_scene(sc.model, ver.q, ver.t, frame_times(ver.t, 30.0, 600))
+    assert len(live.frames) == static.t.size == 31  # the 1 s path at 30 fps
+    frames = [json.loads(f) for f in live.frames]
+    np.testing.assert_array_equal([d["t"] for d in frames], np.round(static.t, 6))
+    np.testing.assert_array_equal(np.array([d["pose"] for d in frames]),
+                                  np.round(static.poses, 5).reshape(31, -1))
+    # the desired path is the static page's of the written result (its y_d); 2e-5 m: both
+    # rounded to 1e-5 m, the CSV to its digits
+    page = scene_from_result(write_csv(result, sc.model, tmp_path / "inv.csv"))
+    want = next(p["points"] for p in page.paths if p["name"] == "desired path")
+    got = next(p["points"] for p in live.head()["paths"] if p["name"] == "desired path")
+    np.testing.assert_allclose(np.reshape(got, (-1, 3)), want, atol=2e-5)
+    # it is the scenario's line from (-0.05, 0.30) m to (0.08, 0.38) m
+    # (config/scenarios/invert_five_bar_path.yaml), to the same 2e-5 m
+    ends = np.reshape(got, (-1, 3))[[0, -1], :2]
+    np.testing.assert_allclose(ends, [[-0.05, 0.30], [0.08, 0.38]], atol=2e-5)

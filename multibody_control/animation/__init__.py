@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from multibody_dynamics.errors import InputError
 
 from .gif import write_gif, write_mp4
@@ -36,12 +38,18 @@ def _task_path(model, q, res, scenario: Path, ee: str | None):
         return None
     from ..inversion.scenario import load_inversion_scenario
 
-    task = load_inversion_scenario(scenario).task
+    return task_path(model, q, res.t, load_inversion_scenario(scenario).task, ee)
+
+
+def task_path(model, q: np.ndarray, t: np.ndarray, task, ee: str | None):
+    """(frame, (N, 3) desired path [m]) of an inversion ``task`` at the times ``t`` (N,):
+    its coordinates of ``ee`` (else of the first frame it names, such as ``tip.x``), the
+    others those of the configurations ``q`` (N, nq); None when it names no frame."""
     frames = [n.rsplit(".", 1)[0] for n in task.names if "." in n]
     if not frames:
         return None
     frame = ee if ee in frames else frames[0]
-    values = task(res.t)[0]
+    values = task(t)[0]
     desired = path_of(model, q, frame)  # coordinates the task leaves free stay as they are
     for i, n in enumerate(task.names):
         if n.startswith(frame + ".") and n[-1] in "xyz":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from multibody_dynamics.errors import InputError
+from multibody_dynamics.errors import InputError, MultibodyError
 from multibody_dynamics.model.mjcf import segment_placement
 
 from .scene import (
@@ -148,22 +148,6 @@ def _shape_pose(chain, qk: np.ndarray, fr, builder) -> pin.SE3:
     return pin.SE3(np.eye(3), p)
 
 
-def _closure_points(chain, closures, scaled: np.ndarray, frames: np.ndarray, poses: np.ndarray,
-                    n_body: int) -> np.ndarray:
-    """Segments (F, K, 2, 3) joining each closure's two points [m]; their spheres' poses are
-    written into ``poses`` after the ``n_body`` body shapes."""
-    segments = np.zeros((frames.size, len(closures), 2, 3))
-    for f, k in enumerate(frames):
-        for m, c in enumerate(closures):
-            a = np.r_[chain.point_position(scaled[k], c.body_a, c.node_a), 0.0]
-            b = (np.r_[chain.point_position(scaled[k], c.body_b, c.node_b), 0.0]
-                 if c.body_b is not None else np.r_[c.point_b, 0.0])
-            segments[f, m] = a, b
-            poses[f, n_body + 2 * m] = np.r_[a, 0, 0, 0, 1]
-            poses[f, n_body + 2 * m + 1] = np.r_[b, 0, 0, 0, 1]
-    return segments
-
-
 def _flexible_paths(chain, q: np.ndarray, res) -> list[dict]:
     """The end effector's true path along ``q`` and the scenario's desired path, if any."""
     paths = []
@@ -179,51 +163,127 @@ def _flexible_paths(chain, q: np.ndarray, res) -> list[dict]:
     return paths
 
 
+class FlexibleDrawing:
+    """What is drawn of a flexible model (shapes, deformation factor) and the placements of
+    its shapes at one configuration: the static page's scene (:func:`flexible_scene`) and the
+    live viewer (:mod:`.live`) place them with the same :meth:`frame`.
+
+    Parameters
+    ----------
+    model : FlexibleChain, or ClosedFlexibleChain (its spanning chain is drawn, and each
+        closure's two points joined by a segment)
+    deformation_scale : factor ``s`` on the elastic coordinates in the drawing
+    """
+
+    def __init__(self, model, deformation_scale: float):
+        closures, name = (), getattr(model, "name", None)
+        chain = model
+        if hasattr(model, "chain") and hasattr(model, "closures"):  # a closed flexible model
+            closures, chain = tuple(model.closures), model.chain
+        self.chain, self.closures = chain, closures
+        self.name = name or chain.config.name
+        self.s = float(deformation_scale)
+        self.reach = _chain_reach(chain)  # size of the drawing [m]
+        r = 0.012 * self.reach
+        self.shapes, self.builders = [], []
+        for i, b in enumerate(chain.bodies):
+            body_shapes, body_builders = _body_shapes(i, b, r, self.reach)
+            self.shapes += body_shapes
+            self.builders += body_builders
+        for c in closures:
+            for _ in range(2):
+                self.shapes.append(Shape("sphere", (2.5 * r,), CLOSURE_COLOR, "closure", c.name))
+        self.ee = chain.config.end_effector
+
+    def frame(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Poses (S, 7) of the shapes (position [m], quaternion x y z w) and the closure
+        segments (K, 2, 3) [m] at the configuration ``q`` (nv,), its elastic coordinates
+        scaled by ``s`` (the true ``q`` is not changed)."""
+        chain = self.chain
+        scaled = np.array(q, float)
+        scaled[chain.nq_r:] *= self.s
+        fr = chain.frames(scaled)
+        nb = len(self.builders)
+        poses = np.zeros((nb + 2 * len(self.closures), 7))
+        for j, builder in enumerate(self.builders):
+            poses[j] = _pose7(_shape_pose(chain, scaled, fr, builder))
+        segments = np.zeros((len(self.closures), 2, 3))
+        for m, c in enumerate(self.closures):  # each closure's two points, joined
+            a = np.r_[chain.point_position(scaled, c.body_a, c.node_a), 0.0]
+            b = (np.r_[chain.point_position(scaled, c.body_b, c.node_b), 0.0]
+                 if c.body_b is not None else np.r_[c.point_b, 0.0])
+            segments[m] = a, b
+            poses[nb + 2 * m] = np.r_[a, 0, 0, 0, 1]
+            poses[nb + 2 * m + 1] = np.r_[b, 0, 0, 0, 1]
+        return poses, segments
+
+    def ee_point(self, q: np.ndarray) -> np.ndarray | None:
+        """The end effector's true (unscaled) position (3,) [m] at ``q``, None without one."""
+        if self.ee is None:
+            return None
+        return np.r_[self.chain.point_position(q, self.ee), 0.0]
+
+
+def static_deformation_scale(model, q0: np.ndarray, u: np.ndarray | None = None) -> float:
+    """Deformation factor of a run not yet computed (the live viewer): the rule of
+    :func:`auto_deformation_scale` applied to the quasi-static deflection at the start
+    ``q0`` (nv,), at rest, under gravity and the constant inputs ``u`` (nu,) [N | N m]: the
+    ``q_e`` whose elastic accelerations vanish while the joints accelerate (the links
+    carried along undeformed in shape), i.e. the elastic rows of
+    ``forward_dynamics(q, 0, u) = 0`` (Newton on ``q_e``, Jacobian by central differences).
+    A closed loop's spanning chain is used (closure forces left out).  An estimate: the
+    motion may deflect the links more (the drawing then exaggerates more than 10 %) or
+    less; 1 when nothing deflects them at the start."""
+    chain = model.chain if hasattr(model, "chain") and hasattr(model, "closures") else model
+    if chain.nq_e == 0:
+        return 1.0
+    nr = chain.nq_r
+    tau = np.zeros(chain.nv) if u is None else np.asarray(model.B, float) @ np.asarray(u, float)
+    q = np.array(q0, float)
+    zero = np.zeros(chain.nv)
+
+    def residual(qe):
+        x = q.copy()
+        x[nr:] = qe
+        return chain.forward_dynamics(x, zero, tau=tau)[nr:]
+
+    qe = q[nr:].copy()
+    h = 1e-7
+    try:
+        for _ in range(3):  # linear in q_e but for the floating frame's coupling
+            J = np.column_stack([(residual(qe + h * e) - residual(qe - h * e)) / (2 * h)
+                                 for e in np.eye(qe.size)])
+            qe = qe - np.linalg.solve(J, residual(qe))
+    except (np.linalg.LinAlgError, MultibodyError):  # singular, or far out of range
+        return 1.0
+    q[nr:] = qe
+    return auto_deformation_scale(chain, q[None, :]) if np.all(np.isfinite(q)) else 1.0
+
+
 def flexible_scene(chain, res, frames: np.ndarray, deformation_scale: float | None = None
                    ) -> Scene:
     """Scene of a :class:`~multibody_dynamics.flexible.system.FlexibleChain` result, or of a
     :class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain` one (its spanning chain,
     and each closure's two points joined by a segment: with an exaggerated deformation the
     drawn loop may open by the exaggeration, the true one is closed)."""
-    closures, name = (), getattr(chain, "name", None)
+    model = chain
     if hasattr(chain, "chain") and hasattr(chain, "closures"):  # a closed flexible model
-        closures, chain = tuple(chain.closures), chain.chain
-    name = name or chain.config.name
+        chain = chain.chain
     q = res.block("q", chain.coordinate_names)
     if q is None:
         raise InputError(f"{res.path}: expected columns q.{', q.'.join(chain.coordinate_names)} "
                          f"of {chain.config.name}")
     s = auto_deformation_scale(chain, q) if deformation_scale is None else float(deformation_scale)
-    scaled = q.copy()
-    scaled[:, chain.nq_r:] *= s
-
-    # size of the drawing: extent of all nodes over the shown frames
-    reach = _chain_reach(chain)
-    r = 0.012 * reach
-
-    shapes, builders = [], []  # builders: frame poses -> list of SE3 for each shape
-    for i, b in enumerate(chain.bodies):
-        body_shapes, body_builders = _body_shapes(i, b, r, reach)
-        shapes += body_shapes
-        builders += body_builders
-
-    poses = np.zeros((frames.size, len(shapes) + 2 * len(closures), 7))
-    for f, k in enumerate(frames):
-        fr = chain.frames(scaled[k])
-        for j, builder in enumerate(builders):
-            poses[f, j] = _pose7(_shape_pose(chain, scaled[k], fr, builder))
-
-    for c in closures:
-        for _ in range(2):
-            shapes.append(Shape("sphere", (2.5 * r,), CLOSURE_COLOR, "closure", c.name))
-    segments = _closure_points(chain, closures, scaled, frames, poses, len(builders))
-
+    drawing = FlexibleDrawing(model, s)
+    placed = [drawing.frame(q[k]) for k in frames]
+    poses = np.array([p for p, _ in placed]).reshape(frames.size, len(drawing.shapes), 7)
+    segments = np.array([g for _, g in placed]).reshape(frames.size, len(drawing.closures), 2, 3)
     kind = res.meta.get("kind", "result")
-    scene = Scene(t=res.t[frames], shapes=shapes, poses=poses,
+    scene = Scene(t=res.t[frames], shapes=drawing.shapes, poses=poses,
                   segments=segments, paths=_flexible_paths(chain, q, res),
-                  title=f"{name}: {kind} ({res.path.name}), deformation x{s:g}",
-                  scale=reach, deformation_scale=s)
+                  title=f"{drawing.name}: {kind} ({res.path.name}), deformation x{s:g}",
+                  scale=drawing.reach, deformation_scale=s)
     scene.info = (f"{frames.size} frames, t = {res.t[0]:.3g} to {res.t[-1]:.3g} s; elastic "
                   f"deformation drawn {s:g} times its size"
-                  + (f"; {len(closures)} closure(s)" if closures else ""))
+                  + (f"; {len(drawing.closures)} closure(s)" if drawing.closures else ""))
     return scene

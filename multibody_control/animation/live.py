@@ -1,10 +1,11 @@
-"""Live viewer: the player page served over local HTTP while a rigid simulation runs.
+"""Live viewer: the player page served over local HTTP while a simulation or a closed-loop run
+computes its samples.
 
-:class:`LiveScene` takes the samples of a run as the simulator records them
-(``simulate(..., on_sample=live.add_sample)``) and picks the frames exactly as
-:func:`~.scene.frame_times` does for a finished result: frame ``k`` is the last sample at or
-before ``t0 + k (duration / (n - 1))`` (``1 / fps`` unless ``max_frames`` spreads them), never
-interpolated.  Its placements come from the same :func:`~.scene.rig` and
+:class:`LiveScene` takes the samples of a run as they are recorded
+(``simulate(..., on_sample=live.add_sample)``, the same in ``run_scenario``) and picks the
+frames exactly as :func:`~.scene.frame_times` does for a finished result: frame ``k`` is the
+last sample at or before ``t0 + k (duration / (n - 1))`` (``1 / fps`` unless ``max_frames``
+spreads them), never interpolated.  Its placements come from the same :func:`~.scene.rig` and
 :func:`~.scene.frame_poses` as the static page's.
 
 :class:`LiveServer` (stdlib ``http.server`` in a thread, bound to 127.0.0.1) serves
@@ -17,9 +18,11 @@ interpolated.  Its placements come from the same :func:`~.scene.rig` and
   closes after it.
 
 The camera is fitted before the motion is known: to the shapes over 40 configurations about
-the start (every velocity coordinate moved by up to pi rad, prismatic ones by up to 0.5 m),
-which covers what a revolute chain can reach; the end-effector path grows by one point per
-frame.
+the start (every velocity coordinate moved by up to pi rad, prismatic ones by up to 0.5 m;
+a flexible model's joints so, its deformation as at the start), which covers what a
+revolute chain can reach; the end-effector path grows by one point per frame.  Flexible
+models are placed by :class:`~.flexible.FlexibleDrawing` (as on the static page) with a
+deformation factor fixed before the run.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ import pinocchio as pin
 
 from multibody_dynamics.errors import InputError
 
+from .flexible import FlexibleDrawing
 from .html import render_page
-from .scene import PATH_COLOR, Scene, _robot_scale, frame_poses, rig
+from .scene import DESIRED_COLOR, PATH_COLOR, Scene, _robot_scale, _thin, frame_poses, rig
 
 _TOL = 1e-12  # as frame_times: a sample within 1e-12 s after a frame time still counts
 
@@ -56,38 +60,46 @@ def _workspace(model, q0: np.ndarray, n: int = 40, seed: int = 0) -> np.ndarray:
 
 
 class LiveScene:
-    """Frames of a rigid model's run, picked from its samples while it runs (thread-safe).
+    """Frames of a run, picked from its samples while it runs (thread-safe).
 
     Parameters
     ----------
-    model : MultibodyModel (rigid)
+    model : MultibodyModel (rigid), or a flexible model (FlexibleChain, ClosedFlexibleChain:
+        drawn by :class:`~.flexible.FlexibleDrawing`, its deformation ``deformation_scale``
+        times its size)
     q0 : (nq,) a configuration near the start (the camera is fitted about it)
     duration : planned length of the run [s] (the frame times, as for the finished result)
     fps : frames per second of result time [1/s]; max_frames : cap on the frame count
     title : page title; ee_frame : frame whose path is drawn (default the model's end effector)
+    desired : (P, 3) desired path of that frame [m], known before the run (``run``: the
+        reference's), drawn dashed from the start; optional
+    deformation_scale : flexible models: factor on the elastic coordinates in the drawing
+        (default 1); the run is not known yet, so it cannot be fitted to it as the static
+        page's is
     """
 
     def __init__(self, model, q0, duration: float, fps: float = 30.0, max_frames: int = 600,
-                 title: str = "", ee_frame: str | None = None):
+                 title: str = "", ee_frame: str | None = None,
+                 desired: np.ndarray | None = None, deformation_scale: float | None = None):
         if not (np.isfinite(fps) and fps > 0):
             raise InputError(f"fps: expected a positive frame rate [1/s], got {fps}")
         if not (np.isfinite(duration) and duration > 0):
             raise InputError(f"duration: expected a positive time in s, got {duration}")
-        self.model, self.pm = model, model.pin_model
-        self.data = self.pm.createData()
+        self.model = model
         self.duration, self.fps = float(duration), float(fps)
         n = int(np.floor(self.duration * fps + 1e-9)) + 1
         self.n_frames = max(2, min(n, max_frames))
-        qs = _workspace(model, np.asarray(q0, float))
-        self.scale = _robot_scale(self.pm, self.data, qs, np.arange(len(qs)))
-        self.shapes, self.placements, self.closures = rig(model, self.scale)
-        self.ee = ee_frame or model.end_effector
-        self.ee_id = model.frame_id(self.ee) if self.ee else None
-        self.title = title or f"{model.name}: simulate (live)"
-        self._reach = Scene(t=np.zeros(len(qs)), shapes=self.shapes,
-                            poses=np.array([self._poses(q)[0] for q in qs]),
-                            segments=np.zeros((len(qs), 0, 2, 3)), scale=self.scale)
-        self.nseg = sum(2 if self._rail(c) else 1 for c, _, _ in self.closures)
+        q0 = np.asarray(q0, float)
+        self.flexible = None if hasattr(model, "pin_model") else FlexibleDrawing(
+            model, 1.0 if deformation_scale is None else deformation_scale)
+        if self.flexible is None:
+            self._rigid(model, q0, ee_frame)
+        else:
+            self._flexible(q0)
+        self.title = title or f"{self.name}: simulate (live)"
+        self.paths = [] if desired is None else [
+            {"name": "desired path", "color": DESIRED_COLOR, "dashed": True,
+             "points": np.round(_thin(np.asarray(desired, float)), 5).reshape(-1).tolist()}]
         self.frames: list[str] = []  # JSON text of each frame, in order
         self.times: list[float] = []
         self.emitted_at: list[float] = []  # time.perf_counter() when each frame was ready
@@ -97,6 +109,38 @@ class LiveScene:
         self._last: tuple[float, np.ndarray] | None = None
         self._due = -np.inf  # a sample after this time [s] passes the next frame time
         self._cond = threading.Condition()
+
+    def _rigid(self, model, q0: np.ndarray, ee_frame: str | None) -> None:
+        """Shapes, camera and end effector of a rigid model (see the module notes)."""
+        self.pm, self.name = model.pin_model, model.name
+        self.data = self.pm.createData()
+        qs = _workspace(model, q0)
+        self.scale = _robot_scale(self.pm, self.data, qs, np.arange(len(qs)))
+        self.shapes, self.placements, self.closures = rig(model, self.scale)
+        self.ee = ee_frame or model.end_effector
+        self.ee_id = model.frame_id(self.ee) if self.ee else None
+        self.ee_label = self.ee if self.ee_id is not None else None
+        self._reach = Scene(t=np.zeros(len(qs)), shapes=self.shapes,
+                            poses=np.array([self._poses(q)[0] for q in qs]),
+                            segments=np.zeros((len(qs), 0, 2, 3)), scale=self.scale)
+        self.nseg = sum(2 if self._rail(c) else 1 for c, _, _ in self.closures)
+
+    def _flexible(self, q0: np.ndarray, n: int = 40, seed: int = 0) -> None:
+        """Shapes, camera and end effector of a flexible model: the camera fitted to the
+        drawing at ``q0`` and ``n`` configurations with each joint moved by up to pi rad
+        (prismatic ones 0.5 m), the deformation as at ``q0``."""
+        d = self.flexible
+        self.name, self.shapes, self.scale = d.name, d.shapes, d.reach
+        self.nseg = len(d.closures)
+        self.ee_label = None if d.ee is None else f"{d.ee} tip"
+        span = np.array([np.pi if b.joint_type == "revolute" else 0.5 for b in d.chain.bodies])
+        rng = np.random.default_rng(seed)
+        qs = [q0] + [np.r_[q0[:span.size] + rng.uniform(-1, 1, span.size) * span,
+                           q0[span.size:]] for _ in range(n)]
+        self._reach = Scene(t=np.zeros(len(qs)), shapes=self.shapes,
+                            poses=np.array([d.frame(q)[0] for q in qs]),
+                            segments=np.zeros((len(qs), 0, 2, 3)), scale=self.scale,
+                            deformation_scale=d.s)
 
     @staticmethod
     def _rail(c) -> bool:
@@ -108,10 +152,10 @@ class LiveScene:
     def head(self) -> dict:
         """The static part as the page's scene JSON: shapes, camera, no frame yet."""
         data = self._reach.to_json()
-        data.update(title=self.title, t=[], poses=[], segments=[], paths=[],
+        data.update(title=self.title, t=[], poses=[], segments=[], paths=self.paths,
                     info=f"live: waiting for the first sample ({self.fps:g} fps of result time)")
         data["live"] = {"events": "/events", "nseg": self.nseg, "capacity": self.n_frames + 1,
-                        "ee": self.ee if self.ee_id is not None else None,
+                        "ee": self.ee_label,
                         "ee_color": PATH_COLOR, "fps": self.fps}
         return data
 
@@ -120,7 +164,12 @@ class LiveScene:
 
         The segments are each closure's gap (frame a to frame b) and, for closures with an
         axis, the stretch of that axis through frame b from the frame a's point +- 0.15 of
-        the robot's size (the static page spans the whole run's range instead)."""
+        the robot's size (the static page spans the whole run's range instead).  A flexible
+        model's are its closures' two points (:meth:`.flexible.FlexibleDrawing.frame`), its
+        end effector's position the true (unscaled) one."""
+        if self.flexible is not None:
+            poses, segs = self.flexible.frame(q)
+            return poses, segs, self.flexible.ee_point(q)
         poses, gap = self._poses(q)
         segs = []
         for (c, _, _), (a, b, R) in zip(self.closures, gap):
@@ -295,6 +344,12 @@ class LiveServer(ThreadingHTTPServer):
             raise InputError(f"--view-port: cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
                              "choose another port or leave --view-port out") from None
         self._thread: threading.Thread | None = None
+
+    def attach(self, live: LiveScene) -> None:
+        """Serve ``live`` from now on (a server started with None while the run's reference
+        was being computed: its page answered 503 until then)."""
+        self.live = live
+        self.page = render_page(live.head())
 
     @property
     def url(self) -> str:

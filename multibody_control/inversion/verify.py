@@ -6,6 +6,7 @@ Imports within the package: :mod:`.result`, :mod:`.desired`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +14,7 @@ from scipy.integrate import solve_ivp
 
 from multibody_dynamics.constraints import Constraints
 from multibody_dynamics.errors import InputError
+from multibody_dynamics.interruptible import solve_ivp_streaming
 from multibody_dynamics.model import MultibodyModel
 from multibody_dynamics.model.actuator_limits import LimitExcess, actuation_force, limit_excess
 from multibody_dynamics.projection import ProjectedDynamics
@@ -56,7 +58,8 @@ class VerificationResult:
 
 def verify(model: MultibodyModel, result: InversionResult, task: Task,
            output: Output | None = None,
-           rtol: float = 1e-10, atol: float = 1e-12) -> VerificationResult:
+           rtol: float = 1e-10, atol: float = 1e-12,
+           on_sample: Callable[[float, np.ndarray], None] | None = None) -> VerificationResult:
     """Simulate the plant open loop with ``result.u`` from the result's first state.
 
     The feedforward is interpolated by cubic splines through its samples, broken at t0 and
@@ -76,12 +79,17 @@ def verify(model: MultibodyModel, result: InversionResult, task: Task,
     ``limit_excess`` (:func:`~multibody_dynamics.model.actuator_limits.limit_excess`): which
     limit, how far, when.  ``result`` itself is not changed: the feedforward stays the
     unlimited inverse input.
+
+    ``on_sample(t, q)`` (optional) receives the check's samples (``t`` [s], ``q`` (nq,)) as
+    it integrates (:func:`~multibody_dynamics.interruptible.solve_ivp_streaming`), e.g. for
+    the live viewer; the result is the same.
     """
     if not result.success or result.t.size < 2:
         raise InputError(f"cannot verify a failed inversion: {result.message}")
     if model.closures:
-        return _verify_closed_loop(model, result, task, output, rtol, atol)
-    sol, t, q, v = _open_loop(model, result, RigidDynamics(model).forward_dynamics, rtol, atol)
+        return _verify_closed_loop(model, result, task, output, rtol, atol, on_sample)
+    sol, t, q, v = _open_loop(model, result, RigidDynamics(model).forward_dynamics, rtol, atol,
+                              on_sample)
     ee, max_ee = _end_effector(model, task, t, q)
     return VerificationResult(t, q, v, ee, max_ee, _output_error(output, result, q),
                               sol.status == 0, sol.message, _excess(model, result))
@@ -106,11 +114,11 @@ def _excess(model, result) -> tuple[LimitExcess, ...]:
     return limit_excess(limits, result.t, result.q, result.v, result.u, names)
 
 
-def _open_loop(model, result, acceleration, rtol, atol):
+def _open_loop(model, result, acceleration, rtol, atol, on_sample=None):
     """The feedforward ``result.u`` applied open loop from the first state: ``q' = v``,
     ``v' = acceleration(q, v, tau(t))`` with DOP853, sampled at ``result.t``; ``tau`` is
     ``B u(t)``, or the limited force of ``actuation_force`` when the model has actuator
-    limits; returns ``(sol, t, q, v)``."""
+    limits; returns ``(sol, t, q, v)``.  ``on_sample(t, q)``: the samples as they come."""
     u_spline = result.u_interpolant()
     nq = model.nq
 
@@ -120,8 +128,13 @@ def _open_loop(model, result, acceleration, rtol, atol):
                                                                      u_spline(t)))])
 
     x0 = np.concatenate([result.q[0], result.v[0]])
-    sol = solve_ivp(rhs, (result.t[0], result.t[-1]), x0, method="DOP853", t_eval=result.t,
-                    rtol=rtol, atol=atol)
+    if on_sample is None:
+        sol = solve_ivp(rhs, (result.t[0], result.t[-1]), x0, method="DOP853",
+                        t_eval=result.t, rtol=rtol, atol=atol)
+    else:
+        sol = solve_ivp_streaming(rhs, (result.t[0], result.t[-1]), x0, method="DOP853",
+                                  t_eval=result.t, rtol=rtol, atol=atol,
+                                  on_sample=lambda t, x: on_sample(t, x[:nq]))
     return sol, sol.t, sol.y[:nq].T, sol.y[nq:].T
 
 
@@ -133,7 +146,7 @@ def _output_error(output, result, q) -> float:
                                - result.y_desired[: len(q)])))
 
 
-def _verify_closed_loop(model, result, task, output, rtol, atol):
+def _verify_closed_loop(model, result, task, output, rtol, atol, on_sample=None):
     """:func:`verify` for models with loop closures: the projected dynamics (Aghili 2005
     eq. 22, ``A a + gamma = 0`` enforced on acceleration level) integrated with DOP853.
 
@@ -146,7 +159,7 @@ def _verify_closed_loop(model, result, task, output, rtol, atol):
                          "needs nq == nv (use multibody_dynamics.simulate)")
     cons = Constraints(model)
     pd = ProjectedDynamics(model, cons)
-    sol, t, q, v = _open_loop(model, result, pd.acceleration, rtol, atol)
+    sol, t, q, v = _open_loop(model, result, pd.acceleration, rtol, atol, on_sample)
     drift = max((float(np.max(np.abs(cons.residual(qk)))) for qk in q), default=0.0)
     ee, max_ee = _end_effector(model, task, t, q)
     msg = f"{sol.message} (projected dynamics; closure drift {drift:.3g})"

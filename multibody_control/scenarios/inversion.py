@@ -226,14 +226,17 @@ def inversion_scenario_from_mapping(raw: dict, model: MultibodyModel, path: Path
 
 
 def run_inversion_scenario(sc: InversionScenario, method: str | None = None,
-                           progress: bool = False) -> tuple[InversionResult,
-                                                            VerificationResult | None,
-                                                            InversionResult | None]:
+                           progress: bool = False, on_verify=None
+                           ) -> tuple[InversionResult, VerificationResult | None,
+                                      InversionResult | None]:
     """Invert (after the combined-output guess when asked) and verify open loop.
 
     Returns the result, its open-loop verification (None when not asked or failed) and the
     combined-output result used as initial guess (None when not used).  Ctrl-C raises
     :class:`.result.InversionInterrupted` with the samples computed so far.
+    ``on_verify(sc, result)`` (optional) is called before the open-loop check (only when
+    it runs) and returns the ``on_sample(t, q)`` that receives the check's samples as it
+    integrates (the live viewer), or None.
     """
     method = method or sc.method
     guess_result = None
@@ -254,8 +257,10 @@ def run_inversion_scenario(sc: InversionScenario, method: str | None = None,
     # open-loop check says nothing about it (run it closed loop with `multibody run`)
     open_loop = method != "quasi_static"
     try:
-        ver = verify(sc.model, result, sc.task, sc.output) if (
-            sc.verify and result.success and open_loop) else None
+        ver = None
+        if sc.verify and result.success and open_loop:
+            ver = verify(sc.model, result, sc.task, sc.output,
+                         on_sample=on_verify(sc, result) if on_verify is not None else None)
     except INTERRUPTS as exc:  # Ctrl-C in the check: the inversion itself is complete
         reraise_unless_interrupt(exc)
         raise InversionInterrupted(replace(

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -684,11 +685,17 @@ def _frame_positions(model, frame, Q):
 
 
 def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
-                 reference: SampledReference | None = None) -> RunResult:
+                 reference: SampledReference | None = None,
+                 on_sample: Callable[[float, np.ndarray], None] | None = None) -> RunResult:
     """Run the closed loop (see the module docstring); never raises on divergence.
 
     Ctrl-C during the control periods returns the samples completed so far with
     ``interrupted`` True (``success`` False); before the first period it propagates.
+
+    ``on_sample(t, q)`` (optional) is called with each sample ``t`` [s], ``q`` (nq,) of the
+    result once it is certain to be kept: sample ``k`` at the start of period ``k + 1``, the
+    last one after the loop (e.g. to stream the motion to the live viewer,
+    :mod:`multibody_control.animation.live`).  The samples it sees are those of the result.
     """
     model = sc.model
     ref = reference if reference is not None else sample_reference(sc, progress)
@@ -723,6 +730,8 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
     interrupted = False
     try:
         for k in range(n + 1):
+            if on_sample is not None and k:  # sample k - 1 is kept from here on
+                on_sample(T[k - 1], Qs[k - 1])
             T[k], Qs[k], Vs[k] = sim.t, sim.q, sim.v
             qm, vm = sim.q, sim.v
             if noisy:
@@ -783,6 +792,8 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
             bar.close()
     wall = time.perf_counter() - start
     N = k + 1
+    if on_sample is not None and not interrupted:  # the last sample (an interrupted run's
+        on_sample(T[k], Qs[k])  # last kept one was passed at the start of its next period)
     # on failure the last recorded sample is the one that failed to advance: keep it
     T, Qs, Vs, U, L, R = T[:N], Qs[:N], Vs[:N], U[:N], L[:N], R[:N]
     Qr, Vr = ref.q[:N], ref.v[:N]

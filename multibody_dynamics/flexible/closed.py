@@ -619,7 +619,9 @@ class ClosedFlexibleChain:
                  rtol: float = 1e-9, atol: float = 1e-11, baumgarte=(0.0, 0.0),
                  project: bool = True, method: str = "DOP853",
                  feedback: Callable[[float, np.ndarray, np.ndarray], np.ndarray] | None = None,
-                 max_step: float = np.inf, interrupted: list | None = None) -> ClosedSimulation:
+                 max_step: float = np.inf, interrupted: list | None = None,
+                 on_sample: Callable[[float, np.ndarray], None] | None = None
+                 ) -> ClosedSimulation:
         """Integrate the closed system over the sample times ``t`` (N,) [s].
 
         Between samples the index-1 form is integrated (scipy ``method``, ``rtol``, ``atol``,
@@ -632,7 +634,8 @@ class ClosedFlexibleChain:
         generalized input ``B (u + feedback)`` at each sample besides the states.  With a list
         ``interrupted``, Ctrl-C ends the run at the sample under way: the samples before it are
         returned and the time [s] where it stopped is appended to the list (without it, Ctrl-C
-        raises as usual).
+        raises as usual).  ``on_sample(t, q)`` (optional) is called with each sample once
+        it is projected (``t`` [s], ``q`` (nv,)), e.g. to stream the run to the live viewer.
         """
         t = np.asarray(t, float)
         if t.ndim != 1 or t.size < 2 or np.any(np.diff(t) <= 0):
@@ -657,6 +660,8 @@ class ClosedFlexibleChain:
             return np.concatenate([x[nv:], a])
 
         Q, V, err = [q], [v], [0.0]
+        if on_sample is not None:
+            on_sample(float(t[0]), q)
         start = time.perf_counter()
         ok, msg = True, "completed"
         for k in range(t.size - 1):
@@ -683,6 +688,8 @@ class ClosedFlexibleChain:
                 v = self.project_velocity(q, v)
             Q.append(q)
             V.append(v)
+            if on_sample is not None:
+                on_sample(float(t[k + 1]), q)
         n = len(Q)
         Q, V = np.array(Q), np.array(V)
         energy = np.array([self.energy(qk, vk) for qk, vk in zip(Q, V)])

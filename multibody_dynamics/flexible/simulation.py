@@ -11,6 +11,7 @@ simulator's :class:`~multibody_dynamics.simulate.SimulationResult`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -157,7 +158,9 @@ class TimeProgress:
 
 def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol: float = 1e-8,
                       atol: float = 1e-10, output_dt: float = 1e-2,
-                      progress: bool = False) -> FlexibleSimulation:
+                      progress: bool = False,
+                      on_sample: Callable[[float, np.ndarray], None] | None = None
+                      ) -> FlexibleSimulation:
     """Run ``model`` (open or closed flexible model) for ``duration`` s with constant inputs ``u``.
 
     Parameters
@@ -170,6 +173,11 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     rtol, atol : DOP853 tolerances; output_dt : sample spacing [s]
     progress : bool
         tqdm progress bar on stderr (simulated time).
+    on_sample : callable ``on_sample(t, q)``, optional
+        Called with each output sample (``t`` [s], ``q`` (nv,)) as the run goes, e.g. to
+        stream it to the live viewer: an open chain's samples of each adaptive step when the
+        next step starts (:func:`~multibody_dynamics.interruptible.solve_ivp_keeping`), a
+        closed loop's after its projection; the values are those of the result.
 
     Raises
     ------
@@ -199,12 +207,13 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
     start = time.perf_counter()
     bar = TimeProgress(t[-1], progress)
     try:
-        return _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start)
+        return _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start, on_sample)
     finally:
         bar.close()
 
 
-def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start) -> FlexibleSimulation:
+def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start,
+               on_sample=None) -> FlexibleSimulation:
     """The integration of :func:`simulate_flexible` (open chain or closed loop)."""
     nv = model.nv
     name = chain.config.name
@@ -217,7 +226,9 @@ def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start) -> FlexibleSi
             return f(tk, x)
 
         sol, stopped = solve_ivp_keeping(rhs, (0.0, t[-1]), np.r_[q0, v0], method="DOP853",
-                                         t_eval=t, rtol=rtol, atol=atol)
+                                         t_eval=t, rtol=rtol, atol=atol,
+                                         on_sample=None if on_sample is None else
+                                         (lambda tk, x: on_sample(tk, x[:nv])))
         q, v = sol.y[:nv].T, sol.y[nv:].T
         ok = sol.status == 0 and np.all(np.isfinite(sol.y))
         msg = (f"completed (DOP853, rtol {rtol:g}, atol {atol:g})" if ok else
@@ -241,7 +252,8 @@ def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start) -> FlexibleSi
         return u
 
     stopped: list = []  # Ctrl-C between two samples: the samples before it are complete
-    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol, interrupted=stopped)
+    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol, interrupted=stopped,
+                         on_sample=on_sample)
     result = replace(sim, name=name, wall_time=time.perf_counter() - start)
     if stopped:
         result = replace(result, success=False, message=_interrupted_message(stopped[0]))
