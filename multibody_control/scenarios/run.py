@@ -728,10 +728,12 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
     success, message, k = True, f"completed {n} control periods of {sc.dt:g} s", 0
     tau_prev = None
     interrupted = False
+    passed = -1  # the last sample handed to on_sample
     try:
         for k in range(n + 1):
             if on_sample is not None and k:  # sample k - 1 is kept from here on
                 on_sample(T[k - 1], Qs[k - 1])
+                passed = k - 1
             T[k], Qs[k], Vs[k] = sim.t, sim.q, sim.v
             qm, vm = sim.q, sim.v
             if noisy:
@@ -792,8 +794,8 @@ def run_scenario(sc: RunScenario, progress: bool = False,  # noqa: C901
             bar.close()
     wall = time.perf_counter() - start
     N = k + 1
-    if on_sample is not None and not interrupted:  # the last sample (an interrupted run's
-        on_sample(T[k], Qs[k])  # last kept one was passed at the start of its next period)
+    if on_sample is not None and passed < k:  # the last sample kept (a Ctrl-C may have landed
+        on_sample(T[k], Qs[k])  # in the call that was passing it)
     # on failure the last recorded sample is the one that failed to advance: keep it
     T, Qs, Vs, U, L, R = T[:N], Qs[:N], Vs[:N], U[:N], L[:N], R[:N]
     Qr, Vr = ref.q[:N], ref.v[:N]
