@@ -99,3 +99,27 @@ def test_flexible_simulation_samples_resolve_the_modes(tmp_path, capsys):
         coarse_err[name] = np.abs(old - ref.q[:, k]).max() / peak
     assert len(fine_err) == 4 and max(fine_err.values()) < 0.1, fine_err
     assert max(coarse_err.values()) > 0.5, coarse_err  # the second modes (111, 134 Hz)
+
+
+def test_invert_flexible_too_long_for_memory(monkeypatch):
+    """invert_flexible() called from Python: tf 1e6 s every 1 ms is 1e9 samples, refused in the
+    scenario path's words before any work (no inverse kinematics, no model evaluation); the
+    tabulated desired output counts at 1 ms even when dt is coarser."""
+    from multibody_control.inversion import flexible
+    from multibody_control.tasks import Task, TimeLaw, straight_line
+    from multibody_dynamics.flexible.loader import load_flexible_model
+
+    chain = load_flexible_model("flexible_manipulator")
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the sample budget was checked")
+
+    monkeypatch.setattr(flexible, "RigidInverseKinematics", no_work)
+    monkeypatch.setattr(flexible, "FlexibleServo", no_work)
+    task = Task(TimeLaw(0.2, 1.0e6, 5), (straight_line("arm2", (0.45, -0.1), (0.45, 0.1)),))
+    for dt in (1e-3, 0.5):
+        with pytest.raises(InputError) as caught:
+            flexible.invert_flexible(chain, task, "rigid", dt=dt)
+        (line,) = str(caught.value).splitlines()
+        assert "task / dt: 0 .. 1e+06 s" in line and "1e+09 samples" in line
+        assert "raise dt or shorten the motion" in line
