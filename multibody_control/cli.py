@@ -398,16 +398,22 @@ def _flexible_run(args, model):
 
 def _flexible_output_dt(model) -> tuple[float, str]:
     """Default sample interval [s] of a flexible simulation and why: at least 10 samples per
-    period of the stiffest mode of an open chain (linearized at rest,
+    period of the stiffest mode (linearized at rest,
     :func:`~multibody_dynamics.flexible.stepper.highest_frequency`), rounded down to 1, 2 or 5
     times a power of ten, at most 0.01 s, so that the recorded elastic coordinates do not alias
-    the modes; closed loops keep 0.01 s (their projection runs at every sample)."""
+    the modes.  A closed loop takes the stiffest mode of its spanning tree at the assembled
+    neutral configuration: the loop's modes are those of the tree restricted to the
+    constraints' tangent space, whose highest frequency is at most the tree's (interlacing of
+    the restricted eigenproblem); its samples between projections come from the solver's
+    dense output (:data:`~multibody_dynamics.flexible.simulation.PROJECTION_DT`)."""
     from multibody_dynamics.flexible.stepper import highest_frequency
     from multibody_dynamics.flexible.system import FlexibleChain
 
-    if not isinstance(model, FlexibleChain):
-        return 1e-2, "closed flexible loop: the default"
-    f_max = highest_frequency(model) / (2 * np.pi)
+    if isinstance(model, FlexibleChain):
+        f_max = highest_frequency(model) / (2 * np.pi)
+    else:
+        q = model.project_position(model.chain.neutral())
+        f_max = highest_frequency(model.chain, q) / (2 * np.pi)
     if not f_max * 10 * 1e-2 > 1:
         return 1e-2, f"stiffest mode {f_max:.3g} Hz"
     raw = 1.0 / (10 * f_max)

@@ -3,7 +3,8 @@
 Open chains (:class:`~multibody_dynamics.flexible.system.FlexibleChain`) are integrated with
 an adaptive scipy method on ``x = [q, v]``; closed loops
 (:class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain`) with their own simulator
-(index-1 form between samples, projection on the constraint manifold at every sample). The
+(index-1 form between projection points every :data:`PROJECTION_DT` at most, projection on the
+constraint manifold there, the samples in between from the solver's dense output). The
 result holds the samples, the energy and the counters, and writes CSV and PNG like the rigid
 simulator's :class:`~multibody_dynamics.simulate.SimulationResult`.
 """
@@ -115,6 +116,14 @@ class ClosedSimulation(FlexibleSimulation):
     constraint_error = deprecated_alias("residual", "constraint_error")
 
 
+#: Largest interval [s] between two projections of a closed loop's state on its constraint
+#: manifold in :func:`simulate_flexible` (the samples between them come from the solver's
+#: dense output, :meth:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain.simulate`):
+#: the former sample interval of closed loops, now the projection interval whatever the
+#: sampling (``bench/bench_flexible_closed_sampling.py`` measures the drift before it).
+PROJECTION_DT = 1e-2
+
+
 class FlexibleSimulationInterrupted(SimulationInterrupted):
     """Ctrl-C during :func:`simulate_flexible`: a
     :class:`~multibody_dynamics.simulate.SimulationInterrupted` (so still an interrupt for the
@@ -167,7 +176,8 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
         constraint manifold first.
     u : (nu,), optional
         Joint inputs [N | N m], held constant (default zero).
-    rtol, atol : DOP853 tolerances; output_dt : sample spacing [s]
+    rtol, atol : DOP853 tolerances; output_dt : sample spacing [s] (closed loops: projected
+        every :data:`PROJECTION_DT` at most, the samples between from the dense output)
     progress : bool
         tqdm progress bar on stderr (simulated time).
 
@@ -241,7 +251,8 @@ def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start) -> FlexibleSi
         return u
 
     stopped: list = []  # Ctrl-C between two samples: the samples before it are complete
-    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol, interrupted=stopped)
+    sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol, interrupted=stopped,
+                         projection_dt=PROJECTION_DT)
     result = replace(sim, name=name, wall_time=time.perf_counter() - start)
     if stopped:
         result = replace(result, success=False, message=_interrupted_message(stopped[0]))
