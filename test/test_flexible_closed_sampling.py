@@ -8,6 +8,7 @@ import pytest
 import scipy.linalg
 
 from multibody_control.cli import main
+from multibody_dynamics.errors import InputError
 from multibody_dynamics.flexible.simulation import simulate_flexible
 from multibody_dynamics.robot import load_robot
 
@@ -54,6 +55,10 @@ def test_default_sampling_resolves_the_stiffest_mode(tool, tmp_path, capsys):
     assert "samples every 0.0001 s" in capsys.readouterr().out
     data = np.loadtxt(out, delimiter=",", skiprows=1)
     assert data.shape[0] == 201 and np.max(np.diff(data[:, 0])) <= 1 / (10 * f_max)
+    q = tool.project_position(tool.chain.neutral())
+    for bad in (0.0, -1e-3, np.nan):
+        with pytest.raises(InputError, match=r"^projection_dt: expected a positive time in s"):
+            tool.simulate(q, np.zeros(tool.nv), [0.0, 1e-3], projection_dt=bad)
 
 
 def test_dense_samples_match_projection_at_every_sample(tool):

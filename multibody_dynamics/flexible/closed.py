@@ -635,10 +635,11 @@ class ClosedFlexibleChain:
         the stiffest mode) thus cost the integration of the coarse grid plus the energy and
         residual at each sample: a projection at every fine sample would restart the solver
         there (a first-step search and a step no longer than the sample interval each time),
-        which made 0.1 ms samples of the machine tool 16 times as costly as 10 ms ones. The
-        drift the projection removes grows over a projection interval from the integration
-        error alone (the index-1 form keeps ``c'' = 0``), so the unprojected samples stay as
-        close to the loop manifold as the state before each projection.
+        which made 0.1 ms samples of the machine tool several times as costly as 10 ms ones
+        (``bench/bench_flexible_closed_sampling.py``). The drift the projection removes grows
+        over a projection interval from the integration error alone (the index-1 form keeps
+        ``c'' = 0``), so the unprojected samples stay about as close to the loop manifold as
+        the state before each projection (their ``residual`` shows it).
         The inputs [N | N m] are ``u(t) + feedback(t, q, v)`` (each (nu,), default zero).
         ``q0, v0`` are projected first.  The result
         (:class:`~multibody_dynamics.flexible.simulation.ClosedSimulation`, a
@@ -678,7 +679,7 @@ class ClosedFlexibleChain:
         start = time.perf_counter()
         ok, msg = True, "completed"
         k = 0  # the last projection point
-        while k < t.size - 1:
+        while k < t.size - 1:  # (1 + 1e-6): the round-off of sample times on a regular grid
             j = k + 1 if projection_dt is None else max(k + 1, int(np.searchsorted(
                 t, t[k] + projection_dt * (1 + 1e-6), side="right")) - 1)
             try:
