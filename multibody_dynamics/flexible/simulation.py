@@ -39,8 +39,9 @@ class FlexibleSimulation(SimulationResult):
     ----------
     As :class:`~multibody_dynamics.simulate.SimulationResult`, with ``names == q_names`` the
     coordinate names (joints, then ``<body>.e<k>``; ``nq == nv``), ``tau`` (N, nv) the
-    generalized input ``B u`` at each sample, ``residual`` (N,) max |closure residual| before
-    the projection [m | rad] (closed loops; zeros otherwise), ``nfev`` the right-hand-side
+    generalized input ``B u`` at each sample, ``residual`` (N,) max |closure residual| [m | rad]
+    before the projection at the projection points and as sampled between them (closed loops;
+    zeros otherwise), ``nfev`` the right-hand-side
     evaluations, ``mode = "adaptive"``, ``nsteps = 0`` and ``nrejected = None`` (scipy's
     integrators do not report their steps); besides:
     name : str
@@ -110,8 +111,9 @@ class FlexibleSimulation(SimulationResult):
 @dataclass(frozen=True)
 class ClosedSimulation(FlexibleSimulation):
     """Result of :meth:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain.simulate`: a
-    :class:`FlexibleSimulation` whose ``residual`` (N,) is max |c(q)| [m | rad] before the
-    projection at each sample; ``constraint_error`` is its deprecated read-only alias."""
+    :class:`FlexibleSimulation` whose ``residual`` (N,) is max |c(q)| [m | rad] at each sample,
+    before the projection where the state is projected; ``constraint_error`` is its deprecated
+    read-only alias."""
 
     constraint_error = deprecated_alias("residual", "constraint_error")
 
