@@ -65,7 +65,7 @@ class FlexibleSimulation(SimulationResult):
                  f"energy       E(0) = {e0:.6g} J, max change {change:.3g} J{rel} "
                  "(constant only without inputs and damping)"]
         if np.any(self.residual):
-            lines.append("residual     max closure residual before projection "
+            lines.append("residual     max closure residual at the samples (before projection) "
                          f"{self.residual.max():.3g}")
         ne = sum("." in n for n in self.names)
         if ne:
