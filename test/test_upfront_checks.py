@@ -123,3 +123,17 @@ def test_invert_flexible_too_long_for_memory(monkeypatch):
         (line,) = str(caught.value).splitlines()
         assert "task / dt: 0 .. 1e+06 s" in line and "1e+09 samples" in line
         assert "raise dt or shorten the motion" in line
+
+
+def test_simulate_flexible_too_long_for_memory():
+    """simulate_flexible() from Python: 1e6 s every 0.1 ms is 1e10 samples, refused in one line
+    before the sample grid is built (it would take 80 GB)."""
+    from multibody_dynamics.flexible.simulation import simulate_flexible
+    from multibody_dynamics.robot import load_robot
+
+    model = load_robot("flexible_manipulator")
+    with pytest.raises(InputError) as caught:
+        simulate_flexible(model, 1e6, output_dt=1e-4)
+    (line,) = str(caught.value).splitlines()
+    assert "simulate_flexible: duration / output_dt" in line and "1e+10 samples" in line
+    assert "pass a larger output_dt or a shorter duration" in line

@@ -21,6 +21,7 @@ from ..deprecation import deprecated_alias
 from ..errors import InputError
 from ..interruptible import solve_ivp_keeping
 from ..simulate import SimulationInterrupted, SimulationResult
+from ..validation import check_sample_budget
 from .system import FlexibleChain, _vector
 
 
@@ -192,12 +193,17 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
         array).
     InputError
         ``q0``, ``v0`` or ``u`` with NaN or inf (``"u must be finite"``); ``duration`` or
-        ``output_dt`` not a positive time, checked before anything is integrated.
+        ``output_dt`` not a positive time, or more samples than fit in memory
+        (:func:`~multibody_dynamics.validation.check_sample_budget`), checked before anything
+        is integrated.
     """
     if not (np.isfinite(duration) and duration > 0):
         raise InputError(f"duration: expected a positive time in s, got {duration}")
     if not (np.isfinite(output_dt) and output_dt > 0):
         raise InputError(f"output_dt: expected a positive time in s, got {output_dt}")
+    if output_dt < duration:  # a longer interval records the start and the end
+        check_sample_budget(duration, output_dt, "simulate_flexible: duration / output_dt",
+                            "pass a larger output_dt or a shorter duration")
     nv, nu = model.nv, model.nu
 
     def vec(x, n, what, default):
