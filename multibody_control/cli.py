@@ -384,11 +384,14 @@ def _flexible_run(args, model):
     print("flexible model: adaptive DOP853 (default rtol 1e-8); --dt, --method, --position-tol "
           "and --singular-branch apply to rigid models")
     output_dt = args.output_dt
+    why = None
     if output_dt is None:
         output_dt, why = _flexible_output_dt(model)
         output_dt = min(output_dt, args.duration)
+    if output_dt < args.duration:  # a longer --output-dt records the start and the end
         check_sample_budget(args.duration, output_dt, "--duration / --output-dt",
                             "pass a larger --output-dt or a shorter --duration")
+    if why is not None:
         print(f"samples every {output_dt:g} s ({why}; --output-dt to change)")
     return (lambda: simulate_flexible(
         model, args.duration, args.q0, args.v0, args.tau,

@@ -137,3 +137,12 @@ def test_simulate_flexible_too_long_for_memory():
     (line,) = str(caught.value).splitlines()
     assert "simulate_flexible: duration / output_dt" in line and "1e+10 samples" in line
     assert "pass a larger output_dt or a shorter duration" in line
+
+
+def test_flexible_simulate_budget_counts_a_given_output_dt(capsys):
+    """`simulate` of a flexible model with --output-dt: the budget is checked at that interval
+    too, in the command's words (only the default interval was checked)."""
+    assert main(["simulate", "flexible_manipulator", "--duration", "1e6", "--output-dt", "1e-4",
+                 "--quiet"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--duration / --output-dt: 1e+06 s every 0.0001 s would record 1e+10 samples" in line
