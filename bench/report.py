@@ -466,6 +466,19 @@ def flexible_parallel(results: dict, suites: list[str]) -> str:
     return _rows(["figure", "ours", "book"], rows)
 
 
+def flexible_closed_sampling(results: dict, suites: list[str]) -> str:
+    """Issue 18 §1: fine samples of the closed machine tool, cost and accuracy against a
+    reference projected at every sample (bench_flexible_closed_sampling)."""
+    rows = ([e["label"], str(e["samples"]), str(e["nfev"]),
+             _num(e["ratio"]) + "×" if "ratio" in e else "1× (" + _num(e["cpu_s"]) + " s CPU)",
+             _num(e["max_error_of_peak"], 2), _num(e["closure_gap_m"], 2),
+             _num(e.get("energy_error_of_range"), 2)]
+            for e in _suites(results, suites or ["flexible_closed_sampling"]))
+    return _rows(["samples of 0.3 s", "samples", "dynamics evaluations", "CPU / 0.01 s run",
+                  "largest coordinate error / its peak", "closure gap [m]",
+                  "energy error / its range"], rows)
+
+
 def speed(results: dict, suites: list[str]) -> str:
     """The compiled simulator step against the reference path, same process (bench_speed)."""
     entries = _suites(results, suites or ["speed"])
@@ -770,6 +783,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "ratios": ratios, "skipped": skipped, "simulate": simulate, "inversion": inversion,
     "scenarios": scenarios, "ros_loop": ros_loop, "release": release,
     "flexible_designs": flexible_designs, "flexible_parallel": flexible_parallel,
+    "flexible_closed_sampling": flexible_closed_sampling,
     "flexible_output": flexible_output, "flexible_output_damping": flexible_output_damping,
     "flexible_output_cost": flexible_output_cost, "flexible_cart_output": flexible_cart_output,
     "flexible_cart_output_cost": flexible_cart_output_cost,

@@ -384,11 +384,14 @@ def _flexible_run(args, model):
     print("flexible model: adaptive DOP853 (default rtol 1e-8); --dt, --method, --position-tol "
           "and --singular-branch apply to rigid models")
     output_dt = args.output_dt
+    why = None
     if output_dt is None:
         output_dt, why = _flexible_output_dt(model)
         output_dt = min(output_dt, args.duration)
+    if output_dt < args.duration:  # a longer --output-dt records the start and the end
         check_sample_budget(args.duration, output_dt, "--duration / --output-dt",
                             "pass a larger --output-dt or a shorter --duration")
+    if why is not None:
         print(f"samples every {output_dt:g} s ({why}; --output-dt to change)")
     return (lambda: simulate_flexible(
         model, args.duration, args.q0, args.v0, args.tau,
@@ -399,16 +402,22 @@ def _flexible_run(args, model):
 
 def _flexible_output_dt(model) -> tuple[float, str]:
     """Default sample interval [s] of a flexible simulation and why: at least 10 samples per
-    period of the stiffest mode of an open chain (linearized at rest,
+    period of the stiffest mode (linearized at rest,
     :func:`~multibody_dynamics.flexible.stepper.highest_frequency`), rounded down to 1, 2 or 5
     times a power of ten, at most 0.01 s, so that the recorded elastic coordinates do not alias
-    the modes; closed loops keep 0.01 s (their projection runs at every sample)."""
+    the modes.  A closed loop takes the stiffest mode of its spanning tree at the assembled
+    neutral configuration: the loop's modes are those of the tree restricted to the
+    constraints' tangent space, whose highest frequency is at most the tree's (interlacing of
+    the restricted eigenproblem); its samples between projections come from the solver's
+    dense output (:data:`~multibody_dynamics.flexible.simulation.PROJECTION_DT`)."""
     from multibody_dynamics.flexible.stepper import highest_frequency
     from multibody_dynamics.flexible.system import FlexibleChain
 
-    if not isinstance(model, FlexibleChain):
-        return 1e-2, "closed flexible loop: the default"
-    f_max = highest_frequency(model) / (2 * np.pi)
+    if isinstance(model, FlexibleChain):
+        f_max = highest_frequency(model) / (2 * np.pi)
+    else:
+        q = model.project_position(model.chain.neutral())
+        f_max = highest_frequency(model.chain, q) / (2 * np.pi)
     if not f_max * 10 * 1e-2 > 1:
         return 1e-2, f"stiffest mode {f_max:.3g} Hz"
     raw = 1.0 / (10 * f_max)

@@ -416,7 +416,7 @@ def test_cli_simulates_flexible_models(tmp_path, capsys):
                  "--out", str(csv)]) == 0
     assert np.genfromtxt(csv, delimiter=",", names=True)["t"][-1] == pytest.approx(0.004)
     capsys.readouterr()
-    # a closed loop: projected on the closure at every sample
+    # a closed loop: projected on the closure every 10 ms, sampled every 0.1 ms between
     assert main(["simulate", "flexible_parallel_tool", "--duration", "0.02",
                  "--tau", "1", "0"]) == 0
     out = capsys.readouterr().out

@@ -99,3 +99,50 @@ def test_flexible_simulation_samples_resolve_the_modes(tmp_path, capsys):
         coarse_err[name] = np.abs(old - ref.q[:, k]).max() / peak
     assert len(fine_err) == 4 and max(fine_err.values()) < 0.1, fine_err
     assert max(coarse_err.values()) > 0.5, coarse_err  # the second modes (111, 134 Hz)
+
+
+def test_invert_flexible_too_long_for_memory(monkeypatch):
+    """invert_flexible() called from Python: tf 1e6 s every 1 ms is 1e9 samples, refused in the
+    scenario path's words before any work (no inverse kinematics, no model evaluation); the
+    tabulated desired output counts at 1 ms even when dt is coarser."""
+    from multibody_control.inversion import flexible
+    from multibody_control.tasks import Task, TimeLaw, straight_line
+    from multibody_dynamics.flexible.loader import load_flexible_model
+
+    chain = load_flexible_model("flexible_manipulator")
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the sample budget was checked")
+
+    monkeypatch.setattr(flexible, "RigidInverseKinematics", no_work)
+    monkeypatch.setattr(flexible, "FlexibleServo", no_work)
+    task = Task(TimeLaw(0.2, 1.0e6, 5), (straight_line("arm2", (0.45, -0.1), (0.45, 0.1)),))
+    for dt in (1e-3, 0.5):
+        with pytest.raises(InputError) as caught:
+            flexible.invert_flexible(chain, task, "rigid", dt=dt)
+        (line,) = str(caught.value).splitlines()
+        assert "task / dt: 0 .. 1e+06 s" in line and "1e+09 samples" in line
+        assert "raise dt or shorten the motion" in line
+
+
+def test_simulate_flexible_too_long_for_memory():
+    """simulate_flexible() from Python: 1e6 s every 0.1 ms is 1e10 samples, refused in one line
+    before the sample grid is built (it would take 80 GB)."""
+    from multibody_dynamics.flexible.simulation import simulate_flexible
+    from multibody_dynamics.robot import load_robot
+
+    model = load_robot("flexible_manipulator")
+    with pytest.raises(InputError) as caught:
+        simulate_flexible(model, 1e6, output_dt=1e-4)
+    (line,) = str(caught.value).splitlines()
+    assert "simulate_flexible: duration / output_dt" in line and "1e+10 samples" in line
+    assert "pass a larger output_dt or a shorter duration" in line
+
+
+def test_flexible_simulate_budget_counts_a_given_output_dt(capsys):
+    """`simulate` of a flexible model with --output-dt: the budget is checked at that interval
+    too, in the command's words (only the default interval was checked)."""
+    assert main(["simulate", "flexible_manipulator", "--duration", "1e6", "--output-dt", "1e-4",
+                 "--quiet"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--duration / --output-dt: 1e+06 s every 0.0001 s would record 1e+10 samples" in line

@@ -277,7 +277,10 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
         classical forward integration ends at the end of the solver step under way
         (:func:`~multibody_dynamics.interruptible.solve_ivp_keeping`) and its samples are
         reconstructed; during the reconstruction, the samples reconstructed before are kept;
-        during the dichotomy sweeps no sample has converged, and none is kept.
+        during the dichotomy sweeps, the iterate of the last complete sweep is reconstructed
+        (every sample, ``iterations`` the complete sweeps, the message naming it unconverged
+        with its last change, see :func:`dichotomy_sweeps`), or nothing is kept when the first
+        sweep was under way.
     """
     if method not in ("stable", "classical"):
         raise InputError(f"method must be 'stable' or 'classical', got {method!r}")
@@ -317,11 +320,11 @@ def invert_closed(servo: ClosedOutputServo, ytraj, t, method: str = "stable",
         try:
             eta, ok, msg, iterations = dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol,
                                                         max_iter, progress=progress)
-        except INTERRUPTS as exc:  # no sample has converged: nothing to keep
+        except INTERRUPTS as exc:  # in the first sweep: no iterate to keep
             reraise_unless_interrupt(exc)
-            raise InversionInterrupted(failed(f"{INTERRUPTED} during the dichotomy sweeps, "
-                                              "before any sample converged", eigenvalues)
-                                       ) from None
+            raise InversionInterrupted(failed(f"{INTERRUPTED} during the first dichotomy "
+                                              "sweep, before any iterate was complete",
+                                              eigenvalues)) from None
     (q, v, a, u), ok, msg = _reconstruct(servo, ytraj, t, eta, ok, msg, progress)
     m = len(q)
     result = _closed_result(servo, t, y, method, q, v, a, u, eta[:m], ok, msg, iterations,
@@ -375,7 +378,8 @@ def _reconstruct(servo, ytraj, t, eta, ok, msg, progress):
         ok, msg = False, f"{msg}; reconstruction failed: {exc}"
     except INTERRUPTS as exc:  # the rows before the one under way are complete
         reraise_unless_interrupt(exc)
-        ok, msg = False, (f"{INTERRUPTED} while reconstructing the motion at t = "
+        ok, msg = False, ((f"{msg}; " if msg.startswith(INTERRUPTED) else "")
+                          + f"{INTERRUPTED} while reconstructing the motion at t = "
                           f"{t[len(rows)]:.6g} s; the {len(rows)} samples before are kept")
     finally:
         if progress:
@@ -395,14 +399,25 @@ def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter
     states ``η``); ``Q`` is the zero-dynamics Jacobian at ``eta0`` and must be hyperbolic.
     Returns ``(eta (N, 2n), success, message, sweeps)``; never raises for a numerical failure.
     ``progress``: a tqdm bar of the sweeps on stderr.
+
+    Ctrl-C during sweep ``k > 1`` returns the iterate of sweep ``k - 1``, the last complete
+    one, with ``success`` False, ``sweeps = k - 1`` and a message starting with
+    :data:`~.internal.INTERRUPTED` that names it unconverged with its last change
+    ``max |η_(k-1) - η_(k-2)|`` (the fixed-point residual of the iteration; the first sweep's
+    change is measured from the start ``η0``). That iterate is a meaningful state to keep:
+    every sweep returns a complete trajectory ``η(t)`` meeting both end conditions exactly
+    (stable part at rest at ``t[0]``, unstable part at ``t[-1]``), so the motion and inputs
+    reconstructed from it realise the desired output exactly and are off the true
+    feedforward only through that residual in the internal dynamics. During the first sweep
+    nothing is complete and the interrupt is raised (``KeyboardInterrupt``, or the
+    ``SystemError`` of a compiled call).
     The sweeps contract only while ``f(t, η) - Q (η - η0)`` stays small against the spectral
     gap: small motions such as the machine tool's. On the serial flexible manipulator's 0.2 m
     line (the arm turns, so the zero dynamics vary along the path) they do not converge in 60
     sweeps (a state still changing by 3 % per sweep), where ``solve_bvp`` converges.
     """
     lam, V = np.linalg.eig(Q)
-    n2 = lam.size
-    iterations = 0
+    iterations = done = 0  # sweeps begun, complete
     Vinv = np.linalg.inv(V)
     h = np.diff(t)
     stable = lam.real < 0
@@ -415,43 +430,61 @@ def dichotomy_sweeps(servo, t, y, yd, ydd, eta0, Q, tol: float = 1e-10, max_iter
         from tqdm import tqdm
 
         bar = tqdm(total=max_iter, desc="stable inversion", unit="sweep", leave=False)
-    for iterations in range(1, max_iter + 1):
+    try:
+        for iterations in range(1, max_iter + 1):
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"change {last:.2g}")
+            try:
+                f = servo.internal_rhs_batch(y, yd, ydd, eta)
+            except SolverError as exc:
+                msg = f"sweep {iterations}: {exc}"
+                break
+            new = _sweep(f, eta, eta0, Q, lam, V, Vinv, h, stable)
+            change = float(np.max(np.abs(new - eta)))
+            if not np.all(np.isfinite(new)) or (iterations > 5 and change > 10 * last):
+                eta = new
+                msg = f"dichotomy sweeps diverge (change {change:.3g} at sweep {iterations})"
+                break
+            eta, last, done = new, change, iterations
+            if change < tol:
+                ok, msg = True, f"converged in {iterations} sweeps (last change {change:.2g})"
+                break
+    except INTERRUPTS as exc:  # eta: the last complete sweep's iterate
+        reraise_unless_interrupt(exc)
+        if done == 0:
+            raise
+        iterations, ok = done, False  # still an interrupt for the caller
+        state = "converged" if last < tol else "unconverged"  # Ctrl-C after the last sweep
+        msg = (f"{INTERRUPTED} during dichotomy sweep {done + 1}; the iterate of sweep {done} "
+               f"is kept, {state} (last change {last:.3g}, tolerance {tol:g})")
+    finally:
         if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(f"change {last:.2g}")
-        try:
-            f = servo.internal_rhs_batch(y, yd, ydd, eta)
-        except SolverError as exc:
-            msg = f"sweep {iterations}: {exc}"
-            break
-        w = (f - (eta - eta0) @ Q.T) @ Vinv.T  # modal forcing (N, 2n)
-        z = np.zeros((t.size, n2), complex)
-        xs = lam[None, :] * h[:, None]
-        ef = np.exp(np.where(stable, xs, 0.0))
-        p1, p2, _ = _phi(np.where(stable, xs, 0.0))
-        for k in range(t.size - 1):  # stable modes forward from 0
-            z[k + 1, stable] = (ef[k, stable] * z[k, stable] + h[k] * (
-                (p1[k, stable] - p2[k, stable]) * w[k, stable] + p2[k, stable] * w[k + 1, stable]))
-        mu = np.where(stable, 0.0, -xs)
-        eb = np.exp(mu)
-        q1, _, q3 = _phi(mu)
-        un = ~stable
-        for k in range(t.size - 2, -1, -1):  # unstable modes backward from 0
-            z[k, un] = eb[k, un] * z[k + 1, un] - h[k] * (
-                (q1[k, un] - q3[k, un]) * w[k, un] + q3[k, un] * w[k + 1, un])
-        new = eta0 + (z @ V.T).real
-        change = float(np.max(np.abs(new - eta)))
-        eta = new
-        if not np.all(np.isfinite(eta)) or (iterations > 5 and change > 10 * last):
-            msg = f"dichotomy sweeps diverge (change {change:.3g} at sweep {iterations})"
-            break
-        last = change
-        if change < tol:
-            ok, msg = True, f"converged in {iterations} sweeps (last change {change:.2g})"
-            break
-    if bar is not None:
-        bar.close()
+            bar.close()
     return eta, ok, msg, iterations
+
+
+def _sweep(f, eta, eta0, Q, lam, V, Vinv, h, stable):
+    """One dichotomy sweep of :func:`dichotomy_sweeps`: the new iterate ``η`` (N, 2n) from the
+    right-hand side ``f`` (N, 2n) evaluated along the previous one."""
+    n2 = lam.size
+    w = (f - (eta - eta0) @ Q.T) @ Vinv.T  # modal forcing (N, 2n)
+    size = h.size + 1
+    z = np.zeros((size, n2), complex)
+    xs = lam[None, :] * h[:, None]
+    ef = np.exp(np.where(stable, xs, 0.0))
+    p1, p2, _ = _phi(np.where(stable, xs, 0.0))
+    for k in range(size - 1):  # stable modes forward from 0
+        z[k + 1, stable] = (ef[k, stable] * z[k, stable] + h[k] * (
+            (p1[k, stable] - p2[k, stable]) * w[k, stable] + p2[k, stable] * w[k + 1, stable]))
+    mu = np.where(stable, 0.0, -xs)
+    eb = np.exp(mu)
+    q1, _, q3 = _phi(mu)
+    un = ~stable
+    for k in range(size - 2, -1, -1):  # unstable modes backward from 0
+        z[k, un] = eb[k, un] * z[k + 1, un] - h[k] * (
+            (q1[k, un] - q3[k, un]) * w[k, un] + q3[k, un] * w[k + 1, un])
+    return eta0 + (z @ V.T).real
 
 
 

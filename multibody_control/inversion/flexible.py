@@ -57,6 +57,7 @@ from multibody_dynamics.flexible.servo import ElasticServo
 from multibody_dynamics.flexible.simulation import FlexibleSimulation
 from multibody_dynamics.flexible.system import FlexibleChain
 from multibody_dynamics.interruptible import INTERRUPTS, interrupt_in, reraise_unless_interrupt
+from multibody_dynamics.validation import check_sample_budget
 
 from ..tasks import Task
 from .desired import TabulatedOutput
@@ -353,6 +354,10 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
 
     Raises
     ------
+    InputError
+        ``method`` unknown, ``dt`` not positive, or a motion whose samples would not fit in
+        memory (at least ``min(0, t0) .. t_end`` every ``min(dt, 1 ms)``, more than
+        :data:`~multibody_dynamics.validation.MAX_SAMPLES`), before any work.
     InversionInterrupted
         On Ctrl-C, with the samples completed before (the forward integration of
         ``"classical"`` and ``"collocated"`` up to the solver step under way; the motion
@@ -362,8 +367,9 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
         raise InputError(f"method: expected one of {', '.join(FLEXIBLE_METHODS)}, got {method!r}")
     if not dt > 0:
         raise InputError(f"dt: expected a positive sample spacing in s, got {dt}")
-    start = time.perf_counter()
     t0, tf = task.law.t0, task.law.tf
+    _check_samples(t0, tf, dt, t_end)
+    start = time.perf_counter()
     nr, ne = chain.nq_r, chain.nq_e
     ik = RigidInverseKinematics(chain, task, ik_guess)
     if gamma is None:
@@ -477,6 +483,18 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
     if msg.startswith(INTERRUPTED):  # Ctrl-C: the caller writes the samples kept
         raise InversionInterrupted(result)
     return result
+
+
+def _check_samples(t0: float, tf: float, dt: float, t_end: float | None) -> None:
+    """Refuse, before any work, a motion whose samples would not fit in memory, as the
+    scenario path does: the grids of :func:`invert_flexible` run at least from ``min(0, t0)``
+    to ``t_end`` (default ``tf``; the pre- and post-actuation add to it) every ``min(dt, 1 ms)``
+    (the output every ``dt``, the tabulated desired output every 1 ms at most)."""
+    lo, hi = min(0.0, t0), tf if t_end is None else max(tf, float(t_end))
+    step = min(dt, 1e-3)
+    if hi - lo > step:  # shorter intervals are the method's own errors
+        check_sample_budget(hi - lo, step, f"invert_flexible: task / dt: {lo:g} .. {hi:g} s",
+                            "raise dt or shorten the motion")
 
 
 def _quasi_static(chain, body, q0, v0, a0, u0, counters, step=1e-6):

@@ -110,7 +110,7 @@ from scipy.integrate import solve_ivp
 
 from ..deprecation import module_getattr
 from ..errors import DimensionError, InputError, ModelError, SolverError
-from ..interruptible import INTERRUPTS, reraise_unless_interrupt
+from ..interruptible import INTERRUPTS, reraise_unless_interrupt, solve_ivp_keeping
 from ..model.config import YamlChecker
 
 # re-exported for the imports written before the segmented arms moved to .segmented
@@ -620,26 +620,45 @@ class ClosedFlexibleChain:
                  project: bool = True, method: str = "DOP853",
                  feedback: Callable[[float, np.ndarray, np.ndarray], np.ndarray] | None = None,
                  max_step: float = np.inf, interrupted: list | None = None,
-                 on_sample: Callable[[float, np.ndarray], None] | None = None
-                 ) -> ClosedSimulation:
+                 on_sample: Callable[[float, np.ndarray], None] | None = None,
+                 projection_dt: float | None = None) -> ClosedSimulation:
         """Integrate the closed system over the sample times ``t`` (N,) [s].
 
-        Between samples the index-1 form is integrated (scipy ``method``, ``rtol``, ``atol``,
-        ``max_step`` [s]); at every sample the state is projected on the position and velocity
-        manifolds (``project=True``), and the residual before the projection is recorded.
+        Between projection points the index-1 form is integrated (scipy ``method``, ``rtol``,
+        ``atol``, ``max_step`` [s]); at each projection point the state is projected on the
+        position and velocity manifolds (``project=True``), and the residual before the
+        projection is recorded.  ``projection_dt`` [s] spaces the projection points: None
+        (default) projects at every sample; a time projects at the last sample at most
+        ``projection_dt`` after the previous projection point (at least the next sample) and
+        at the end, and the samples in between are taken from the solver's dense output
+        (``t_eval``, the method's own interpolant: DOP853's is of order 7) without projection,
+        their residual ``max |c(q)|`` recorded as it is.  Fine samples (many per period of
+        the stiffest mode) thus cost the integration of the coarse grid plus the energy and
+        residual at each sample: a projection at every fine sample would restart the solver
+        there (a first-step search and a step no longer than the sample interval each time),
+        which made 0.1 ms samples of the machine tool several times as costly as 10 ms ones
+        (``bench/bench_flexible_closed_sampling.py``). The drift the projection removes grows
+        over a projection interval from the integration error alone (the index-1 form keeps
+        ``c'' = 0``), so the unprojected samples stay about as close to the loop manifold as
+        the state before each projection (their ``residual`` shows it).
         The inputs [N | N m] are ``u(t) + feedback(t, q, v)`` (each (nu,), default zero).
         ``q0, v0`` are projected first.  The result
         (:class:`~multibody_dynamics.flexible.simulation.ClosedSimulation`, a
         :class:`~multibody_dynamics.simulate.SimulationResult`) holds the energy and the
         generalized input ``B (u + feedback)`` at each sample besides the states.  With a list
-        ``interrupted``, Ctrl-C ends the run at the sample under way: the samples before it are
-        returned and the time [s] where it stopped is appended to the list (without it, Ctrl-C
-        raises as usual).  ``on_sample(t, q)`` (optional) is called with each sample once
-        it is projected (``t`` [s], ``q`` (nv,)), e.g. to stream the run to the live viewer.
+        ``interrupted``, Ctrl-C ends the run keeping the samples computed before it (up to the
+        solver step under way, :func:`~multibody_dynamics.interruptible.solve_ivp_keeping`)
+        and appends the time [s] where it stopped to the list (without it, Ctrl-C raises as
+        usual).  ``on_sample(t, q)`` (optional) is called with each sample as the result keeps
+        it (``t`` [s], ``q`` (nv,)), once its interval is integrated and its projection point
+        projected, e.g. to stream the run to the live viewer.
         """
         t = np.asarray(t, float)
         if t.ndim != 1 or t.size < 2 or np.any(np.diff(t) <= 0):
             raise InputError("t must be at least two increasing sample times [s]")
+        if projection_dt is not None and not (np.isfinite(projection_dt) and projection_dt > 0):
+            raise InputError(f"projection_dt: expected a positive time in s or None, got "
+                             f"{projection_dt!r}")
         q = self.project_position(q0)
         v = self.project_velocity(q, self._vec(v0, "v0"))
         nv = self.nv
@@ -660,14 +679,17 @@ class ClosedFlexibleChain:
             return np.concatenate([x[nv:], a])
 
         Q, V, err = [q], [v], [0.0]
-        if on_sample is not None:
-            on_sample(float(t[0]), q)
+        hand = on_sample if on_sample is not None else (lambda tk, qk: None)
+        hand(float(t[0]), q)
         start = time.perf_counter()
         ok, msg = True, "completed"
-        for k in range(t.size - 1):
+        k = 0  # the last projection point
+        while k < t.size - 1:  # (1 + 1e-6): the round-off of sample times on a regular grid
+            j = k + 1 if projection_dt is None else max(k + 1, int(np.searchsorted(
+                t, t[k] + projection_dt * (1 + 1e-6), side="right")) - 1)
             try:
-                sol = solve_ivp(rhs, (t[k], t[k + 1]), np.concatenate([q, v]), method=method,
-                                rtol=rtol, atol=atol, max_step=max_step)
+                sol, stopped = self._interval(rhs, t[k:j + 1], np.concatenate([q, v]), method,
+                                              rtol, atol, max_step, interrupted is not None)
             except (SolverError, np.linalg.LinAlgError) as exc:
                 ok, msg = False, f"failed at t = {t[k]:.4g} s: {exc}"
                 break
@@ -678,18 +700,26 @@ class ClosedFlexibleChain:
                 interrupted.append(float(t[k]))
                 ok, msg = False, f"interrupted at t = {t[k]:.6g} s"
                 break
+            n0 = len(Q)
+            for x in sol.y.T:  # the samples reached; at j (when reached) the projection below
+                q, v = x[:nv], x[nv:]
+                err.append(float(np.max(np.abs(self.constraint_residual(q)))))
+                Q.append(q)
+                V.append(v)
+            if project and stopped is None and sol.status == 0:  # t[j] reached
+                q = self.project_position(q)
+                v = self.project_velocity(q, v)
+                Q[-1], V[-1] = q, v
+            for i in range(n0, len(Q)):  # the samples as the result keeps them
+                hand(float(t[i]), Q[i])
+            if stopped is not None:
+                interrupted.append(stopped)
+                ok, msg = False, f"interrupted at t = {stopped:.6g} s"
+                break
             if sol.status != 0:
                 ok, msg = False, f"integration failed at t = {t[k]:.4g} s: {sol.message}"
                 break
-            q, v = sol.y[:nv, -1], sol.y[nv:, -1]
-            err.append(float(np.max(np.abs(self.constraint_residual(q)))))
-            if project:
-                q = self.project_position(q)
-                v = self.project_velocity(q, v)
-            Q.append(q)
-            V.append(v)
-            if on_sample is not None:
-                on_sample(float(t[k + 1]), q)
+            k = j
         n = len(Q)
         Q, V = np.array(Q), np.array(V)
         energy = np.array([self.energy(qk, vk) for qk, vk in zip(Q, V)])
@@ -700,6 +730,23 @@ class ClosedFlexibleChain:
             q_names=self.coordinate_names, lam=np.zeros((n, 0)), residual=np.array(err),
             velocity_residual=np.zeros(n), nrejected=None, nfev=nfev,
             mode="adaptive", name=self.name)
+
+    @staticmethod
+    def _interval(rhs, t, x0, method, rtol, atol, max_step, keeping):
+        """``(sol, stopped)``: the integration of :meth:`simulate` from ``t[0]`` to ``t[-1]``
+        with the samples ``t[1:]`` in ``sol.y`` (columns); ``keeping``: Ctrl-C ends it at the
+        end of the solver step under way (``stopped`` its time [s], else None)."""
+        one = t.size == 2  # one sample: the solver's last state, not its interpolant there
+        options = dict(method=method, rtol=rtol, atol=atol, max_step=max_step,
+                       t_eval=None if one else t[1:])
+        if keeping:
+            sol, stopped = solve_ivp_keeping(rhs, (t[0], t[-1]), x0, **options)
+        else:
+            sol, stopped = solve_ivp(rhs, (t[0], t[-1]), x0, **options), None
+        sol.y = np.asarray(sol.y).reshape(x0.size, -1)  # scipy: [] when no sample was reached
+        if one:  # every step is in sol.y; the sample is the last one, if reached
+            sol.y = sol.y[:, -1:] if stopped is None and sol.status == 0 else sol.y[:, :0]
+        return sol, stopped
 
     # -- task kinematics -----------------------------------------------------------------
     def rigid_task_kinematics(self, body: str, node: int | None, p, pd, pdd, guess):

@@ -3,7 +3,8 @@
 Open chains (:class:`~multibody_dynamics.flexible.system.FlexibleChain`) are integrated with
 an adaptive scipy method on ``x = [q, v]``; closed loops
 (:class:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain`) with their own simulator
-(index-1 form between samples, projection on the constraint manifold at every sample). The
+(index-1 form between projection points every :data:`PROJECTION_DT` at most, projection on the
+constraint manifold there, the samples in between from the solver's dense output). The
 result holds the samples, the energy and the counters, and writes CSV and PNG like the rigid
 simulator's :class:`~multibody_dynamics.simulate.SimulationResult`.
 """
@@ -21,6 +22,7 @@ from ..deprecation import deprecated_alias
 from ..errors import InputError
 from ..interruptible import solve_ivp_keeping
 from ..simulate import SimulationInterrupted, SimulationResult
+from ..validation import check_sample_budget
 from .system import FlexibleChain, _vector
 
 
@@ -39,8 +41,9 @@ class FlexibleSimulation(SimulationResult):
     ----------
     As :class:`~multibody_dynamics.simulate.SimulationResult`, with ``names == q_names`` the
     coordinate names (joints, then ``<body>.e<k>``; ``nq == nv``), ``tau`` (N, nv) the
-    generalized input ``B u`` at each sample, ``residual`` (N,) max |closure residual| before
-    the projection [m | rad] (closed loops; zeros otherwise), ``nfev`` the right-hand-side
+    generalized input ``B u`` at each sample, ``residual`` (N,) max |closure residual| [m | rad]
+    before the projection at the projection points and as sampled between them (closed loops;
+    zeros otherwise), ``nfev`` the right-hand-side
     evaluations, ``mode = "adaptive"``, ``nsteps = 0`` and ``nrejected = None`` (scipy's
     integrators do not report their steps); besides:
     name : str
@@ -64,7 +67,7 @@ class FlexibleSimulation(SimulationResult):
                  f"energy       E(0) = {e0:.6g} J, max change {change:.3g} J{rel} "
                  "(constant only without inputs and damping)"]
         if np.any(self.residual):
-            lines.append("residual     max closure residual before projection "
+            lines.append("residual     max closure residual at the samples (before projection) "
                          f"{self.residual.max():.3g}")
         ne = sum("." in n for n in self.names)
         if ne:
@@ -110,10 +113,19 @@ class FlexibleSimulation(SimulationResult):
 @dataclass(frozen=True)
 class ClosedSimulation(FlexibleSimulation):
     """Result of :meth:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain.simulate`: a
-    :class:`FlexibleSimulation` whose ``residual`` (N,) is max |c(q)| [m | rad] before the
-    projection at each sample; ``constraint_error`` is its deprecated read-only alias."""
+    :class:`FlexibleSimulation` whose ``residual`` (N,) is max |c(q)| [m | rad] at each sample,
+    before the projection where the state is projected; ``constraint_error`` is its deprecated
+    read-only alias."""
 
     constraint_error = deprecated_alias("residual", "constraint_error")
+
+
+#: Largest interval [s] between two projections of a closed loop's state on its constraint
+#: manifold in :func:`simulate_flexible` (the samples between them come from the solver's
+#: dense output, :meth:`~multibody_dynamics.flexible.closed.ClosedFlexibleChain.simulate`):
+#: the former sample interval of closed loops, now the projection interval whatever the
+#: sampling (``bench/bench_flexible_closed_sampling.py`` measures the drift before it).
+PROJECTION_DT = 1e-2
 
 
 class FlexibleSimulationInterrupted(SimulationInterrupted):
@@ -170,7 +182,8 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
         constraint manifold first.
     u : (nu,), optional
         Joint inputs [N | N m], held constant (default zero).
-    rtol, atol : DOP853 tolerances; output_dt : sample spacing [s]
+    rtol, atol : DOP853 tolerances; output_dt : sample spacing [s] (closed loops: projected
+        every :data:`PROJECTION_DT` at most, the samples between from the dense output)
     progress : bool
         tqdm progress bar on stderr (simulated time).
     on_sample : callable ``on_sample(t, q)``, optional
@@ -188,12 +201,17 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
         array).
     InputError
         ``q0``, ``v0`` or ``u`` with NaN or inf (``"u must be finite"``); ``duration`` or
-        ``output_dt`` not a positive time, checked before anything is integrated.
+        ``output_dt`` not a positive time, or more samples than fit in memory
+        (:func:`~multibody_dynamics.validation.check_sample_budget`), checked before anything
+        is integrated.
     """
     if not (np.isfinite(duration) and duration > 0):
         raise InputError(f"duration: expected a positive time in s, got {duration}")
     if not (np.isfinite(output_dt) and output_dt > 0):
         raise InputError(f"output_dt: expected a positive time in s, got {output_dt}")
+    if output_dt < duration:  # a longer interval records the start and the end
+        check_sample_budget(duration, output_dt, "simulate_flexible: duration / output_dt",
+                            "pass a larger output_dt or a shorter duration")
     nv, nu = model.nv, model.nu
 
     def vec(x, n, what, default):
@@ -253,7 +271,7 @@ def _integrate(model, chain, q0, v0, u, t, rtol, atol, bar, start,
 
     stopped: list = []  # Ctrl-C between two samples: the samples before it are complete
     sim = model.simulate(q0, v0, t, u=u_of, rtol=rtol, atol=atol, interrupted=stopped,
-                         on_sample=on_sample)
+                         on_sample=on_sample, projection_dt=PROJECTION_DT)
     result = replace(sim, name=name, wall_time=time.perf_counter() - start)
     if stopped:
         result = replace(result, success=False, message=_interrupted_message(stopped[0]))
