@@ -2,12 +2,20 @@
 
 The same :class:`~.scene.Scene` as the HTML page: boxes, cylinders and spheres as shaded
 polygons, closure segments and paths as lines, seen from the page's initial viewpoint.
-Frames are written by Pillow (GIF) or by ffmpeg through matplotlib (MP4).
+Frames are written by Pillow (GIF) or piped as raw RGB to ffmpeg (MP4): a system ffmpeg on
+``PATH``, else the static binary of the ``imageio-ffmpeg`` wheel (the ``video`` extra).
+
+Every polygon handed to matplotlib is a quadrilateral (cylinder caps are split into quads):
+``Poly3DCollection`` pads a ragged list of polygons into an uninitialised array before it
+projects them, and the garbage in the padding overflowed in the projection (a RuntimeWarning
+on every frame of robots drawn with capsules, e.g. URDFs with meshes).
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +35,17 @@ def _rot(qxyzw: np.ndarray) -> np.ndarray:
                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
+def _cap_quads(ring: np.ndarray) -> list[np.ndarray]:
+    """The disc bounded by ``ring`` ((n, 3), n even, counter-clockwise) as n/2 quads
+    (centre, three consecutive ring points): convex, covering the disc exactly."""
+    n = len(ring)
+    c = ring.mean(axis=0)
+    return [np.array([c, ring[i], ring[i + 1], ring[(i + 2) % n]]) for i in range(0, n, 2)]
+
+
 def _shape_faces(kind: str, dims, pose: np.ndarray, n: int = 14) -> list[np.ndarray]:
-    """World-coordinate polygons of one primitive at ``pose`` (position, quaternion xyzw)."""
+    """World-coordinate quads ((4, 3) each) of one primitive at ``pose`` (position,
+    quaternion xyzw); ``n`` (even) segments around a cylinder."""
     R, p = _rot(pose[3:]), pose[:3]
     if kind == "box":
         v = _UNIT_BOX * np.asarray(dims)
@@ -39,7 +56,7 @@ def _shape_faces(kind: str, dims, pose: np.ndarray, n: int = 14) -> list[np.ndar
         ring = np.column_stack([r * np.cos(a), r * np.sin(a), np.zeros(n)])
         bot, top = ring - [0, 0, L / 2], ring + [0, 0, L / 2]
         faces = [np.array([bot[i], bot[(i + 1) % n], top[(i + 1) % n], top[i]]) for i in range(n)]
-        faces += [bot, top]
+        faces += _cap_quads(bot) + _cap_quads(top)
     else:  # sphere: a coarse UV sphere
         r = dims[0]
         th = np.linspace(0, np.pi, 7)
@@ -116,7 +133,8 @@ class _Renderer:
                 nn = np.linalg.norm(nrm)
                 polys.append(face)
                 colors.append(_shade(shape.color, nrm / nn if nn > 0 else nrm, self.light))
-        self.polys.set_verts(polys)
+        # one (P, 4, 3) array: matplotlib keeps it as it is (a ragged list would be padded)
+        self.polys.set_verts(np.array(polys).reshape(-1, 4, 3))
         self.polys.set_facecolor(colors)
         for line, (a, b) in zip(self.segs, s.segments[f]):
             line.set_data_3d(*np.column_stack([a, b]))
@@ -148,14 +166,37 @@ def write_gif(scene: Scene, path: str | Path, size=(480, 400), dpi: int = 80) ->
     return path
 
 
-def write_mp4(scene: Scene, path: str | Path, size=(480, 400), dpi: int = 80) -> Path:
-    """Write an MP4 through ffmpeg (H.264); raises :class:`InputError` when ffmpeg is absent."""
-    ffmpeg = shutil.which("ffmpeg")
-    if ffmpeg is None:
-        raise InputError(f"{path}: MP4 needs ffmpeg on PATH, which was not found; write a "
-                         ".gif or .html instead (or install ffmpeg)")
-    import subprocess
+def find_ffmpeg() -> str | None:
+    """Path of an ffmpeg executable: ``ffmpeg`` on ``PATH``, else the static binary of the
+    ``imageio-ffmpeg`` wheel (``pip install 'multibody_suite[video]'``), else None."""
+    exe = shutil.which("ffmpeg")
+    if exe is not None:
+        return exe
+    try:
+        import imageio_ffmpeg
+    except ImportError:
+        return None
+    try:
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except RuntimeError:  # a wheel without a binary for this platform
+        return None
 
+
+def require_ffmpeg(path) -> str:
+    """:func:`find_ffmpeg`, or :class:`InputError` naming ``path`` and both ways to get one."""
+    exe = find_ffmpeg()
+    if exe is None:
+        raise InputError(f"{path}: MP4 needs ffmpeg, which was not found: install ffmpeg on "
+                         "PATH (apt-get install ffmpeg) or the imageio-ffmpeg wheel (pip install "
+                         "imageio-ffmpeg); or write a .gif or .html instead")
+    return exe
+
+
+def write_mp4(scene: Scene, path: str | Path, size=(480, 400), dpi: int = 80) -> Path:
+    """Write an MP4 (H.264, yuv420p, frame sizes padded to even) of all frames at the scene's
+    own rate, through :func:`find_ffmpeg`'s ffmpeg; :class:`InputError` when there is none
+    or ffmpeg fails."""
+    ffmpeg = require_ffmpeg(path)
     path = Path(path)
     dt = float(np.median(np.diff(scene.t))) if scene.t.size > 1 else 0.1
     frames = render_frames(scene, size, dpi)
@@ -165,11 +206,19 @@ def write_mp4(scene: Scene, path: str | Path, size=(480, 400), dpi: int = 80) ->
            "-s", f"{w}x{h}", "-r", f"{1 / dt:g}", "-i", "-", "-vf",
            "pad=ceil(iw/2)*2:ceil(ih/2)*2",
            "-pix_fmt", "yuv420p", "-vcodec", "libx264", str(path)]
-    with subprocess.Popen(cmd, stdin=subprocess.PIPE) as proc:
-        proc.stdin.write(first.tobytes())
-        for img in frames:
-            proc.stdin.write(img.tobytes())
-        proc.stdin.close()
+    with tempfile.TemporaryFile() as log, \
+            subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=log) as proc:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(first.tobytes())
+            for img in frames:
+                proc.stdin.write(img.tobytes())
+            proc.stdin.close()
+        except BrokenPipeError:  # ffmpeg stopped reading: its message says why
+            pass
         if proc.wait() != 0:
-            raise InputError(f"{path}: ffmpeg failed (exit {proc.returncode})")
+            log.seek(0)
+            err = log.read().decode(errors="replace").strip().splitlines()
+            why = f": {err[-1]}" if err else ""
+            raise InputError(f"{path}: ffmpeg ({ffmpeg}) failed with exit {proc.returncode}{why}")
     return path
