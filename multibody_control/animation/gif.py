@@ -29,10 +29,14 @@ _BOX_FACES = [[0, 1, 3, 2], [4, 5, 7, 6], [0, 1, 5, 4], [2, 3, 7, 6], [0, 2, 6, 
 
 
 def _rot(qxyzw: np.ndarray) -> np.ndarray:
-    x, y, z, w = qxyzw
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    """Rotation matrices ((..., 3, 3)) of unit quaternions ``qxyzw`` ((..., 4), x y z w)."""
+    x, y, z, w = np.moveaxis(np.asarray(qxyzw, dtype=float), -1, 0)
+    return np.stack([np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w),
+                               2 * (x * z + y * w)], axis=-1),
+                     np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z),
+                               2 * (y * z - x * w)], axis=-1),
+                     np.stack([2 * (x * z - y * w), 2 * (y * z + x * w),
+                               1 - 2 * (x * x + y * y)], axis=-1)], axis=-2)
 
 
 def _cap_quads(ring: np.ndarray) -> list[np.ndarray]:
@@ -43,10 +47,9 @@ def _cap_quads(ring: np.ndarray) -> list[np.ndarray]:
     return [np.array([c, ring[i], ring[i + 1], ring[(i + 2) % n]]) for i in range(0, n, 2)]
 
 
-def _shape_faces(kind: str, dims, pose: np.ndarray, n: int = 14) -> list[np.ndarray]:
-    """World-coordinate quads ((4, 3) each) of one primitive at ``pose`` (position,
-    quaternion xyzw); ``n`` (even) segments around a cylinder."""
-    R, p = _rot(pose[3:]), pose[:3]
+def _local_faces(kind: str, dims, n: int = 14) -> np.ndarray:
+    """Quads ((F, 4, 3) [m]) of one primitive in its own frame; ``n`` (even) segments around
+    a cylinder."""
     if kind == "box":
         v = _UNIT_BOX * np.asarray(dims)
         faces = [v[f] for f in _BOX_FACES]
@@ -65,15 +68,23 @@ def _shape_faces(kind: str, dims, pose: np.ndarray, n: int = 14) -> list[np.ndar
                           np.outer(np.cos(th), np.ones_like(ph))], axis=-1)
         faces = [np.array([P[i, j], P[i, j + 1], P[i + 1, j + 1], P[i + 1, j]])
                  for i in range(6) for j in range(10)]
-    return [f @ R.T + p for f in faces]
+    return np.array(faces, dtype=float).reshape(-1, 4, 3)
 
 
-def _shade(color: str, normal: np.ndarray, light: np.ndarray) -> tuple:
-    from matplotlib.colors import to_rgb
+def _shape_faces(kind: str, dims, pose: np.ndarray, n: int = 14) -> list[np.ndarray]:
+    """World-coordinate quads ((4, 3) each) of one primitive at ``pose`` (position,
+    quaternion xyzw)."""
+    return list(_local_faces(kind, dims, n) @ _rot(pose[3:]).T + pose[:3])
 
-    c = np.array(to_rgb(color))
-    k = 0.55 + 0.45 * abs(float(normal @ light))
-    return tuple(np.clip(c * k, 0, 1))
+
+def _shade(colors: np.ndarray, faces: np.ndarray, light: np.ndarray) -> np.ndarray:
+    """Face colours ((P, 3) RGB in [0, 1]): the base ``colors`` (P, 3) dimmed to 55 % where
+    the face (quads ``faces`` (P, 4, 3)) is edge-on to the unit ``light`` direction, full
+    where it faces it (either side); degenerate faces at 55 %."""
+    nrm = np.cross(faces[:, 1] - faces[:, 0], faces[:, 2] - faces[:, 0])
+    nn = np.linalg.norm(nrm, axis=1)
+    cos = np.abs(nrm @ light) / np.where(nn > 0, nn, 1.0)
+    return np.clip(colors * (0.55 + 0.45 * cos)[:, None], 0, 1)
 
 
 class _Renderer:
@@ -99,6 +110,7 @@ class _Renderer:
         self.light = eye + 0.5 * up
         self.light /= np.linalg.norm(self.light)
 
+        self._faces_of_shapes()
         self._setup()
 
     def _setup(self):
@@ -124,18 +136,24 @@ class _Renderer:
         if s.paths:
             ax.legend(loc="lower left", fontsize=7, frameon=False)
 
+    def _faces_of_shapes(self):
+        """All shapes' quads in their own frames ((P, 4, 3)), the shape each belongs to
+        ((P,) index) and its base colour ((P, 3) RGB)."""
+        from matplotlib.colors import to_rgb
+
+        local = [_local_faces(sh.kind, sh.dims) for sh in self.scene.shapes]
+        self.local = np.concatenate(local) if local else np.zeros((0, 4, 3))
+        self.owner = np.repeat(np.arange(len(local)), [len(f) for f in local])
+        self.base = np.array([to_rgb(sh.color) for sh in self.scene.shapes]).reshape(-1, 3)[
+            self.owner]
+
     def draw(self, f: int):
         s = self.scene
-        polys, colors = [], []
-        for k, shape in enumerate(s.shapes):
-            for face in _shape_faces(shape.kind, shape.dims, s.poses[f, k]):
-                nrm = np.cross(face[1] - face[0], face[2] - face[0])
-                nn = np.linalg.norm(nrm)
-                polys.append(face)
-                colors.append(_shade(shape.color, nrm / nn if nn > 0 else nrm, self.light))
+        pose = s.poses[f][self.owner]  # (P, 7): each quad's shape placement
+        faces = np.einsum("pij,pvj->pvi", _rot(pose[:, 3:]), self.local) + pose[:, None, :3]
         # one (P, 4, 3) array: matplotlib keeps it as it is (a ragged list would be padded)
-        self.polys.set_verts(np.array(polys).reshape(-1, 4, 3))
-        self.polys.set_facecolor(colors)
+        self.polys.set_verts(faces)
+        self.polys.set_facecolor(_shade(self.base, faces, self.light))
         for line, (a, b) in zip(self.segs, s.segments[f]):
             line.set_data_3d(*np.column_stack([a, b]))
         self.title.set_text(f"{s.title}\nt = {s.t[f]:.3f} s")
