@@ -217,8 +217,9 @@ def test_simulate_animate_without_out_keeps_the_samples(tmp_path, capsys):
 
 
 def test_mp4_decodes_to_the_frames_written(slider_crank_result, tmp_path):
-    import imageio_ffmpeg  # the video extra, installed by the test extra
-
+    imageio_ffmpeg = pytest.importorskip(
+        "imageio_ffmpeg", reason="imageio-ffmpeg (the video extra, in the test extra) is not "
+        "installed")
     scene = scene_from_result(slider_crank_result, fps=10)
     path = write_mp4(scene, tmp_path / "sc.mp4", size=(240, 200))
     # decoded back by ffmpeg through imageio-ffmpeg's reader (rgb24 frames)
@@ -237,9 +238,11 @@ def test_ffmpeg_is_the_systems_else_the_wheels_else_a_clear_refusal(
         slider_crank_result, tmp_path, capsys, monkeypatch):
     import sys
 
-    import imageio_ffmpeg
-
     from multibody_control.animation import gif
+
+    imageio_ffmpeg = pytest.importorskip(
+        "imageio_ffmpeg", reason="imageio-ffmpeg (the video extra, in the test extra) is not "
+        "installed")
 
     monkeypatch.setattr(gif.shutil, "which", lambda name: "/opt/x/ffmpeg")
     assert gif.find_ffmpeg() == "/opt/x/ffmpeg"  # a system ffmpeg on PATH comes first
