@@ -55,8 +55,11 @@ setup(
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro",
                  "example-robot-data",  # real robot URDFs (test_real_robots.py)
-                 "mujoco>=3.0"],  # MuJoCo's own model of the MJCF test files (test_mjcf.py)
+                 "mujoco>=3.0",  # MuJoCo's own model of the MJCF test files (test_mjcf.py)
+                 "imageio-ffmpeg>=0.4"],  # the video extra: MP4 written and decoded in tests
         "ros": ROS,
+        # MP4 animations without a system ffmpeg: the wheel's static ffmpeg binary
+        "video": ["imageio-ffmpeg>=0.4"],
         "dev": ["ruff", "mypy", "types-PyYAML", "mkdocs-material"],  # lint, types, `make docs`
         # `make bench` only: the peer simulators of bench/bench_peers.py (never imported by
         # the library; the bench records a missing one as "not installed")

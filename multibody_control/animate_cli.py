@@ -7,7 +7,6 @@ subcommand) and :func:`add_option` (the option on the three commands that write 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,8 +31,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument("result", help="result CSV (t, q.<joint>...) or .npz archive (--format npz)")
     p.add_argument("--out", "-o", action="append", metavar="FILE",
-                   help="FILE.html, FILE.gif or FILE.mp4 (MP4 needs ffmpeg); repeat for several "
-                   "(default: the result's name with .html)")
+                   help="FILE.html, FILE.gif or FILE.mp4 (MP4: ffmpeg on PATH or the "
+                   "imageio-ffmpeg wheel); repeat for several (default: the result's name "
+                   "with .html)")
     _common_options(p)
     p.add_argument("--robot", help="shipped robot name or model YAML path (default: the "
                    "sidecar's, else the shipped robot whose coordinates are the q columns)")
@@ -76,9 +76,10 @@ def _check_outputs(outputs, what: str) -> None:
         if suffix not in SUFFIXES:
             raise InputError(f"{what}: {out!r}: expected a file name ending in "
                              f"{', '.join(SUFFIXES)}")
-        if suffix == ".mp4" and shutil.which("ffmpeg") is None:
-            raise InputError(f"{what}: {out}: MP4 needs ffmpeg on PATH, which was not found; "
-                             "write a .gif or .html instead (or install ffmpeg)")
+        if suffix == ".mp4":
+            from .animation.gif import require_ffmpeg
+
+            require_ffmpeg(f"{what}: {out}")
 
 
 def _check_numbers(args) -> None:

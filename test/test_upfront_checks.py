@@ -44,19 +44,21 @@ def test_flexible_inversion_too_long_for_memory(tmp_path):
 
 
 def test_mp4_without_ffmpeg_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
-    """--animate x.mp4 with no ffmpeg: one line before the simulation (it used to simulate and
-    write the CSV, then fail)."""
+    """--animate x.mp4 with no ffmpeg (none on PATH, no imageio-ffmpeg wheel): one line before
+    the simulation (it used to simulate and write the CSV, then fail)."""
     import shutil
+    import sys
 
     real = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "ffmpeg"
                         else real(name, *a, **k))
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # import fails
     out = tmp_path / "s.csv"
     assert main(["simulate", "slider_crank", "--duration", "0.05", "--quiet", "--out", str(out),
                  "--animate", str(tmp_path / "a.mp4")]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and not out.exists()
-    assert "--animate" in captured.err and "MP4 needs ffmpeg on PATH" in captured.err
+    assert "--animate" in captured.err and "MP4 needs ffmpeg, which was not found" in captured.err
 
 
 def test_adaptive_budget_counts_its_output_interval(capsys):
