@@ -620,6 +620,19 @@ def live_viewer(results: dict, suites: list[str]) -> str:
                   "delay sample to client, median / max [ms]", "load average"], rows)
 
 
+def animation(results: dict, suites: list[str]) -> str:
+    """The animation outputs of one result, timed against the simulate call that wrote it
+    (bench_animation)."""
+    rows = [[e["name"], str(e.get("frames", "–")),
+             f"{_num(e['wall_s'])} s" + (f" ({_num(e['ms_per_frame'])} ms per frame)"
+                                         if "ms_per_frame" in e else ""),
+             _num(e["time_ratio"], 2), f"{e['bytes']:,}" if "bytes" in e else "–",
+             _num(e["load_avg_1min"], 2)]
+            for e in _suites(results, suites or ["animation"])]
+    return _rows(["output", "frames", "time", "ratio to the simulate call", "bytes",
+                  "load average"], rows)
+
+
 def peers(results: dict, suites: list[str]) -> str:
     """The suite beside MuJoCo, Exudyn and Drake on the same mechanisms, same run (bench_peers)."""
     def row(e: dict) -> list[str]:
@@ -796,7 +809,7 @@ TABLES: dict[str, Callable[[dict, list[str]], str]] = {
     "constrained_fd": constrained_fd,
     "design_tracking": design_tracking, "design_studies": design_studies,
     "design_case1": design_case1, "design_workers": design_workers, "batch": batch,
-    "live_viewer": live_viewer,
+    "live_viewer": live_viewer, "animation": animation,
     "ros_launch": ros_launch, "ros_launch_force": ros_launch_force,
     "ros_launch_flexible": ros_launch_flexible, "ros_launch_wallclock": ros_launch_wallclock,
     "machine": machine,

@@ -25,7 +25,8 @@ SUITES = ["rigid", "constrained", "simulate", "speed", "controllers", "inversion
           "ros_memory", "design_tracking", "design_studies", "flexible_cart_design",
           "flexible_cart_readings", "flexible_shape", "batch",
           "flexible_cart_shape", "ros_launch", "flexible_closed_sampling",
-          "flexible_scale", "live_viewer"]  # bench/bench_<name>.py, each with run() -> entries
+          "flexible_scale", "live_viewer",
+          "animation"]  # bench/bench_<name>.py, each with run() -> entries
 
 
 def main(argv=None) -> int:
