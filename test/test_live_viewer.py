@@ -4,7 +4,9 @@ the static page's frames of the same result, and headless Chromium draws the liv
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +40,39 @@ def _read_events(url: str, out: list, timeout: float = 60.0) -> None:
             elif line.startswith("data: "):
                 out.append((time.perf_counter(), event, json.loads(line[6:])))
                 event = "message"
+
+
+def _interrupt_viewed_run(cmd: list, out) -> None:
+    """Run the viewed command ``cmd`` (writing the CSV ``out``), send SIGINT once five events
+    have reached a client: exit 130, the partial CSV kept and marked so, and the stream ended
+    with the run, its last frame the last sample written."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:")
+        got: list = []
+        client = threading.Thread(target=_read_events, args=(url + "events", got))
+        client.start()
+        deadline = time.perf_counter() + 30
+        while len(got) < 5 and time.perf_counter() < deadline:
+            time.sleep(0.02)
+        assert len(got) >= 5 and not out.exists()  # frames stream, the run is under way
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        client.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "partial result written to" in err
+    assert json.loads(out.with_suffix(".meta.json").read_text())["partial"] is True
+    t_last = np.loadtxt(out, delimiter=",", skiprows=1)[-1, 0]
+    assert 0 < t_last < 100
+    assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
+    frames = [d for _, e, d in got if e == "message"]
+    assert abs(frames[-1]["t"] - t_last) < 1e-6
 
 
 def test_stream_delivers_the_static_scene_frames_in_order_during_the_run():
@@ -174,8 +209,6 @@ def test_picked_frames_are_the_static_ones(robot, duration, fps, max_frames):
 
 
 def test_ctrl_c_during_the_viewed_run_keeps_the_samples_and_ends_the_stream(tmp_path):
-    import os
-    import signal
 
     out = tmp_path / "sc.csv"
     # adaptive at rtol 1e-10: about 15 simulated s per wall s here, so 100 s is still running
@@ -183,35 +216,7 @@ def test_ctrl_c_during_the_viewed_run_keeps_the_samples_and_ends_the_stream(tmp_
     cmd = [sys.executable, "-m", "multibody_control.cli", "simulate", "slider_crank",
            "--duration", "100", "--v0", "12", "-24", "--rtol", "1e-10", "--out", str(out),
            "--quiet", "--view", "--no-browser"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        url = proc.stdout.readline().split()[-1]
-        assert url.startswith("http://127.0.0.1:")
-        got: list = []
-        client = threading.Thread(target=_read_events, args=(url + "events", got))
-        client.start()
-        deadline = time.perf_counter() + 30
-        while len(got) < 5 and time.perf_counter() < deadline:
-            time.sleep(0.02)
-        assert len(got) >= 5 and not out.exists()  # frames stream, the run is under way
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-        client.join(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err[-2000:]
-    assert "partial result written to" in err
-    meta = json.loads(out.with_suffix(".meta.json").read_text())
-    assert meta["partial"] is True
-    t_last = np.loadtxt(out, delimiter=",", skiprows=1)[-1, 0]
-    assert 0 < t_last < 100
-    # the stream ended with the run: its last frame is the last sample written
-    assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
-    frames = [d for _, e, d in got if e == "message"]
-    assert abs(frames[-1]["t"] - t_last) < 1e-6
+    _interrupt_viewed_run(cmd, out)
 
 
 def test_run_stream_delivers_the_static_scene_frames_and_the_desired_path(tmp_path):
@@ -272,43 +277,13 @@ def test_run_stream_delivers_the_static_scene_frames_and_the_desired_path(tmp_pa
 
 
 def test_ctrl_c_during_the_viewed_run_scenario_keeps_samples_and_ends_the_stream(tmp_path):
-    import os
-    import signal
 
     # arm7 computed torque for 100 s (about 3000 control periods per wall s here): still
     # running when the first frames have arrived
     cmd = [sys.executable, "-m", "multibody_control.cli", "run",
            str(ROOT / "config/scenarios/run_arm7_computed_torque.yaml"), "--duration", "100",
            "--out", str(tmp_path), "--quiet", "--view", "--no-browser"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    out = tmp_path / "run_arm7_computed_torque.csv"
-    try:
-        url = proc.stdout.readline().split()[-1]
-        assert url.startswith("http://127.0.0.1:")
-        got: list = []
-        client = threading.Thread(target=_read_events, args=(url + "events", got))
-        client.start()
-        deadline = time.perf_counter() + 30
-        while len(got) < 5 and time.perf_counter() < deadline:
-            time.sleep(0.02)
-        assert len(got) >= 5 and not out.exists()  # frames stream, the run is under way
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-        client.join(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err[-2000:]
-    assert "partial result written to" in err
-    assert json.loads(out.with_suffix(".meta.json").read_text())["partial"] is True
-    t_last = np.loadtxt(out, delimiter=",", skiprows=1)[-1, 0]
-    assert 0 < t_last < 100
-    # the stream ended with the run: its last frame is the last sample written
-    assert got[-1][1] == "end" and "130" in got[-1][2]["outcome"]
-    frames = [d for _, e, d in got if e == "message"]
-    assert abs(frames[-1]["t"] - t_last) < 1e-6
+    _interrupt_viewed_run(cmd, tmp_path / "run_arm7_computed_torque.csv")
 
 
 def test_flexible_stream_frames_are_the_static_pages_with_the_deformation(capsys):
