@@ -166,14 +166,7 @@ def _with_page(func, command: str):
         server = LiveServer(None, args.view_port).start()
         scenes: list = []
 
-        def on_verify(sc, result):
-            live = check_scene(sc, result, fps=args.fps, max_frames=args.max_frames)
-            server.attach(live)
-            scenes.append(live)
-            _open(server, args)
-            return live.add_sample
-
-        args.on_verify = on_verify
+        args.on_verify = _attacher(server, scenes, args, check_scene)
         try:
             start = time.time() - 1.0  # file times may be coarser than the clock
             rc = _stream(func, args, server, scenes)  # served here when streamed
@@ -244,6 +237,20 @@ def run_scene(sc, ref, fps: float = 30.0, max_frames: int = 600):
                      desired=path_of(model, ref.q, ee) if ee else None)
 
 
+def _attacher(server, scenes: list, args, make):
+    """The command's callback once its samples can be streamed: builds the live scene
+    ``make(*what, fps=..., max_frames=...)`` from what the command hands over, serves it,
+    keeps it in ``scenes``, opens the browser (unless ``--no-browser``) and returns the
+    scene's ``add_sample`` for the command to pass its samples to."""
+    def attach(*what):
+        live = make(*what, fps=args.fps, max_frames=args.max_frames)
+        server.attach(live)
+        scenes.append(live)
+        _open(server, args)
+        return live.add_sample
+    return attach
+
+
 def _with_run_view(func):
     """run --view: the port is taken before the command; once the reference is sampled the
     page is served and the closed loop's samples are streamed as it computes them."""
@@ -256,14 +263,7 @@ def _with_run_view(func):
         server = LiveServer(None, args.view_port).start()  # 503 until the reference is known
         scenes: list = []
 
-        def on_reference(sc, ref):
-            live = run_scene(sc, ref, fps=args.fps, max_frames=args.max_frames)
-            server.attach(live)
-            scenes.append(live)
-            _open(server, args)
-            return live.add_sample
-
-        args.on_reference = on_reference
+        args.on_reference = _attacher(server, scenes, args, run_scene)
         try:
             return _stream(func, args, server, scenes)
         finally:
