@@ -72,3 +72,13 @@ def test_step_returns_new_arrays_and_checks_tau():
     # a rejected input leaves the state as it was
     assert np.array_equal(sim.q, before[0]) and np.array_equal(sim.v, before[1])
     assert (sim.t, sim.nsteps) == before[2:]
+
+
+@pytest.mark.parametrize("name", ["four_bar", "arm7"])
+def test_simulator_node_plant_takes_the_compiled_step(name):
+    """simulator_node steps ``robot_stepper(model, SimulatorConfig(dt=1/rate_hz, method))``
+    with one ``step(tau)`` per tick: that plant must be the compiled one."""
+    from multibody_dynamics.robot import load_robot, robot_stepper
+
+    sim = robot_stepper(load_robot(name), SimulatorConfig(dt=1.0 / 500.0, method="rk4"))
+    assert isinstance(sim, Simulator) and sim.fast_stepper() is not None
