@@ -1213,7 +1213,8 @@ class FastStepper:
         self.shape = (self.nv,)  # of tau
         self.nfev_step = 4 if config.method == "rk4" else 1  # dynamics evaluations a step
         #: :func:`_step_entry` (compiled by :meth:`build`): ``step_kernel(q, v, tau, t, h, ip,
-        #: fp)`` advances (q, v) in place, returns ``(status, newton_iterations, residual)``
+        #: fp)`` advances (q, v) in place, returns ``(status, newton_iterations, residual)``;
+        #: q, v, tau C-contiguous float64 arrays (nv,) (read through their data pointers)
         self.step_kernel = _step_entry
 
     @classmethod
@@ -1238,9 +1239,11 @@ class FastStepper:
     def step(self, q, v, tau, t, h):
         """One step from (q, v) (copied); returns ``(ok, q, v, newton_iterations, residual)``.
 
-        ``tau`` a float64 array (nv,) (checked by the caller)."""
+        ``tau`` a float64 array (nv,) (checked by the caller); the kernel reads it as
+        C-contiguous (:func:`_make_views`), so another layout is copied first."""
         q, v = q.copy(), v.copy()
-        status, its, err = self.step_kernel(q, v, tau, t, h, self.ip, self.fp)
+        status, its, err = self.step_kernel(q, v, np.ascontiguousarray(tau), t, h, self.ip,
+                                            self.fp)
         if status == BAD_INPUT:
             require_finite(tau, "tau")  # raises InputError naming tau
         return status == OK, q, v, its, err
