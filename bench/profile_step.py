@@ -10,6 +10,10 @@ projection (``_project``: Newton test, velocity projection), then a whole 10 s r
 output.  An RK4 step is four accelerations and one projection pass (more when a Newton
 iteration is needed).
 
+Then the per-step API (``Simulator.step``, one call a step: the scenario runner's and
+simulator_node's path) and its compiled entry alone against the whole-run kernel over the same
+2000 steps.
+
 ``OPENBLAS_NUM_THREADS=1 python -m bench.profile_step`` (compiles the timing loop first, about
 half a minute).
 """
@@ -101,6 +105,38 @@ def _profile(loop, name, model, q, v, n_calls):
                                 none1, np.zeros((0, fast.m)), none1, none1, 0))
     print(f"{name:13s} {'RK4 step (10 s, no output)':26s} {t / 10000 * 1e9:8.0f} ns "
           f"({10.0 / t:.0f} simulated s per CPU s)")
+    _step_calls(name, sim, q, v, tau)
+
+
+def _step_calls(name, sim, q, v, tau, n=2000):
+    """The per-step API against the whole-run kernel over the same ``n`` steps from (q, v):
+    ``Simulator.step``, the compiled step entry alone (``FastStepper.step_kernel``, the state
+    advanced in place, no copies) and the whole run (``_run``, nothing recorded)."""
+    fast = sim.fast_stepper()
+    none1, none2 = np.zeros(0), np.zeros((0, sim.model.nv))
+
+    def whole():
+        sim.reset(q, v)
+        fast._run(sim.q.copy(), sim.v.copy(), tau, 0.0, n, 0, 0, n, *fast.mdl, fast.par,
+                  fast.sp, fast.closed, none1, none2, none2, none1, np.zeros((0, fast.m)),
+                  none1, none1, 0)
+
+    def entry():
+        sim.reset(q, v)
+        qq, vv, kernel, ip, fp = sim.q.copy(), sim.v.copy(), fast.step_kernel, fast.ip, fast.fp
+        for _ in range(n):
+            kernel(qq, vv, tau, 0.0, 1e-3, ip, fp)
+
+    def step():
+        sim.reset(q, v)
+        for _ in range(n):
+            sim.step(tau)
+
+    t_whole = _best(whole)
+    for label, fn in (("step entry alone", entry), ("Simulator.step", step)):
+        t = _best(fn)
+        print(f"{name:13s} {label:26s} {t / n * 1e9:8.0f} ns ({t / t_whole:.2f} x the whole "
+              f"run's {t_whole / n * 1e9:.0f} ns over the same {n} steps)")
 
 
 def main(n_calls: int = 100000) -> None:

@@ -38,14 +38,15 @@ import numpy as np
 import pinocchio as pin
 
 from . import projection as _proj
+from .validation import require_finite
 
 #: pinocchio joint classes handled by the kernel: (kind, axis) with kind 0 revolute, 1 prismatic
 _AXES = {"JointModelRX": (0, (1.0, 0.0, 0.0)), "JointModelRY": (0, (0.0, 1.0, 0.0)),
          "JointModelRZ": (0, (0.0, 0.0, 1.0)), "JointModelPX": (1, (1.0, 0.0, 0.0)),
          "JointModelPY": (1, (0.0, 1.0, 0.0)), "JointModelPZ": (1, (0.0, 0.0, 1.0))}
 
-#: status codes of the kernel
-OK, STOPPED = 0, 1
+#: status codes of the kernel (BAD_INPUT: a non-finite input, from :func:`_step_entry`)
+OK, STOPPED, BAD_INPUT = 0, 1, 2
 
 
 # -- kernels (compiled by numba; plain Python functions until then) ---------------------------
@@ -747,12 +748,9 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     its = 0
     k_out = out_k
     # stage velocities Vs[s] and accelerations As[s] (Vs[0] = v); one call site of _accel,
-    # which is inlined (four copies cost four times the compile time)
-    Vs = np.empty((4, n))
-    As = np.empty((4, n))
-    qs = np.empty(n)
-    qn = np.empty(n)
-    vn = np.empty(n)
+    # which is inlined (four copies cost four times the compile time).  Views of the work
+    # buffer: five allocations cost 0.7 us, measured, a twelfth of a four_bar step
+    Vs, As, qs, qn, vn = wk[29], wk[30], wk[31], wk[32], wk[33]
     err = 0.0
     hh = 0.5 * h
     hs = h / 6.0
@@ -823,7 +821,7 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
 
 def _buffer_size(n, m, nf):
     """Length of the float work buffer of :func:`_workspace`."""
-    return (2 * n * n + 66 * n + 16 * nf + 5 * m * n + 4 * m * m + 6 * m + 72)
+    return (2 * n * n + 77 * n + 16 * nf + 5 * m * n + 4 * m * m + 6 * m + 72)
 
 
 def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
@@ -831,61 +829,72 @@ def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
     ``buf`` (zeroed once; the frames on the universe placed in ``H`` once) and one integer
     buffer ``ibuf`` (m,): a call from Python then checks two arrays instead of 27."""
     o = 0
-    M = buf[o:o + n * n].reshape((n, n))
+    M = _cut(buf, o, (n, n))
     o += n * n
-    nle = buf[o:o + n]
+    nle = _cut(buf, o, n)
     o += n
-    J = buf[o:o + 6 * n].reshape((6, n))
+    J = _cut(buf, o, (6, n))
     o += 6 * n
-    dJ = buf[o:o + 6 * n].reshape((6, n))
+    dJ = _cut(buf, o, (6, n))
     o += 6 * n
-    H = buf[o:o + 16 * nf].reshape((nf, 4, 4))
+    H = _cut(buf, o, (nf, 4, 4))
     o += 16 * nf
-    X = buf[o:o + 12 * n].reshape((n, 12))
+    X = _cut(buf, o, (n, 12))
     o += 12 * n
-    L = buf[o:o + n * n].reshape((n, n))
+    L = _cut(buf, o, (n, n))
     o += n * n
-    W = buf[o:o + 34 * n].reshape((n, 34))
+    W = _cut(buf, o, (n, 34))
     o += 34 * n
-    A = buf[o:o + m * n].reshape((m, n))
+    A = _cut(buf, o, (m, n))
     o += m * n
-    gam = buf[o:o + m]
+    gam = _cut(buf, o, m)
     o += m
-    Bw = buf[o:o + n * m]
+    Bw = _cut(buf, o, n * m)
     o += n * m
-    Qw = buf[o:o + m * m].reshape((m, m))
+    Qw = _cut(buf, o, (m, m))
     o += m * m
-    sv = buf[o:o + m]
+    sv = _cut(buf, o, m)
     o += m
-    Vt = buf[o:o + m * n].reshape((m, n))
+    Vt = _cut(buf, o, (m, n))
     o += m * n
-    Yt = buf[o:o + m * n].reshape((m, n))
+    Yt = _cut(buf, o, (m, n))
     o += m * n
-    K = buf[o:o + m * m].reshape((m, m))
+    K = _cut(buf, o, (m, m))
     o += m * m
-    Lk = buf[o:o + m * m].reshape((m, m))
+    Lk = _cut(buf, o, (m, m))
     o += m * m
-    cvec = buf[o:o + m].reshape((1, m))
+    cvec = _cut(buf, o, (1, m))
     o += m
-    mu = buf[o:o + m].reshape((1, m))
+    mu = _cut(buf, o, (1, m))
     o += m
-    ws = buf[o:o + 72]
+    ws = _cut(buf, o, 72)
     o += 72
-    f = buf[o:o + n]
+    f = _cut(buf, o, n)
     o += n
-    tmp = buf[o:o + 2 * n].reshape((2, n))
+    tmp = _cut(buf, o, (2, n))
     o += 2 * n
-    phi = buf[o:o + m]
+    phi = _cut(buf, o, m)
     o += m
-    lam = buf[o:o + m]
+    lam = _cut(buf, o, m)
     o += m
-    zero = buf[o:o + n]
+    zero = _cut(buf, o, n)
     o += n
-    acc = buf[o:o + n]
+    acc = _cut(buf, o, n)
     o += n
-    qbuf = buf[o:o + m * m]
-    return (M, nle, J, dJ, H, X, L, W, A, gam, Bw, Qw, sv, ibuf[:m], Vt, Yt, K, Lk, cvec, mu,
-            ws, f, tmp, phi, lam, zero, acc, qbuf, ibuf[m:2 * m])
+    qbuf = _cut(buf, o, m * m)
+    o += m * m
+    Vs = _cut(buf, o, (4, n))  # the step's stages (_run)
+    o += 4 * n
+    As = _cut(buf, o, (4, n))
+    o += 4 * n
+    qs = _cut(buf, o, n)
+    o += n
+    qn = _cut(buf, o, n)
+    o += n
+    vn = _cut(buf, o, n)
+    return (M, nle, J, dJ, H, X, L, W, A, gam, Bw, Qw, sv, _cut(ibuf, 0, m), Vt, Yt, K, Lk,
+            cvec, mu, ws, f, tmp, phi, lam, zero, acc, qbuf, _cut(ibuf, m, m), Vs, As, qs, qn,
+            vn)
 
 
 def _run_entry(q, v, tau, t0, nsteps, every, k0, n_total, ji, jf, g, fi, ff, cl, cf, lphi,
@@ -900,17 +909,107 @@ def _run_entry(q, v, tau, t0, nsteps, every, k0, n_total, ji, jf, g, fi, ff, cl,
                 out_v, out_e, out_lam, out_res, out_vres, out_k)
 
 
+def _step_entry(q, v, tau, t, h, ip, fp):  # pragma: no cover - numba
+    """One step of :func:`_run` (nothing recorded) in place on q and v, from the model packed
+    in one integer array ``ip`` and one float array ``fp`` (:class:`_Packed`): a call from
+    Python then checks 7 arguments instead of 30.
+    Returns ``(status, Newton iterations, residual after the projection)``; status
+    :data:`BAD_INPUT` (nothing done) when tau holds NaN or inf."""
+    n = q.shape[0]
+    for i in range(n):
+        if not np.isfinite(tau[i]):
+            return BAD_INPUT, 0, 0.0
+    # views by _cut and _carray (no reference counts, no reshape calls: _make_views)
+    q, v, tau = _carray(q), _carray(v), _carray(tau)
+    nf, ncl, nlp, m, closed, npar = ip[0], ip[1], ip[2], ip[3], ip[4] != 0, ip[5]
+    ncf, nbuf = ip[6], ip[7]
+    o = 8
+    ji = _cut(ip, o, (n, 2))
+    o += 2 * n
+    fi = _cut(ip, o, nf)
+    o += nf
+    cl = _cut(ip, o, (ncl, 6))
+    o += 6 * ncl
+    ibuf = _cut(ip, o, 2 * m)
+    o = 0
+    jf = _cut(fp, o, (n, 28))
+    o += 28 * n
+    g = _cut(fp, o, 3)
+    o += 3
+    ff = _cut(fp, o, (nf, 12))
+    o += 12 * nf
+    cf = _cut(fp, o, (ncl, ncf))
+    o += ncl * ncf
+    lphi = _cut(fp, o, (nlp, 27))
+    o += 27 * nlp
+    spring = _cut(fp, o, (3, n))
+    o += 3 * n
+    par = _cut(fp, o, npar)
+    o += npar
+    sp = _cut(fp, o, 7)
+    o += 7
+    buf = _cut(fp, o, nbuf)
+    sp[0] = h
+    wk = _workspace(buf, ibuf, n, m, nf)
+    zero = nf - nf  # int64 counts, not literals: the signature of _run_entry's call (one
+    one = zero + 1  # compiled _run for both entries)
+    none1 = _cut(fp, zero, zero)
+    none2 = _cut(fp, 0, (zero, n))
+    nonelam = _cut(fp, 0, (zero, m))
+    out = _run(q, v, tau, t, one, zero, zero, one, (ji, jf, g, fi, ff, cl, cf, lphi, spring),
+               wk, par, sp, closed, none1, none2, none2, none1, nonelam, none1, none1, zero)
+    return out[1], out[4], out[5]
+
+
+def _carray(a):  # pragma: no cover - replaced by the compiled version in _compiled()
+    """The same 1-D C-contiguous array without its reference count (numba only)."""
+    return a
+
+
+def _cut(buf, o, shape):  # pragma: no cover - replaced by the compiled version in _compiled()
+    """The C-contiguous view of ``shape`` at offset ``o`` of the 1-D array ``buf``."""
+    return buf[o:o + int(np.prod(shape))].reshape(shape)
+
+
+def _make_views():
+    """The compiled :func:`_carray` and :func:`_cut`: ``numba.carray`` over the data pointer
+    (no reference count, no reshape call: a view costs a few instructions; the 60 views of a
+    call cost about 1 us as slices and reshapes, measured on four_bar).  Safe where the caller
+    holds the arrays for the call and no view leaves it (the kernels return numbers)."""
+    import numba
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def data_at(typingctx, arr, off):
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            return builder.gep(data, [args[1]])
+
+        return types.CPointer(arr.dtype)(arr, off), codegen
+
+    def carray(a):  # pragma: no cover - numba
+        return numba.carray(data_at(a, 0), a.shape[0])
+
+    def cut(buf, o, shape):  # pragma: no cover - numba
+        return numba.carray(data_at(buf, o), shape)
+
+    inline = numba.njit(cache=True, nogil=True, inline="always")
+    return inline(carray), inline(cut)
+
+
 _COMPILED = []  # [run] once compiled; [None] without numba
 _COMPILED_FD = []  # [_tree_fd] once jitted; [None] without numba
 
 
 def _compiled():
     """The compiled kernel (:func:`_run_entry`), or None when numba is not installed (one
-    entry for runs, single steps and samples: each entry compiles the inlined step again)."""
+    entry for runs and samples: each entry compiles the inlined step again; single steps
+    call the same compiled :func:`_run` through the thin :func:`_step_entry`)."""
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
     global _jacobi_nonzero_rows
-    global _workspace, _run_entry
+    global _workspace, _run_entry, _step_entry, _carray, _cut
     if not _COMPILED:
         jit = _proj._numba_jit()
         if jit is None:
@@ -929,6 +1028,7 @@ def _compiled():
         import numba
 
         inline = numba.njit(cache=True, nogil=True, inline="always")
+        _carray, _cut = _make_views()
         _applied = jit(_applied)
         _svd = inline(_svd)
         _fd_closed = inline(_fd_closed)
@@ -938,6 +1038,7 @@ def _compiled():
         _run = jit(_run)
         _workspace = jit(_workspace)
         _run_entry = jit(_run_entry)
+        _step_entry = jit(_step_entry)
         _COMPILED.append(_run_entry)
     return _COMPILED[0]
 
@@ -1068,8 +1169,24 @@ class _Packed:
         buf = np.zeros(_buffer_size(self.nv, self.m, len(fi)))
         o = self.nv * self.nv + 13 * self.nv  # M, nle, J, dJ precede H in the buffer
         buf[o:o + H0.size] = H0.ravel()
-        self.mdl = (ji, jf, g, fi, ff, cl, cf, lphi, spring, buf,
-                    np.zeros(2 * self.m, np.int64))
+        ibuf = np.zeros(2 * self.m, np.int64)
+        # everything in one integer and one float array (the layout _step_entry cuts them in);
+        # the arrays of the kernels' tuple ``mdl`` are views of them, so both entries share
+        # the work buffers
+        head = [len(fi), len(cl), len(lphi), self.m, int(self.closed), len(self.par),
+                cf.shape[1], len(buf)]
+        ints = [np.array(head, np.int64), ji, fi, cl, ibuf]
+        floats = [jf, g, ff, cf, lphi, spring, self.par, np.zeros(7), buf]
+        self.ip = np.concatenate([a.ravel() for a in ints]).astype(np.int64)
+        self.fp = np.concatenate([a.ravel() for a in floats]).astype(float)
+        views = []
+        for src, arrs in ((self.ip, ints[1:]), (self.fp, floats)):
+            o = 8 if src is self.ip else 0
+            for a in arrs:
+                views.append(src[o:o + a.size].reshape(a.shape))
+                o += a.size
+        ji, fi, cl, ibuf, jf, g, ff, cf, lphi, spring, self.par, self.sp_step, buf = views
+        self.mdl = (ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, ibuf)
 
 
 class FastStepper:
@@ -1090,6 +1207,15 @@ class FastStepper:
                             0.0 if config.method == "rk4" else 1.0])
         self._none1, self._none2 = np.zeros(0), np.zeros((0, self.nv))
         self._nonelam = np.zeros((0, self.m))
+        self.ip, self.fp = packed.ip, packed.fp  # the model of _step_entry (sp at sp_step)
+        packed.sp_step[:] = self.sp
+        self.dt = config.dt
+        self.shape = (self.nv,)  # of tau
+        self.nfev_step = 4 if config.method == "rk4" else 1  # dynamics evaluations a step
+        #: :func:`_step_entry` (compiled by :meth:`build`): ``step_kernel(q, v, tau, t, h, ip,
+        #: fp)`` advances (q, v) in place, returns ``(status, newton_iterations, residual)``;
+        #: q, v, tau C-contiguous float64 arrays (nv,) (read through their data pointers)
+        self.step_kernel = _step_entry
 
     @classmethod
     def build(cls, sim) -> FastStepper | None:
@@ -1111,16 +1237,16 @@ class FastStepper:
         return cls(sim.model, proj, sim.config, tree, kernels)
 
     def step(self, q, v, tau, t, h):
-        """One step from (q, v) (copied); returns ``(ok, q, v, newton_iterations, residual)``."""
-        sp = self.sp
-        if h != sp[0]:
-            sp = sp.copy()
-            sp[0] = h
+        """One step from (q, v) (copied); returns ``(ok, q, v, newton_iterations, residual)``.
+
+        ``tau`` a float64 array (nv,) (checked by the caller); the kernel reads it as
+        C-contiguous (:func:`_make_views`), so another layout is copied first."""
         q, v = q.copy(), v.copy()
-        out = self._run(q, v, tau, t, 1, 0, 0, 1, *self.mdl, self.par, sp, self.closed,
-                        self._none1, self._none2, self._none2, self._none1, self._nonelam,
-                        self._none1, self._none1, 0)
-        return out[1] == OK, q, v, out[4], out[5]
+        status, its, err = self.step_kernel(q, v, np.ascontiguousarray(tau), t, h, self.ip,
+                                            self.fp)
+        if status == BAD_INPUT:
+            require_finite(tau, "tau")  # raises InputError naming tau
+        return status == OK, q, v, its, err
 
     def run(self, q, v, tau, t, nsteps, every, k0, n_total, rec):
         """``nsteps`` steps recorded into ``rec`` (the simulate Recorder) at its index; returns

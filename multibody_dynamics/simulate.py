@@ -102,6 +102,8 @@ from .projection import VELOCITY_METRICS, ProjectedDynamics, ProjectionSettings
 from .rigid import RigidDynamics
 from .validation import as_vector, require_finite
 
+_F8 = np.dtype(float)
+
 METHODS = ("rk4", "semi_implicit_euler")
 IVP_METHODS = ("DOP853", "RK45", "RK23")
 SINGULAR_BRANCHES = ("continue", "free")
@@ -594,20 +596,35 @@ class Simulator:
         left unchanged).  The compiled step is used where it applies (``config.compiled``); a
         step it cannot complete is repeated by the reference path, which reports the failure.
         """
-        h = self.config.dt if dt is None else dt
-        tau = as_vector(tau, self.model.nv, "tau")
-        fast = self.fast_stepper()
+        # the repeated path (1 kHz loops): the compiled step with its 7 arguments, tau checked
+        # by three attribute comparisons here (shape, dtype, layout) and for NaN/inf in the
+        # kernel; anything else goes through as_vector first
+        fast = self._fast if self._fast_config is self.config else self.fast_stepper()
         if fast is not None:
-            ok, q, v, its, err = fast.step(self.q, self.v, tau, self.t, h)
-            if ok:
-                self.nfev += 4 if self.config.method == "rk4" else 1
-                if self.projected is not None:
+            if tau.__class__ is not np.ndarray or tau.dtype is not _F8 or \
+                    tau.shape != fast.shape or not tau.flags.c_contiguous:
+                tau = np.ascontiguousarray(as_vector(tau, self.model.nv, "tau"))
+            h = fast.dt if dt is None else dt
+            q, v = self.q.copy(), self.v.copy()
+            status, its, err = fast.step_kernel(q, v, tau, self.t, h, fast.ip, fast.fp)
+            if status == 0:
+                self.nfev += fast.nfev_step
+                if fast.closed:
                     self.nprojections += 1
                     self.newton_iterations += its
                     self.residual = err
-                self.q, self.v, self.t = q, v, self.t + h
+                self.q, self.v = q, v
+                self.t += h
                 self.nsteps += 1
-                return self.q, self.v
+                return q, v
+            # BAD_INPUT raises here; a step the kernel stopped is repeated by the reference path
+            # to report the failure with its usual message
+        h = self.config.dt if dt is None else dt
+        tau = as_vector(tau, self.model.nv, "tau")
+        if not np.all(np.isfinite(tau)):
+            raise InputError(f"tau: NaN/inf input at t = {self.t:.6g} s (indices "
+                             f"{np.flatnonzero(~np.isfinite(tau))[:5].tolist()}); the state "
+                             "is left unchanged")
         if self.wrenches:
             self._tau_ext = [w.value(self.t) for w in self.wrenches]
         q, v = self.q, self.v
