@@ -316,6 +316,7 @@ def _simulation_start(model, args):
         if args.given or args.branch:
             raise MultibodyError("--q0 and --given/--branch: give the full start or the known "
                                  "coordinates, not both")
+        args.q0_asked = q0  # compared with the start the closures admitted
     elif model.closures:
         q0 = _assemble(model, args, quiet=args.quiet).q
     elif args.given or args.branch:
@@ -426,6 +427,21 @@ def _flexible_output_dt(model) -> tuple[float, str]:
     return float(step), f"10 or more per period of the stiffest mode, {f_max:.4g} Hz"
 
 
+def _note_projected_start(args, robot, result) -> None:
+    """Say so when a closed loop's --q0 was moved onto its closures (the start used, per
+    coordinate in rad | m, beside the one asked for)."""
+    q0 = getattr(args, "q0_asked", None)
+    if q0 is None or not result.q.shape[0] or not getattr(robot, "closures", None):
+        return
+    used, asked = _joint_values(robot, result.q[0]), _joint_values(robot, q0)
+    if np.allclose(used, asked, rtol=0, atol=1e-9):
+        return
+    print(f"note: --q0 was assembled onto the closures (phi(q) = 0): used "
+          f"{np.array2string(used, precision=6)} instead of "
+          f"{np.array2string(asked, precision=6)} ({', '.join(robot.coordinate_names)}; "
+          "--q0 with the actuated joints alone or --given keeps those)")
+
+
 def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
     """Summary, CSV with its sidecar, plot of any plant's SimulationResult; exit status.
     ``v0``: the start velocity asked for, compared with the one the closures admitted."""
@@ -438,6 +454,7 @@ def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
         print(f"note: --v0 was projected onto the closures (A v = 0): used "
               f"{np.array2string(result.v[0], precision=6)} instead of "
               f"{np.array2string(v0, precision=6)}")
+    _note_projected_start(args, robot, result)
     if args.out and result.t.size:
         print(f"wrote {result.to_csv(args.out)}")
         if has_elastic_coordinates(robot):

@@ -1,6 +1,6 @@
 """What a new user meets first, kept right: an inversion sample interval longer than the
 motion is refused (it used to return four samples and an end-effector error of metres, exit
-0), ..."""
+0); a closed loop's --q0 moved onto its closures is reported with the start used."""
 
 import pytest
 
@@ -40,3 +40,21 @@ def test_flexible_inversion_dt_longer_than_the_motion_is_refused(tmp_path):
     path = _edited(tmp_path, "invert_flexible_manipulator.yaml", "dt: 0.001", "dt: 1.0")
     with pytest.raises(InputError, match=r"sample interval 1 s is not shorter than the motion"):
         load_flexible_scenario(path)
+
+
+def test_closed_loop_q0_moved_by_the_assembly_is_reported(capsys):
+    """slider_crank (equal crank and rod, Aghili (2005) Sect. 8: closed when rod = -2 crank):
+    --q0 0.5 0.3 is not assembled and the run starts elsewhere; stdout says so with the start
+    used (it moved silently), and an assembled --q0 0.5 -1.0 prints no note."""
+    import numpy as np
+
+    assert main(["simulate", "slider_crank", "--duration", "0.01", "--q0", "0.5", "0.3",
+                 "--quiet"]) == 0
+    (note,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note: --q0")]
+    used = np.array(note.split("used [")[1].split("]")[0].split(), float)
+    # the start used is assembled (rod = -2 crank) to the 6 decimals printed
+    assert abs(used[1] + 2 * used[0]) < 3e-6
+    assert "instead of [0.5 0.3] (crank, rod;" in note
+    assert main(["simulate", "slider_crank", "--duration", "0.01", "--q0", "0.5", "-1.0",
+                 "--quiet"]) == 0
+    assert "note: --q0" not in capsys.readouterr().out
