@@ -1,6 +1,7 @@
 """What a new user meets first, kept right: an inversion sample interval longer than the
 motion is refused (it used to return four samples and an end-effector error of metres, exit
-0); a closed loop's --q0 moved onto its closures is reported with the start used."""
+0); a closed loop's --q0 moved onto its closures is reported with the start used; a run
+scenario's gains are checked against the law when the file is read."""
 
 import pytest
 
@@ -58,3 +59,20 @@ def test_closed_loop_q0_moved_by_the_assembly_is_reported(capsys):
     assert main(["simulate", "slider_crank", "--duration", "0.01", "--q0", "0.5", "-1.0",
                  "--quiet"]) == 0
     assert "note: --q0" not in capsys.readouterr().out
+
+
+def test_run_gain_count_is_refused_before_the_reference(tmp_path, capsys, monkeypatch):
+    """tv_lqr weights one per coordinate (passive_arm: x, alpha1, alpha2, beta): three values
+    are refused when the scenario is read, before the stable inversion of the reference (it
+    ran first, then said "one per input", of which passive_arm has 3)."""
+    import multibody_control.scenarios.run as run_module
+
+    def no_reference(*args, **kwargs):
+        raise AssertionError("the reference was computed before the gains were checked")
+
+    monkeypatch.setattr(run_module, "sample_reference", no_reference)
+    path = _edited(tmp_path, "run_passive_arm_lqr.yaml",
+                   "kp: [10000.0, 10000.0, 10000.0, 10000.0]", "kp: [1.0e4, 1.0e4, 1.0e4]")
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "controller: kp: expected a scalar or 4 values (one per coordinate)" in line
