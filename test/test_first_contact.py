@@ -76,3 +76,48 @@ def test_run_gain_count_is_refused_before_the_reference(tmp_path, capsys, monkey
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "controller: kp: expected a scalar or 4 values (one per coordinate)" in line
+
+
+def test_a_long_numba_compile_is_announced_on_a_terminal(monkeypatch):
+    """The first run after an install compiles the kernels (48 s measured for a 1 s
+    slider_crank simulate, its bar standing at 0 %): a compilation lasting longer than DELAY
+    prints one line on a terminal's stderr (here DELAY 0 and real numba compilations held
+    0.3 s by a second listener), nothing on captured output, and nothing twice."""
+    import io
+    import sys
+    import time
+
+    numba = pytest.importorskip("numba")
+    from numba.core import event
+
+    from multibody_dynamics import compile_notice
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    class Hold(event.Listener):  # runs after the notice's listener: the compile lasts 0.3 s
+        def on_start(self, ev):
+            time.sleep(0.3)
+
+        def on_end(self, ev):
+            pass
+
+    def compile_one(value):  # a fresh function: compiled now (no cache)
+        return numba.njit(cache=False)(lambda x: x + value)(1.0)
+
+    compile_notice.install()
+    monkeypatch.setattr(compile_notice, "DELAY", 0.0)
+    with event.install_listener("numba:compile", Hold()):
+        monkeypatch.setitem(compile_notice._state, "said", False)
+        captured = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", captured)
+        compile_one(1.0)
+        assert captured.getvalue() == ""  # not a terminal: nothing
+
+        monkeypatch.setitem(compile_notice._state, "said", False)
+        terminal = Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        compile_one(2.0)
+        compile_one(3.0)
+    assert terminal.getvalue() == compile_notice.MESSAGE + "\n"
