@@ -161,6 +161,8 @@ def _constant_input(model, values):
     if values is None:
         return np.zeros(model.nv)
     u = np.asarray(values, float)
+    if not np.all(np.isfinite(u)):
+        raise MultibodyError(f"--tau: values must be finite, got {u.tolist()}")
     if u.size == model.nu and getattr(model, "actuator_limits", None) is not None:
         from multibody_dynamics.model.actuator_limits import actuation_force
 
@@ -844,7 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.csv", help="write the samples as CSV")
     p.add_argument("--plot", metavar="FILE.png", help="write positions, residual, energy drift")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_simulate, outputs={"out": "file", "plot": "file"})
+    p.set_defaults(func=cmd_simulate, outputs={"out": "file", "plot": "image"})
 
     p = sub.add_parser(
         "analyze",
@@ -932,10 +934,19 @@ def _check_outputs(args) -> None:
 
 
 def _check_output(flag: str, value, kind: str) -> None:
-    """One output path: ``kind`` "file" (its folder must exist) or "dir" (made later by the
-    command: its nearest existing ancestor must be a folder). A probe file is created and
-    removed there, which catches read-only and special places such as /proc."""
+    """One output path: ``kind`` "file" (its folder must exist), "image" (a file whose
+    suffix is a format matplotlib writes) or "dir" (made later by the command: its nearest
+    existing ancestor must be a folder). A probe file is created and removed there, which
+    catches read-only and special places such as /proc."""
     path = Path(value)
+    if kind == "image":
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = sorted(FigureCanvasBase.get_supported_filetypes())
+        if path.suffix[1:].lower() not in formats:
+            raise MultibodyError(f"{flag}: {value!r}: expected a file name ending in "
+                                 f"{', '.join('.' + f for f in formats)}")
+        kind = "file"
     if kind == "dir":
         if path.exists() and not path.is_dir():
             raise MultibodyError(f"{flag}: {value} exists and is not a directory")

@@ -757,8 +757,8 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
         raise InputError(f"duration: expected a positive time in s, got {duration}")
     if output_dt is not None and not (np.isfinite(output_dt) and output_dt > 0):
         raise InputError(f"output_dt: expected a positive interval in s, got {output_dt}")
-    const = np.zeros(model.nv) if tau is None else (None if callable(tau) else
-                                                   as_vector(tau, model.nv, "tau"))
+    const = np.zeros(model.nv) if tau is None else (None if callable(tau) else require_finite(
+        as_vector(tau, model.nv, "tau"), "tau"))
     q_init = None if q0 is None else require_finite(as_vector(q0, model.nq, "q0"), "q0")
     v_init = None if v0 is None else require_finite(as_vector(v0, model.nv, "v0"), "v0")
     start = time.perf_counter()

@@ -121,3 +121,30 @@ def test_a_long_numba_compile_is_announced_on_a_terminal(monkeypatch):
         compile_one(2.0)
         compile_one(3.0)
     assert terminal.getvalue() == compile_notice.MESSAGE + "\n"
+
+
+@pytest.mark.parametrize("extra, words", [
+    # the simulation ran, then matplotlib refused the suffix: the samples were lost
+    (["--plot", "{tmp}/p.txt"], ["--plot", "p.txt'", "expected a file name ending in", ".png"]),
+    # the simulation ran and failed at the first step with "state became NaN/inf"
+    (["--tau", "nan", "0"], ["--tau", "values must be finite", "nan"]),
+])
+def test_simulate_refuses_before_the_work(tmp_path, capsys, extra, words):
+    out = tmp_path / "s.csv"
+    argv = ["simulate", "slider_crank", "--duration", "0.1", "--quiet", "--out", str(out)]
+    assert main(argv + [x.replace("{tmp}", str(tmp_path)) for x in extra]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert all(w in line for w in words), line
+    assert captured.out == "" and not out.exists()
+
+
+def test_library_simulate_refuses_a_non_finite_constant_input():
+    """simulate(model, T, tau=[nan, ...]) raised nothing and integrated NaN."""
+    import numpy as np
+
+    from multibody_dynamics import load_model
+    from multibody_dynamics.simulate import simulate
+
+    with pytest.raises(InputError, match="tau: non-finite"):
+        simulate(load_model("passive_arm"), 0.01, tau=np.array([np.nan, 0.0, 0.0, 0.0]))
