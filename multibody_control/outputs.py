@@ -88,6 +88,10 @@ class Output:
                              f"got {gamma!r}") from None
         if not np.all(np.isfinite(gamma)):
             raise InputError(f"gamma: expected finite numbers, got {gamma.tolist()}")
+        if not pas and gamma.size:
+            raise InputError(f"gamma: {model.name} has no passive joints, so the output is the "
+                             f"actuated joints ({', '.join(act)}) and takes no gamma; got "
+                             f"{gamma.tolist()}")
         if gamma.ndim == 1 and gamma.size == len(act) * len(pas):
             gamma = gamma.reshape(len(act), len(pas))
         if gamma.shape != (len(act), len(pas)):

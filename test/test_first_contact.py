@@ -148,3 +148,11 @@ def test_library_simulate_refuses_a_non_finite_constant_input():
 
     with pytest.raises(InputError, match="tau: non-finite"):
         simulate(load_model("passive_arm"), 0.01, tau=np.array([np.nan, 0.0, 0.0, 0.0]))
+
+
+def test_gamma_on_a_model_without_passive_joints_says_why(capsys):
+    """arm7 is fully actuated: --gamma 1 said "expected shape (7, 0) = (actuated ...) x
+    (passive ), got (1,)"; now it says there are no passive joints to combine."""
+    assert main(["analyze", "arm7", "--gamma", "1"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "arm7 has no passive joints" in line and "takes no gamma" in line
