@@ -156,3 +156,14 @@ def test_gamma_on_a_model_without_passive_joints_says_why(capsys):
     assert main(["analyze", "arm7", "--gamma", "1"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "arm7 has no passive joints" in line and "takes no gamma" in line
+
+
+def test_a_short_motion_file_is_named_in_the_error(tmp_path, capsys):
+    """A 2-sample motion.csv without velocities: the error said "trajectory: need at least 6
+    samples" without naming the file or the columns that avoid the differentiation."""
+    path = tmp_path / "short.csv"
+    path.write_text("t,q.x,q.alpha1,q.alpha2,q.beta\n0,0,0,0,0\n0.1,0.1,0,0,0\n")
+    assert main(["requirements", "passive_arm", str(path), "--out", str(tmp_path / "r")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "short.csv: trajectory: need at least 6 samples" in line
+    assert "v.<joint> and a.<joint> columns" in line
