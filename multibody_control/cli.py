@@ -973,9 +973,12 @@ def _check_output(flag: str, value, kind: str) -> None:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .pipe_safe import pipe_safe_stdout
+
     try:
         _check_outputs(args)
-        return args.func(args)
+        with pipe_safe_stdout():  # `multibody ... | head`: the reader's exit stops no work
+            return args.func(args)
     except (MultibodyError, OSError, ValueError) as exc:  # OSError: e.g. a full disk
         if args.debug:
             raise

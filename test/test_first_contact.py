@@ -167,3 +167,23 @@ def test_a_short_motion_file_is_named_in_the_error(tmp_path, capsys):
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "short.csv: trajectory: need at least 6 samples" in line
     assert "v.<joint> and a.<joint> columns" in line
+
+
+def test_a_closed_stdout_pipe_loses_no_result(tmp_path):
+    """`multibody simulate ... --out r.csv | head -1`: head's exit closed the pipe, the next
+    print raised BrokenPipeError and the command ended "error: [Errno 32] Broken pipe" before
+    writing r.csv.  Here the reader closes the pipe before the command prints anything."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.csv"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "multibody_control.cli", "simulate",
+                             "slider_crank", "--duration", "0.05", "--quiet", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # the reader has gone
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Broken pipe" not in err and "Traceback" not in err, err
+    assert out.exists() and len(out.read_text().splitlines()) == 52  # header, 0 .. 0.05 s by 1 ms
