@@ -187,3 +187,23 @@ def test_a_closed_stdout_pipe_loses_no_result(tmp_path):
     assert proc.wait(timeout=120) == 0, err
     assert "Broken pipe" not in err and "Traceback" not in err, err
     assert out.exists() and len(out.read_text().splitlines()) == 52  # header, 0 .. 0.05 s by 1 ms
+
+
+@pytest.mark.parametrize("command, path, words", [
+    # these failed on their first key: "dt: unknown key; expected one of controller, ..."
+    ("run", "config/scenarios/invert_passive_arm.yaml",
+     ["an inversion scenario (keys method, output, task), not a run scenario",
+      "use `multibody invert"]),
+    ("invert", "config/scenarios/run_slider_crank.yaml",
+     ["a run scenario (keys controller, duration, plant, reference)", "use `multibody run"]),
+    # "closures: unknown key; expected one of controller, ..."
+    ("run", "config/robots/four_bar.yaml", ["a model file, not a run scenario",
+                                            "robot: four_bar.yaml"]),
+    # "file: expected a mapping, got str"
+    ("invert", "urdf/five_bar.urdf", ["a robot description, not an inversion scenario",
+                                      "multibody check"]),
+])
+def test_a_file_of_another_kind_is_named(tmp_path, capsys, command, path, words):
+    assert main([command, str(share_dir() / path), "--out", str(tmp_path / "o")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert all(w in line for w in words), line

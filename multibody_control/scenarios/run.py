@@ -99,7 +99,7 @@ from .schema import integer as _integer
 from .schema import mapping as _mapping
 from .schema import merge as _merge
 from .schema import number as _number
-from .schema import read_scenario_file, robot_path, time_law
+from .schema import read_scenario_of_kind, robot_path, time_law
 
 _TOP = {"description", "robot", "duration", "task_frame", "reference", "controller", "plant",
         "initial_error"}
@@ -232,7 +232,7 @@ def load_run_scenario(path: str | Path, overrides: dict | None = None) -> RunSce
     shorter test versions, parameter studies.
     """
     path = Path(path)
-    raw = _mapping(path, "", read_scenario_file(path), _TOP)
+    raw = _mapping(path, "", read_scenario_of_kind(path, "run"), _TOP)
     if overrides:
         raw = _mapping(path, "", _merge(raw, overrides), _TOP)
     return scenario_from_mapping(raw, path)
