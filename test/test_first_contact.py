@@ -207,3 +207,13 @@ def test_a_file_of_another_kind_is_named(tmp_path, capsys, command, path, words)
     assert main([command, str(share_dir() / path), "--out", str(tmp_path / "o")]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert all(w in line for w in words), line
+
+
+def test_a_scenario_given_as_a_model_is_named(capsys):
+    """`multibody simulate run_slider_crank.yaml` said "controller: unknown key; expected one
+    of actuation, closures, ..." (the model schema's complaint)."""
+    path = share_dir() / "config" / "scenarios" / "run_slider_crank.yaml"
+    assert main(["simulate", str(path), "--duration", "0.1"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "a run scenario (it names robot: slider_crank), not a model file" in line
+    assert "multibody run" in line
