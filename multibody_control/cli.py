@@ -458,7 +458,9 @@ def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
               f"{np.array2string(v0, precision=6)}")
     _note_projected_start(args, robot, result)
     if args.out and result.t.size:
-        print(f"wrote {result.to_csv(args.out)}")
+        written = result.to_csv(args.out)
+        if not getattr(args, "csv_intermediate", False):  # --out X.npz: only X.npz is kept
+            print(f"wrote {written}")
         if has_elastic_coordinates(robot):
             from multibody_dynamics.flexible.loader import resolve_flexible_path
             from multibody_dynamics.result_meta import write_result_meta

@@ -217,3 +217,12 @@ def test_a_scenario_given_as_a_model_is_named(capsys):
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "a run scenario (it names robot: slider_crank), not a model file" in line
     assert "multibody run" in line
+
+
+def test_simulate_out_npz_names_only_the_archive(tmp_path, capsys):
+    """--out b.npz printed "wrote .b.tmp.csv" and "wrote b.npz (the samples of .b.tmp.csv,
+    removed)": a hidden intermediate file the user never asked for."""
+    assert main(["simulate", "slider_crank", "--duration", "0.05", "--quiet", "--out",
+                 str(tmp_path / "b.npz")]) == 0
+    wrote = [x for x in capsys.readouterr().out.splitlines() if x.startswith("wrote")]
+    assert wrote == [f"wrote {tmp_path / 'b.npz'}"]
