@@ -66,6 +66,10 @@ class Output:
             raise InputError(f"output: expected a list of row expressions, got {rows!r}")
         self.rows = tuple(self._parse(r) for r in rows)
         if not self.rows:
+            if not model.nu:  # the default output (the actuated joints) is empty
+                raise InputError(f"output: {model.name} has no inputs (every joint passive), "
+                                 "so there is no output to analyse or invert; expected a model "
+                                 "with at least one actuated joint")
             raise InputError("output: expected at least one row")
         self.m = len(self.rows)
         self.names = tuple(r.label for r in self.rows)

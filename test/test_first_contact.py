@@ -226,3 +226,18 @@ def test_simulate_out_npz_names_only_the_archive(tmp_path, capsys):
                  str(tmp_path / "b.npz")]) == 0
     wrote = [x for x in capsys.readouterr().out.splitlines() if x.startswith("wrote")]
     assert wrote == [f"wrote {tmp_path / 'b.npz'}"]
+
+
+def test_analyze_a_model_without_inputs_says_so(tmp_path, capsys):
+    """Every joint passive (a free double pendulum): analyze said "output: expected at least
+    one row", naming neither the model nor why."""
+    urdf = share_dir() / "urdf" / "cart_double_pendulum.urdf"
+    from multibody_dynamics import load_model
+
+    joints = load_model("cart_double_pendulum").coordinate_names
+    path = tmp_path / "free.yaml"
+    path.write_text(f"name: free\nurdf: {urdf}\npassive_joints:\n"
+                    + "".join(f"  {j}: {{}}\n" for j in joints))
+    assert main(["analyze", str(path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "free has no inputs (every joint passive)" in line
