@@ -241,3 +241,12 @@ def test_analyze_a_model_without_inputs_says_so(tmp_path, capsys):
     assert main(["analyze", str(path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "free has no inputs (every joint passive)" in line
+
+
+def test_a_misspelt_robot_name_gets_a_suggestion(capsys):
+    """'five-bar' (a hyphen) listed the 18 shipped names and said "not a path to a model YAML
+    file" although URDF, MJCF and SDF files load too."""
+    assert main(["check", "five-bar"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "unknown robot 'five-bar': did you mean five_bar?" in line
+    assert "model file (YAML, URDF, MJCF or SDF)" in line
