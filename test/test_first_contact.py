@@ -1,7 +1,9 @@
-"""What a new user meets first, kept right: an inversion sample interval longer than the
-motion is refused (it used to return four samples and an end-effector error of metres, exit
-0); a closed loop's --q0 moved onto its closures is reported with the start used; a run
-scenario's gains are checked against the law when the file is read."""
+"""What a new user meets first (a pass over the README, the docs and the CLI with robots of
+their own and plausible mistakes), kept right: a sample interval longer than the inversion's
+motion, a --plot name that is no image, a NaN --tau, a run's wrong gain count (before the
+reference inversion), a file of the wrong kind (scenario, model, URDF) and a misspelt robot
+are refused in one line before any work; a closed loop's --q0 moved by the assembly is
+reported; a long numba compilation is announced; a closed stdout pipe loses no result."""
 
 import pytest
 
