@@ -767,12 +767,26 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
                    on_sample)
 
 
+def _check_output_multiple(output_dt: float, dt: float) -> None:
+    """The fixed-step samples fall on the steps: ``output_dt`` [s] must be a whole number of
+    steps ``dt`` [s] (it was rounded silently: 0.1 ms asked with 1 ms steps recorded every
+    1 ms, 2.5 ms every 2 ms)."""
+    ratio = output_dt / dt
+    if ratio < 1.0 - 1e-9 or abs(ratio - round(ratio)) > 1e-9 * ratio:
+        near = sorted({max(1, int(np.floor(ratio))) * dt, max(1, int(np.ceil(ratio))) * dt})
+        raise InputError(f"output_dt: {output_dt:g} s is not a whole number of steps of "
+                         f"{dt:g} s (the fixed-step samples fall on steps); expected e.g. "
+                         f"{' or '.join(f'{x:g}' for x in near)} s, or a smaller step")
+
+
 def _run_on(sim: Simulator, duration: float, q_init, v_init, tau, const, output_dt, progress,
             start: float, on_sample=None) -> SimulationResult:
     """The run of :func:`simulate` on ``sim`` (arguments checked by the caller): reset to
     ``(q_init, v_init)`` (None: the model's default), integrate, record.  Shared with
     :func:`multibody_dynamics.batch.simulate_batch`, which reuses one simulator."""
     model, cfg = sim.model, sim.config
+    if output_dt is not None and not cfg.adaptive:
+        _check_output_multiple(output_dt, cfg.dt)
     initial_error = None
     try:
         sim.reset(q_init, v_init)

@@ -252,3 +252,14 @@ def test_a_misspelt_robot_name_gets_a_suggestion(capsys):
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "unknown robot 'five-bar': did you mean five_bar?" in line
     assert "model file (YAML, URDF, MJCF or SDF)" in line
+
+
+@pytest.mark.parametrize("output_dt, near", [("0.0001", "0.001 s"),
+                                             ("0.0025", "0.002 or 0.003 s")])
+def test_fixed_step_output_interval_must_be_whole_steps(capsys, output_dt, near):
+    """--output-dt 0.0001 with 1 ms steps recorded every 1 ms, 0.0025 every 2 ms, silently."""
+    assert main(["simulate", "arm7", "--duration", "0.01", "--output-dt", output_dt]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert f"output_dt: {output_dt} s is not a whole number of steps of 0.001 s" in line
+    assert f"expected e.g. {near}" in line and captured.out == ""
