@@ -363,10 +363,33 @@ def _rigid_run(args, model):
     else:
         config = SimulatorConfig(dt=args.dt, method=args.method, position_tol=args.position_tol,
                                  singular_branch=args.singular_branch)
+    _note_stiff_springs(model, q0, config)
     return (lambda: simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
                              constraints=model_constraints(model), output_dt=args.output_dt,
                              on_sample=getattr(args, "on_sample", None)),  # simulate --view
             v0)
+
+
+def _note_stiff_springs(model, q0, config) -> None:
+    """A note before a fixed-step run whose step is too long for the stiffest joint spring
+    (:func:`~multibody_dynamics.simulate.stiffest_spring_omega`): fewer than about 6 steps
+    per period (omega dt > 1); above the method's stability bound
+    the run diverges (it ended "|v| > max_speed" with no word on why), below it RK4 damps the
+    mode away numerically (energy drifts)."""
+    from multibody_dynamics.simulate import STABLE_OMEGA_H, stiffest_spring_omega
+
+    if config.adaptive:
+        return
+    omega = stiffest_spring_omega(model, q0)
+    bound = STABLE_OMEGA_H.get(config.method, 2.0)
+    if omega * config.dt > 1.0:
+        what = ("diverges" if omega * config.dt > bound
+                else "damps it numerically (the energy is not kept)")
+        print(f"note: the stiffest joint spring ({omega / (2 * np.pi):.4g} Hz at the start) gets "
+              f"{2 * np.pi / (omega * config.dt):.2g} steps per period at --dt {config.dt:g} s: "
+              f"{config.method} {what} (stable below {bound / omega:.2g} s); pass a --dt well "
+              "below that (the summary's energy line shows what is kept), or --rtol 1e-8 "
+              "(adaptive)")
 
 
 def _flexible_run(args, model):

@@ -1156,3 +1156,25 @@ def _bridge(sim: Simulator, mon: _SingularMonitor, u, h_ref, t_out, k, euclidean
     if why is not None:
         return why
     return k, u_next
+
+
+# |omega h| bound of the fixed-step methods on an undamped oscillator: RK4's stability region
+# meets the imaginary axis at 2 sqrt(2); the semi-implicit (symplectic) Euler step is stable
+# for omega h < 2 (Hairer, Lubich & Wanner, Geometric Numerical Integration, Sect. I.5)
+STABLE_OMEGA_H = {"rk4": 2.0 * np.sqrt(2.0), "semi_implicit_euler": 2.0}
+
+
+def stiffest_spring_omega(model: MultibodyModel, q=None) -> float:
+    """Angular frequency [rad/s] of the stiffest mode of the joint springs at ``q`` (default:
+    the model's start), ``sqrt(max eig(M(q)^-1 K))`` with ``K = diag(stiffness)``, damping and
+    gravity left out; 0 without springs.  With loop closures it bounds the closed system's
+    stiffest mode from above (the constrained eigenproblem's eigenvalues interlace)."""
+    k = np.asarray(getattr(model, "stiffness", np.zeros(model.nv)), float)
+    if not np.any(k > 0):
+        return 0.0
+    q = model.q_initial if q is None else np.asarray(q, float)
+    from .rigid import RigidDynamics
+
+    M = RigidDynamics(model).mass_matrix(q)
+    lam = np.linalg.eigvals(np.linalg.solve(M, np.diag(k)))
+    return float(np.sqrt(max(0.0, float(np.max(lam.real)))))

@@ -263,3 +263,40 @@ def test_fixed_step_output_interval_must_be_whole_steps(capsys, output_dt, near)
     (line,) = captured.err.strip().splitlines()
     assert f"output_dt: {output_dt} s is not a whole number of steps of 0.001 s" in line
     assert f"expected e.g. {near}" in line and captured.out == ""
+
+
+def test_stiff_spring_note_and_its_frequency(tmp_path, capsys):
+    """A joint spring too stiff for the step diverged with "|v| > max_speed" and no word on
+    why; simulate now prints a note.  The frequency behind it, sqrt(max eig(M^-1 K)), is
+    checked against RK4 itself: RK4's stability bound on an undamped oscillator is
+    omega h = 2 sqrt(2) (Hairer, Lubich & Wanner, Sect. I.5), so a small oscillation about rest
+    (no gravity: the linearization is M^-1 K exactly) decays at 0.97 of that step and grows
+    at 1.03 of it (|R(i omega h)| = 0.8 and 1.2 per step there)."""
+    import numpy as np
+
+    from multibody_dynamics import load_model
+    from multibody_dynamics.simulate import SimulatorConfig, simulate, stiffest_spring_omega
+
+    joints = load_model("cart_double_pendulum").coordinate_names
+    path = tmp_path / "stiff.yaml"
+    path.write_text(f"name: stiff\nurdf: {share_dir() / 'urdf' / 'cart_double_pendulum.urdf'}\n"
+                    f"gravity: [0, 0, 0]\npassive_joints:\n  {joints[-1]}: "
+                    "{stiffness: 1.0e+4, damping: 0}\n")
+    model = load_model(path)
+    q0 = model.neutral()
+    q0[-1] = 1e-3
+    omega = stiffest_spring_omega(model, q0)
+    bound = 2 * np.sqrt(2) / omega
+    energy = {}
+    for factor in (0.97, 1.03):
+        res = simulate(model, 300 * factor * bound, q0=q0,
+                       config=SimulatorConfig(dt=factor * bound, method="rk4"))
+        energy[factor] = (res.success, res.energy[-1] / res.energy[0])
+    assert energy[0.97][0] and energy[0.97][1] < 1.0
+    assert not energy[1.03][0] or energy[1.03][1] > 1e3
+
+    assert main(["simulate", str(path), "--duration", "0.01", "--dt", str(1.2 * bound),
+                 "--q0", *[str(x) for x in q0], "--quiet"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert f"stiffest joint spring ({omega / (2 * np.pi):.4g} Hz at the start)" in out
+    assert "rk4 diverges" in out
