@@ -363,33 +363,13 @@ def _rigid_run(args, model):
     else:
         config = SimulatorConfig(dt=args.dt, method=args.method, position_tol=args.position_tol,
                                  singular_branch=args.singular_branch)
-    _note_stiff_springs(model, q0, config)
+    from .simulate_notes_cli import note_stiff_springs
+
+    note_stiff_springs(model, q0, config)
     return (lambda: simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
                              constraints=model_constraints(model), output_dt=args.output_dt,
                              on_sample=getattr(args, "on_sample", None)),  # simulate --view
             v0)
-
-
-def _note_stiff_springs(model, q0, config) -> None:
-    """A note before a fixed-step run whose step is too long for the stiffest joint spring
-    (:func:`~multibody_dynamics.simulate.stiffest_spring_omega`): fewer than about 6 steps
-    per period (omega dt > 1); above the method's stability bound
-    the run diverges (it ended "|v| > max_speed" with no word on why), below it RK4 damps the
-    mode away numerically (energy drifts)."""
-    from multibody_dynamics.simulate import STABLE_OMEGA_H, stiffest_spring_omega
-
-    if config.adaptive:
-        return
-    omega = stiffest_spring_omega(model, q0)
-    bound = STABLE_OMEGA_H.get(config.method, 2.0)
-    if omega * config.dt > 1.0:
-        what = ("diverges" if omega * config.dt > bound
-                else "damps it numerically (the energy is not kept)")
-        print(f"note: the stiffest joint spring ({omega / (2 * np.pi):.4g} Hz at the start) gets "
-              f"{2 * np.pi / (omega * config.dt):.2g} steps per period at --dt {config.dt:g} s: "
-              f"{config.method} {what} (stable below {bound / omega:.2g} s); pass a --dt well "
-              "below that (the summary's energy line shows what is kept), or --rtol 1e-8 "
-              "(adaptive)")
 
 
 def _flexible_run(args, model):
@@ -452,21 +432,6 @@ def _flexible_output_dt(model) -> tuple[float, str]:
     return float(step), f"10 or more per period of the stiffest mode, {f_max:.4g} Hz"
 
 
-def _note_projected_start(args, robot, result) -> None:
-    """Say so when a closed loop's --q0 was moved onto its closures (the start used, per
-    coordinate in rad | m, beside the one asked for)."""
-    q0 = getattr(args, "q0_asked", None)
-    if q0 is None or not result.q.shape[0] or not getattr(robot, "closures", None):
-        return
-    used, asked = _joint_values(robot, result.q[0]), _joint_values(robot, q0)
-    if np.allclose(used, asked, rtol=0, atol=1e-9):
-        return
-    print(f"note: --q0 was assembled onto the closures (phi(q) = 0): used "
-          f"{np.array2string(used, precision=6)} instead of "
-          f"{np.array2string(asked, precision=6)} ({', '.join(robot.coordinate_names)}; "
-          "--q0 with the actuated joints alone or --given keeps those)")
-
-
 def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
     """Summary, CSV with its sidecar, plot of any plant's SimulationResult; exit status.
     ``v0``: the start velocity asked for, compared with the one the closures admitted."""
@@ -479,7 +444,9 @@ def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
         print(f"note: --v0 was projected onto the closures (A v = 0): used "
               f"{np.array2string(result.v[0], precision=6)} instead of "
               f"{np.array2string(v0, precision=6)}")
-    _note_projected_start(args, robot, result)
+    from .simulate_notes_cli import note_projected_start
+
+    note_projected_start(args, robot, result)
     if args.out and result.t.size:
         written = result.to_csv(args.out)
         if not getattr(args, "csv_intermediate", False):  # --out X.npz: only X.npz is kept
