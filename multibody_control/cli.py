@@ -108,13 +108,23 @@ def _payload(args, model):
     given = any(x is not None for x in (args.payload_mass, args.payload_com, args.payload_force,
                                         args.payload_torque))
     if not given:
+        if args.payload_frame is not None:
+            raise MultibodyError("--payload-frame: has no effect without --payload-mass, "
+                                 "--payload-force or --payload-torque")
         return None
     if args.payload_com is not None and not args.payload_mass and args.payload_force is None:
         raise MultibodyError("--payload-com: has no effect without --payload-mass (or a "
                              "--payload-force acting there); give the payload's mass in kg")
     if args.payload_force_point is not None and args.payload_force is None:
         raise MultibodyError("--payload-force-point: has no effect without --payload-force")
+    if args.payload_frame is None and model.end_effector is None:
+        raise MultibodyError(f"--payload-*: {model.name} has no end effector to hold the payload "
+                             "(a plain URDF names none); pass --payload-frame FRAME or set "
+                             "end_effector in a model YAML")
+    if args.payload_frame is not None:
+        model.frame_id(args.payload_frame)  # an unknown frame fails now, listing the frames
     return Payload(
+        frame=args.payload_frame,
         mass=args.payload_mass or 0.0,
         com=tuple(args.payload_com or (0, 0, 0)),
         force=tuple(args.payload_force or (0, 0, 0)),
@@ -774,6 +784,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the force acts, end-effector frame [m] (default: the payload CoM)")
     p.add_argument("--payload-torque", type=float, nargs=3, metavar=("TX", "TY", "TZ"),
                    help="external torque on the payload, world axes [N m]")
+    p.add_argument("--payload-frame", metavar="FRAME",
+                   help="frame holding the payload (default: the model's end_effector)")
     p.add_argument("--out", default="requirements_output",
                    help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -300,3 +300,24 @@ def test_stiff_spring_note_and_its_frequency(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"stiffest joint spring ({omega / (2 * np.pi):.4g} Hz at the start)" in out
     assert "rk4 diverges" in out
+
+
+def test_payload_frame_option(tmp_path, capsys):
+    """A plain URDF names no end effector: the payload error said "name the payload frame" with
+    no option to do so.  --payload-frame names it: on arm7 the end effector tool0 named
+    explicitly gives the very loads of the default, link6 other ones; alone it is refused."""
+    urdf = str(share_dir() / "urdf" / "arm7.urdf")
+    assert main(["requirements", urdf, "demo", "--payload-mass", "5", "--out",
+                 str(tmp_path / "u")]) == 2
+    assert "pass --payload-frame FRAME" in capsys.readouterr().err
+    runs = {}
+    for label, extra in (("default", []), ("tool0", ["--payload-frame", "tool0"]),
+                         ("link6", ["--payload-frame", "link6"])):
+        out = tmp_path / label
+        assert main(["requirements", "arm7", "demo", "--payload-mass", "5", "--payload-com",
+                     "0", "0", "0.05", "--out", str(out), *extra]) == 0
+        runs[label] = (out / "arm7_requirements.csv").read_text()
+    assert runs["tool0"] == runs["default"] and runs["link6"] != runs["default"]
+    assert main(["requirements", "arm7", "demo", "--payload-frame", "tool0", "--out",
+                 str(tmp_path / "x")]) == 2
+    assert "--payload-frame: has no effect without --payload-mass" in capsys.readouterr().err
