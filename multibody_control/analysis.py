@@ -168,6 +168,25 @@ def closed_decoupling(model: MultibodyModel, output: Output, q,
     return alpha, N.shape[1]
 
 
+def _closure_rank_drop(model: MultibodyModel, q, tol: float = 1e-8) -> float | None:
+    """The smallest singular value of the closure Jacobian ``A(q)`` kept as a rank direction
+    (relative rank test, as :func:`closed_decoupling`), divided by the size of ``A`` at the
+    model's rest configuration and at ``q`` (the larger largest singular value), when below
+    ``tol``: at a singular configuration of the loop (slider_crank at crank = pi/2, rod = -pi,
+    where ``A`` vanishes) the relative test keeps round-off as a row and the null-space basis
+    ``N`` is arbitrary (alpha 8.84 there, 32.7 at 1e-8 rad from it).  None otherwise."""
+    c = Constraints(model)
+    s = np.linalg.svd(c.holonomic_jacobian(q), compute_uv=False)
+    if not s.size:
+        return None
+    scale = max(float(s[0]), float(np.linalg.norm(c.holonomic_jacobian(model.q_rest), 2)))
+    kept = s[s > RANK_RTOL * max(s[0], 1e-300)]
+    if scale <= 0 or not kept.size:
+        return None
+    ratio = float(kept[-1]) / scale
+    return ratio if ratio < tol else None
+
+
 def analyze_closed_output(model: MultibodyModel, output: Output, q_guess=None,
                           singular_cond: float = 1e12) -> OutputAnalysis:
     """Decoupling matrix of ``output`` of a closed loop at an assembled configuration.
@@ -208,7 +227,14 @@ def analyze_closed_output(model: MultibodyModel, output: Output, q_guess=None,
         return _underactuated_closed(model, output, res.q, res.dof, singular_cond)
     alpha, _ = closed_decoupling(model, output, res.q)
     cond = float(np.linalg.cond(alpha))
-    if cond < singular_cond:
+    drop = _closure_rank_drop(model, res.q)
+    if drop is not None:  # the retained rows of A are round-off: N and alpha are arbitrary
+        rel = None
+        msg = (f"the loop is at a singular configuration here (the closure Jacobian's smallest "
+               f"retained singular value is {drop:.1e} of its size elsewhere): the "
+               "closure-consistent decoupling matrix is not defined; choose a configuration "
+               "away from it")
+    elif cond < singular_cond:
         rel: tuple[int, ...] | None = tuple([2] * output.m)
         msg = (f"closed loop ({res.dof} degree(s) of freedom, all actuated): no internal "
                "dynamics, the inverse model is algebraic")

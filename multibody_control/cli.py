@@ -108,13 +108,23 @@ def _payload(args, model):
     given = any(x is not None for x in (args.payload_mass, args.payload_com, args.payload_force,
                                         args.payload_torque))
     if not given:
+        if args.payload_frame is not None:
+            raise MultibodyError("--payload-frame: has no effect without --payload-mass, "
+                                 "--payload-force or --payload-torque")
         return None
     if args.payload_com is not None and not args.payload_mass and args.payload_force is None:
         raise MultibodyError("--payload-com: has no effect without --payload-mass (or a "
                              "--payload-force acting there); give the payload's mass in kg")
     if args.payload_force_point is not None and args.payload_force is None:
         raise MultibodyError("--payload-force-point: has no effect without --payload-force")
+    if args.payload_frame is None and model.end_effector is None:
+        raise MultibodyError(f"--payload-*: {model.name} has no end effector to hold the payload "
+                             "(a plain URDF names none); pass --payload-frame FRAME or set "
+                             "end_effector in a model YAML")
+    if args.payload_frame is not None:
+        model.frame_id(args.payload_frame)  # an unknown frame fails now, listing the frames
     return Payload(
+        frame=args.payload_frame,
         mass=args.payload_mass or 0.0,
         com=tuple(args.payload_com or (0, 0, 0)),
         force=tuple(args.payload_force or (0, 0, 0)),
@@ -161,6 +171,8 @@ def _constant_input(model, values):
     if values is None:
         return np.zeros(model.nv)
     u = np.asarray(values, float)
+    if not np.all(np.isfinite(u)):
+        raise MultibodyError(f"--tau: values must be finite, got {u.tolist()}")
     if u.size == model.nu and getattr(model, "actuator_limits", None) is not None:
         from multibody_dynamics.model.actuator_limits import actuation_force
 
@@ -316,6 +328,7 @@ def _simulation_start(model, args):
         if args.given or args.branch:
             raise MultibodyError("--q0 and --given/--branch: give the full start or the known "
                                  "coordinates, not both")
+        args.q0_asked = q0  # compared with the start the closures admitted
     elif model.closures:
         q0 = _assemble(model, args, quiet=args.quiet).q
     elif args.given or args.branch:
@@ -360,6 +373,9 @@ def _rigid_run(args, model):
     else:
         config = SimulatorConfig(dt=args.dt, method=args.method, position_tol=args.position_tol,
                                  singular_branch=args.singular_branch)
+    from .simulate_notes_cli import note_stiff_springs
+
+    note_stiff_springs(model, q0, config)
     return (lambda: simulate(model, args.duration, q0, v0, tau, config, progress=not args.quiet,
                              constraints=model_constraints(model), output_dt=args.output_dt,
                              on_sample=getattr(args, "on_sample", None)),  # simulate --view
@@ -438,8 +454,13 @@ def _write_simulation(args, robot, result, interrupted: bool, v0=None) -> int:
         print(f"note: --v0 was projected onto the closures (A v = 0): used "
               f"{np.array2string(result.v[0], precision=6)} instead of "
               f"{np.array2string(v0, precision=6)}")
+    from .simulate_notes_cli import note_projected_start
+
+    note_projected_start(args, robot, result)
     if args.out and result.t.size:
-        print(f"wrote {result.to_csv(args.out)}")
+        written = result.to_csv(args.out)
+        if not getattr(args, "csv_intermediate", False):  # --out X.npz: only X.npz is kept
+            print(f"wrote {written}")
         if has_elastic_coordinates(robot):
             from multibody_dynamics.flexible.loader import resolve_flexible_path
             from multibody_dynamics.result_meta import write_result_meta
@@ -763,6 +784,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the force acts, end-effector frame [m] (default: the payload CoM)")
     p.add_argument("--payload-torque", type=float, nargs=3, metavar=("TX", "TY", "TZ"),
                    help="external torque on the payload, world axes [N m]")
+    p.add_argument("--payload-frame", metavar="FRAME",
+                   help="frame holding the payload (default: the model's end_effector)")
     p.add_argument("--out", default="requirements_output",
                    help="output directory (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -827,7 +850,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.csv", help="write the samples as CSV")
     p.add_argument("--plot", metavar="FILE.png", help="write positions, residual, energy drift")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_simulate, outputs={"out": "file", "plot": "file"})
+    p.set_defaults(func=cmd_simulate, outputs={"out": "file", "plot": "image"})
 
     p = sub.add_parser(
         "analyze",
@@ -915,10 +938,19 @@ def _check_outputs(args) -> None:
 
 
 def _check_output(flag: str, value, kind: str) -> None:
-    """One output path: ``kind`` "file" (its folder must exist) or "dir" (made later by the
-    command: its nearest existing ancestor must be a folder). A probe file is created and
-    removed there, which catches read-only and special places such as /proc."""
+    """One output path: ``kind`` "file" (its folder must exist), "image" (a file whose
+    suffix is a format matplotlib writes) or "dir" (made later by the command: its nearest
+    existing ancestor must be a folder). A probe file is created and removed there, which
+    catches read-only and special places such as /proc."""
     path = Path(value)
+    if kind == "image":
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = sorted(FigureCanvasBase.get_supported_filetypes())
+        if path.suffix[1:].lower() not in formats:
+            raise MultibodyError(f"{flag}: {value!r}: expected a file name ending in "
+                                 f"{', '.join('.' + f for f in formats)}")
+        kind = "file"
     if kind == "dir":
         if path.exists() and not path.is_dir():
             raise MultibodyError(f"{flag}: {value} exists and is not a directory")
@@ -945,9 +977,12 @@ def _check_output(flag: str, value, kind: str) -> None:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .pipe_safe import pipe_safe_stdout
+
     try:
         _check_outputs(args)
-        return args.func(args)
+        with pipe_safe_stdout():  # `multibody ... | head`: the reader's exit stops no work
+            return args.func(args)
     except (MultibodyError, OSError, ValueError) as exc:  # OSError: e.g. a full disk
         if args.debug:
             raise

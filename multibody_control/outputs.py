@@ -66,6 +66,10 @@ class Output:
             raise InputError(f"output: expected a list of row expressions, got {rows!r}")
         self.rows = tuple(self._parse(r) for r in rows)
         if not self.rows:
+            if not model.nu:  # the default output (the actuated joints) is empty
+                raise InputError(f"output: {model.name} has no inputs (every joint passive), "
+                                 "so there is no output to analyse or invert; expected a model "
+                                 "with at least one actuated joint")
             raise InputError("output: expected at least one row")
         self.m = len(self.rows)
         self.names = tuple(r.label for r in self.rows)
@@ -88,6 +92,10 @@ class Output:
                              f"got {gamma!r}") from None
         if not np.all(np.isfinite(gamma)):
             raise InputError(f"gamma: expected finite numbers, got {gamma.tolist()}")
+        if not pas and gamma.size:
+            raise InputError(f"gamma: {model.name} has no passive joints, so the output is the "
+                             f"actuated joints ({', '.join(act)}) and takes no gamma; got "
+                             f"{gamma.tolist()}")
         if gamma.ndim == 1 and gamma.size == len(act) * len(pas):
             gamma = gamma.reshape(len(act), len(pas))
         if gamma.shape != (len(act), len(pas)):

@@ -41,6 +41,7 @@ def _simulate_npz(args) -> Path | None:
     target = Path(args.out)
     args.out = str(target.with_name(f".{target.stem}.tmp.csv"))
     args.format = "npz"
+    args.csv_intermediate = True  # simulate names only X.npz, not the hidden CSV
     return target
 
 
@@ -75,7 +76,7 @@ def _with_format(func, command: str):
                     csv_path.unlink()
                     meta_path(csv_path).unlink(missing_ok=True)
                 print(f"wrote {npz}" + (f" (the samples of {csv_path.name}, removed)"
-                                        if fmt == "npz" else ""))
+                                        if fmt == "npz" and target is None else ""))
         return rc
 
     wrapped.__doc__ = func.__doc__

@@ -151,7 +151,11 @@ def read_trajectory_csv(path: str | Path, names, smoothing: float = 0.0) -> Samp
 
     v, a = block("v"), block("a")
     if v is None or a is None:
-        v_s, a_s = differentiate(t, q, smoothing)
+        try:
+            v_s, a_s = differentiate(t, q, smoothing)
+        except InputError as exc:  # too few samples: name the file and the way out
+            raise InputError(f"{path}: {exc}; or give the v.<joint> and a.<joint> "
+                             "columns") from None
         v = v_s if v is None else v
         a = a_s if a is None else a
     return SampledTrajectory(t, q, v, a, tuple(names))

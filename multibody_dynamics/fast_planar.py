@@ -154,6 +154,9 @@ def planar_terms():
         except ImportError:
             _COMPILED.append(None)
         else:
+            from .compile_notice import install
+
+            install()  # a note while a first run compiles
             _planar_terms = numba.njit(cache=True, nogil=True)(_planar_terms)
             _COMPILED.append(_planar_terms)
     return _COMPILED[0]

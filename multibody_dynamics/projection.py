@@ -1127,6 +1127,9 @@ def _numba_jit():
         import numba
     except ImportError:  # the plain numpy path is used
         return None
+    from .compile_notice import install
+
+    install()  # a note while a first run compiles
     jit = numba.njit(cache=True, nogil=True)
     if not hasattr(_closure_rows, "py_func"):
         _closure_rows = jit(_closure_rows)

@@ -88,7 +88,7 @@ def with_payload(model: MultibodyModel, payload: Payload) -> tuple[pin.Model, in
     frame_name = payload.frame or model.end_effector
     if frame_name is None:
         raise DimensionError(f"{model.name}: the model has no end_effector; "
-                             "name the payload frame")
+                             "name the payload's holding frame (Payload(frame=...))")
     fid = model.frame_id(frame_name)
     pm = model.pin_model.copy()
     frame = pm.frames[fid]

@@ -138,8 +138,15 @@ def _model_file(robot: str | Path) -> Path:
         return p
     path = robots_dir() / f"{robot}.yaml"
     if not path.is_file():
-        raise ModelError(f"unknown robot {str(robot)!r}: not a shipped model "
-                         f"({', '.join(shipped_models())}) and not a path to a model YAML file")
+        import difflib
+
+        names = shipped_models()
+        key = str(robot).lower().replace("-", "_").replace(" ", "_")
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ModelError(f"unknown robot {str(robot)!r}: {hint}not a shipped model "
+                         f"({', '.join(names)}) and not a path to a model file (YAML, URDF, "
+                         "MJCF or SDF)")
     return path
 
 

@@ -774,8 +774,8 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
         raise InputError(f"duration: expected a positive time in s, got {duration}")
     if output_dt is not None and not (np.isfinite(output_dt) and output_dt > 0):
         raise InputError(f"output_dt: expected a positive interval in s, got {output_dt}")
-    const = np.zeros(model.nv) if tau is None else (None if callable(tau) else
-                                                   as_vector(tau, model.nv, "tau"))
+    const = np.zeros(model.nv) if tau is None else (None if callable(tau) else require_finite(
+        as_vector(tau, model.nv, "tau"), "tau"))
     q_init = None if q0 is None else require_finite(as_vector(q0, model.nq, "q0"), "q0")
     v_init = None if v0 is None else require_finite(as_vector(v0, model.nv, "v0"), "v0")
     start = time.perf_counter()
@@ -784,12 +784,26 @@ def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
                    on_sample)
 
 
+def _check_output_multiple(output_dt: float, dt: float) -> None:
+    """The fixed-step samples fall on the steps: ``output_dt`` [s] must be a whole number of
+    steps ``dt`` [s] (it was rounded silently: 0.1 ms asked with 1 ms steps recorded every
+    1 ms, 2.5 ms every 2 ms)."""
+    ratio = output_dt / dt
+    if ratio < 1.0 - 1e-9 or abs(ratio - round(ratio)) > 1e-9 * ratio:
+        near = sorted({max(1, int(np.floor(ratio))) * dt, max(1, int(np.ceil(ratio))) * dt})
+        raise InputError(f"output_dt: {output_dt:g} s is not a whole number of steps of "
+                         f"{dt:g} s (the fixed-step samples fall on steps); expected e.g. "
+                         f"{' or '.join(f'{x:g}' for x in near)} s, or a smaller step")
+
+
 def _run_on(sim: Simulator, duration: float, q_init, v_init, tau, const, output_dt, progress,
             start: float, on_sample=None) -> SimulationResult:
     """The run of :func:`simulate` on ``sim`` (arguments checked by the caller): reset to
     ``(q_init, v_init)`` (None: the model's default), integrate, record.  Shared with
     :func:`multibody_dynamics.batch.simulate_batch`, which reuses one simulator."""
     model, cfg = sim.model, sim.config
+    if output_dt is not None and not cfg.adaptive:
+        _check_output_multiple(output_dt, cfg.dt)
     initial_error = None
     try:
         sim.reset(q_init, v_init)
@@ -1159,3 +1173,25 @@ def _bridge(sim: Simulator, mon: _SingularMonitor, u, h_ref, t_out, k, euclidean
     if why is not None:
         return why
     return k, u_next
+
+
+# |omega h| bound of the fixed-step methods on an undamped oscillator: RK4's stability region
+# meets the imaginary axis at 2 sqrt(2); the semi-implicit (symplectic) Euler step is stable
+# for omega h < 2 (Hairer, Lubich & Wanner, Geometric Numerical Integration, Sect. I.5)
+STABLE_OMEGA_H = {"rk4": 2.0 * np.sqrt(2.0), "semi_implicit_euler": 2.0}
+
+
+def stiffest_spring_omega(model: MultibodyModel, q=None) -> float:
+    """Angular frequency [rad/s] of the stiffest mode of the joint springs at ``q`` (default:
+    the model's start), ``sqrt(max eig(M(q)^-1 K))`` with ``K = diag(stiffness)``, damping and
+    gravity left out; 0 without springs.  With loop closures it bounds the closed system's
+    stiffest mode from above (the constrained eigenproblem's eigenvalues interlace)."""
+    k = np.asarray(getattr(model, "stiffness", np.zeros(model.nv)), float)
+    if not np.any(k > 0):
+        return 0.0
+    q = model.q_initial if q is None else np.asarray(q, float)
+    from .rigid import RigidDynamics
+
+    M = RigidDynamics(model).mass_matrix(q)
+    lam = np.linalg.eigvals(np.linalg.solve(M, np.diag(k)))
+    return float(np.sqrt(max(0.0, float(np.max(lam.real)))))

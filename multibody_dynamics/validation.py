@@ -76,3 +76,17 @@ def check_sample_budget(duration: float, interval: float, what: str,
                          f"samples (at most {MAX_SAMPLES:.0e} fit in memory); {hint}")
     return int(n)
 
+
+def check_motion_sampled(t0: float, tf: float, dt: float, what: str) -> None:
+    """Refuse a sample interval ``dt`` [s] that is not shorter than the motion ``t0 .. tf``
+    [s]: the result would hold no sample inside the motion (e.g. ``dt: 5`` for a 1.5 s
+    motion gave four samples and an end-effector error of metres).
+
+    Raises
+    ------
+    InputError
+        ``dt >= tf - t0``; the message names ``what`` and the motion's length.
+    """
+    if not dt < tf - t0:
+        raise InputError(f"{what}: the sample interval {dt:g} s is not shorter than the motion "
+                         f"{t0:g} .. {tf:g} s; expected dt < {tf - t0:g} s")

@@ -221,7 +221,7 @@ def test_robustness(launch, probe):
         ("controller_node", "rate_hz", -5.0, "out of range"),
         ("controller_node", "law", "bogus", "expected one of"),
         ("controller_node", "kp", [-1.0], "out of range"),
-        ("controller_node", "kp", [1.0, 2.0], "one per input"),   # refused by the library
+        ("controller_node", "kp", [1.0, 2.0], "one per coordinate"),  # refused by the library
         ("simulator_node", "command_timeout", -1.0, "out of range"),
         ("simulator_node", "robot", "five_bar", "read-only"),
     ]

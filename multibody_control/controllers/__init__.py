@@ -63,8 +63,8 @@ def make_controller(law: str, model, kp, kd, ki=0.0, integral_limit=float("inf")
         if traj is None:
             raise InputError("tv_lqr: needs trajectory= (the nominal motion t, q, v, u)")
         nv = model.nv
-        Q = np.concatenate([gain_vector(kp, nv, "kp", positive=False),
-                            gain_vector(kd, nv, "kd", positive=False)])
+        Q = np.concatenate([gain_vector(kp, nv, "kp", positive=False, per="coordinate"),
+                            gain_vector(kd, nv, "kd", positive=False, per="coordinate")])
         cfg = LQRConfig(Q=tuple(Q), effort_limit=effort_limit, **options)
         get = traj.get if isinstance(traj, dict) else (lambda k: getattr(traj, k))
         return TimeVariantLQRController(model, cfg, t=get("t"), q=get("q"), v=get("v"),

@@ -25,8 +25,12 @@ class ControllerConfig:
     """Base of the controller configs (frozen: a gain change builds a new controller)."""
 
 
-def gain_vector(value, n: int, name: str, *, positive: bool = True, unit: str = "") -> np.ndarray:
+def gain_vector(value, n: int, name: str, *, positive: bool = True, unit: str = "",
+                per: str = "input") -> np.ndarray:
     """A gain as (n,) float array: a scalar (same for every input) or n values.
+
+    ``per`` names what the n values are one per (``"input"``, ``"coordinate"``, ...), for the
+    message of a wrong count.
 
     Raises
     ------
@@ -41,7 +45,7 @@ def gain_vector(value, n: int, name: str, *, positive: bool = True, unit: str = 
     elif arr.ndim == 1 and arr.size == 1:
         arr = np.full(n, float(arr[0]))
     elif arr.shape != (n,):
-        raise DimensionError(f"{name}: expected a scalar or {n} values (one per input), "
+        raise DimensionError(f"{name}: expected a scalar or {n} values (one per {per}), "
                              f"got shape {arr.shape}")
     u = f" {unit}" if unit else ""
     if np.any(np.isnan(arr)):

@@ -62,8 +62,8 @@ class ComputedTorqueController(Controller):
         super().__init__(model, config or ComputedTorqueConfig())
         self._Binv = require_fully_actuated(model, "computed torque")
         c = self.config
-        self.kp = gain_vector(c.kp, model.nv, "kp", unit="1/s^2")
-        self.kd = gain_vector(c.kd, model.nv, "kd", unit="1/s")
+        self.kp = gain_vector(c.kp, model.nv, "kp", unit="1/s^2", per="coordinate")
+        self.kd = gain_vector(c.kd, model.nv, "kd", unit="1/s", per="coordinate")
         self.effort_limit = gain_vector(c.effort_limit, model.nu, "effort_limit")
         self.dynamics = RigidDynamics(model)
 

@@ -102,8 +102,8 @@ class FeedbackLinearizationController(Controller):
                              f"{model.nu} inputs ({', '.join(model.input_names)}); expected one "
                              "row per input")
         m = self.output.m
-        self.kp = gain_vector(config.kp, m, "kp", unit="1/s^2")
-        self.kd = gain_vector(config.kd, m, "kd", unit="1/s")
+        self.kp = gain_vector(config.kp, m, "kp", unit="1/s^2", per="output row")
+        self.kd = gain_vector(config.kd, m, "kd", unit="1/s", per="output row")
         self.effort_limit = gain_vector(config.effort_limit, model.nu, "effort_limit")
         self.dynamics = RigidDynamics(model)
         self.constraints = Constraints(model) if model.closures else None

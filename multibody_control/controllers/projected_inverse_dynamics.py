@@ -189,9 +189,10 @@ class ProjectedInverseDynamicsController(Controller):
         self.effort_limit = gain_vector(c.effort_limit, model.nu, "effort_limit")
         self._limited = bool(np.any(np.isfinite(self.effort_limit)))
         if self._m:
-            self.force_kp = gain_vector(c.force_kp, self._m, "force_kp", positive=False)
+            self.force_kp = gain_vector(c.force_kp, self._m, "force_kp", positive=False,
+                                        per="constraint row")
             self.force_ki = gain_vector(c.force_ki, self._m, "force_ki", positive=False,
-                                        unit="1/s")
+                                        unit="1/s", per="constraint row")
         else:
             self.force_kp = self.force_ki = np.zeros(0)
         self._Bpinv = np.linalg.pinv(self._B)
@@ -209,8 +210,10 @@ class ProjectedInverseDynamicsController(Controller):
             k = nv - self._rank(A0)
         else:
             k = ind.size
-        self.kp = gain_vector(c.kp, k, "kp", unit="1/s^2")
-        self.kd = gain_vector(c.kd, k, "kd", unit="1/s")
+        self.kp = gain_vector(c.kp, k, "kp", unit="1/s^2",
+                              per="independent coordinate")
+        self.kd = gain_vector(c.kd, k, "kd", unit="1/s",
+                              per="independent coordinate")
         self._k = k
         self.independent = self.dependent = None
         if ind is not None:

@@ -266,8 +266,8 @@ class QuasiVelocityController(Controller):
         else:
             ind = None
             k = self._nv - self._rank(self.constraints.jacobian(model.q_rest))
-        self.kp = gain_vector(c.kp, k, "kp", unit="1/s")
-        self.kd = gain_vector(c.kd, k, "kd", unit="1/s")
+        self.kp = gain_vector(c.kp, k, "kp", unit="1/s", per="independent coordinate")
+        self.kd = gain_vector(c.kd, k, "kd", unit="1/s", per="independent coordinate")
         self._k = k
         self.independent = None
         if ind is not None:

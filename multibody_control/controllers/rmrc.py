@@ -161,8 +161,8 @@ class RMRCController(Controller):
         else:
             self._r = None
             self._o = np.arange(nv)
-        self.kp = gain_vector(c.kp, nv, "kp")
-        self.kd = gain_vector(c.kd, nv, "kd")
+        self.kp = gain_vector(c.kp, nv, "kp", per="coordinate")
+        self.kd = gain_vector(c.kd, nv, "kd", per="coordinate")
         self.effort_limit = gain_vector(c.effort_limit, model.nu, "effort_limit")
         self._limited = bool(np.any(np.isfinite(self.effort_limit)))
         self._pm = model.pin_model

@@ -57,7 +57,7 @@ from multibody_dynamics.flexible.servo import ElasticServo
 from multibody_dynamics.flexible.simulation import FlexibleSimulation
 from multibody_dynamics.flexible.system import FlexibleChain
 from multibody_dynamics.interruptible import INTERRUPTS, interrupt_in, reraise_unless_interrupt
-from multibody_dynamics.validation import check_sample_budget
+from multibody_dynamics.validation import check_motion_sampled, check_sample_budget
 
 from ..tasks import Task
 from .desired import TabulatedOutput
@@ -486,10 +486,12 @@ def invert_flexible(chain: FlexibleChain, task: Task, method: str = "stable", *,
 
 
 def _check_samples(t0: float, tf: float, dt: float, t_end: float | None) -> None:
-    """Refuse, before any work, a motion whose samples would not fit in memory, as the
+    """Refuse, before any work, a ``dt`` not shorter than the motion ``t0 .. tf``, and a
+    motion whose samples would not fit in memory, as the
     scenario path does: the grids of :func:`invert_flexible` run at least from ``min(0, t0)``
     to ``t_end`` (default ``tf``; the pre- and post-actuation add to it) every ``min(dt, 1 ms)``
     (the output every ``dt``, the tabulated desired output every 1 ms at most)."""
+    check_motion_sampled(t0, tf, dt, "invert_flexible: task / dt")
     lo, hi = min(0.0, t0), tf if t_end is None else max(tf, float(t_end))
     step = min(dt, 1e-3)
     if hi - lo > step:  # shorter intervals are the method's own errors

@@ -60,7 +60,7 @@ import numpy as np
 
 from multibody_dynamics.errors import InputError, SolverError
 from multibody_dynamics.model import MultibodyModel
-from multibody_dynamics.validation import check_sample_budget
+from multibody_dynamics.validation import check_motion_sampled, check_sample_budget
 
 from ..outputs import Output
 from ..tasks import Task
@@ -86,9 +86,11 @@ __all__ = ["METHODS", "CausalOptions", "ForwardOptions", "Index2EulerOptions", "
 
 
 def _check_samples(task: Task, opts: InversionOptions) -> None:
-    """Refuse, before any work, a result whose samples would not fit in memory: at least the
+    """Refuse, before any work, a ``dt`` not shorter than the motion ``t0 .. tf``, and a
+    result whose samples would not fit in memory: at least the
     interval ``t_start .. t_end`` (default ``min(0, t0) .. tf``; a stable inversion adds its
     pre- and post-actuation) every ``dt``."""
+    check_motion_sampled(task.law.t0, task.law.tf, opts.dt, "dt / task")
     lo = opts.t_start if opts.t_start is not None else min(0.0, task.law.t0)
     hi = opts.t_end if opts.t_end is not None else task.law.tf
     if hi - lo > opts.dt:  # shorter intervals are the methods' own errors

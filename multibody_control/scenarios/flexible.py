@@ -582,12 +582,14 @@ class ClosedScenarioInterrupted(KeyboardInterrupt):
 
 
 def _check_samples(path, task: Task, dt: float, t_pre: float = 0.0, t_post: float = 0.0) -> None:
-    """Refuse a motion whose samples would not fit in memory, before any work: the grids of
+    """Refuse a ``dt`` not shorter than the motion ``t0 .. tf``, and a motion whose samples
+    would not fit in memory, before any work: the grids of
     the flexible inversions and their tracking checks run from ``min(0, t0 - t_pre)`` to
     ``tf + t_post`` every ``min(dt, 1 ms)`` (at least; a stable design adds its own
     pre- and post-actuation)."""
-    from multibody_dynamics.validation import check_sample_budget
+    from multibody_dynamics.validation import check_motion_sampled, check_sample_budget
 
+    check_motion_sampled(task.law.t0, task.law.tf, dt, f"{path}: task / dt")
     lo, hi = min(0.0, task.law.t0 - t_pre), task.law.tf + t_post
     step = min(dt, 1e-3)
     if hi - lo > step:

@@ -58,7 +58,7 @@ from .schema import mapping as _mapping
 from .schema import matrix as _matrix
 from .schema import named as _named
 from .schema import number as _number
-from .schema import read_scenario_file, robot_path, time_law, xy
+from .schema import read_scenario_of_kind, robot_path, time_law, xy
 
 _TOP = {"robot", "task", "output", "method", "dt", "options", "verify", "initial_guess",
         "combined_gamma", "description", "ik_guess"}
@@ -86,7 +86,7 @@ class InversionScenario:
 def load_inversion_scenario(path: str | Path) -> InversionScenario:
     """Read and validate an inversion scenario YAML."""
     path = Path(path)
-    raw = _mapping(path, "", read_scenario_file(path), _TOP)
+    raw = _mapping(path, "", read_scenario_of_kind(path, "inversion"), _TOP)
     if "robot" not in raw:
         raise _err(path, "robot", "missing")
     model = _by_angle(path, load_model(robot_path(str(raw["robot"]), path)))

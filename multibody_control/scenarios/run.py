@@ -89,6 +89,7 @@ from multibody_dynamics.simulate import Simulator, SimulatorConfig
 from multibody_dynamics.validation import check_sample_budget
 
 from ..controllers import LAWS, Controller, Reference, TrajectoryInterpolator, make_controller
+from ..controllers.base import gain_vector
 from ..outputs import Output
 from ..trajectories import read_trajectory_csv, rest_to_rest
 from .inversion import inversion_scenario_from_mapping, run_inversion_scenario
@@ -98,7 +99,7 @@ from .schema import integer as _integer
 from .schema import mapping as _mapping
 from .schema import merge as _merge
 from .schema import number as _number
-from .schema import read_scenario_file, robot_path, time_law
+from .schema import read_scenario_of_kind, robot_path, time_law
 
 _TOP = {"description", "robot", "duration", "task_frame", "reference", "controller", "plant",
         "initial_error"}
@@ -231,7 +232,7 @@ def load_run_scenario(path: str | Path, overrides: dict | None = None) -> RunSce
     shorter test versions, parameter studies.
     """
     path = Path(path)
-    raw = _mapping(path, "", read_scenario_file(path), _TOP)
+    raw = _mapping(path, "", read_scenario_of_kind(path, "run"), _TOP)
     if overrides:
         raw = _mapping(path, "", _merge(raw, overrides), _TOP)
     return scenario_from_mapping(raw, path)
@@ -410,8 +411,10 @@ def scenario_from_mapping(raw: dict, path: Path | None = None) -> RunScenario:  
     desc = raw.get("description", "")
     if not isinstance(desc, str):
         raise _err(where, "description", f"expected text, got {desc!r}")
-    return RunScenario(path, model, duration, task_frame, ref, c, rate, substeps, method,
-                       max_speed, limit, dist, noise_q, noise_v, seed, iq, iv, desc)
+    sc = RunScenario(path, model, duration, task_frame, ref, c, rate, substeps, method,
+                     max_speed, limit, dist, noise_q, noise_v, seed, iq, iv, desc)
+    build_controller(sc, None)  # the law's own checks of the gains, before any reference work
+    return sc
 
 
 # -- plant ----------------------------------------------------------------------------------------
@@ -592,14 +595,29 @@ def _initial_state(sc: RunScenario, ref: SampledReference):
     return q, v
 
 
-def build_controller(sc: RunScenario, ref: SampledReference) -> Controller:
+def build_controller(sc: RunScenario,
+                     ref: SampledReference | None) -> Controller | None:
+    """The scenario's controller; with ``ref`` None (before the reference is computed) the
+    controller of a law that needs no reference, or None for ``tv_lqr`` once its gains'
+    counts (one per coordinate) are checked, so that a wrong gain fails before the work.
+
+    Raises
+    ------
+    InputError
+        The law refuses the gains or options; the message names the scenario file.
+    """
     c = sc.controller
     kw = {k: c[k] for k in ("ki", "integral_limit", "effort_limit") if k in c}
     options = dict(c["options"])
-    if c["law"] == "tv_lqr":
-        options.setdefault("dt", sc.dt)
-        options["trajectory"] = ref.trajectory
     try:
+        if c["law"] == "tv_lqr":
+            if ref is None:
+                for k, default in (("kp", 100.0), ("kd", 20.0)):
+                    gain_vector(c.get(k, default), sc.model.nv, k, positive=False,
+                                per="coordinate")
+                return None
+            options.setdefault("dt", sc.dt)
+            options["trajectory"] = ref.trajectory
         return make_controller(c["law"], sc.model, c.get("kp", 100.0), c.get("kd", 20.0),
                                **kw, **options)
     except (MultibodyError, ValueError) as exc:

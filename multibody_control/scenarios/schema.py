@@ -142,6 +142,41 @@ def read_scenario_file(path: Path, kind: str = "scenario") -> dict:
         raise InputError(f"{path}: malformed YAML ({' '.join(str(exc).split())})") from None
 
 
+# top-level keys that mark a scenario's kind: (command, keys)
+_KINDS = {"inversion": ("multibody invert", ("task", "output", "method")),
+          "run": ("multibody run", ("controller", "reference", "plant", "duration"))}
+_NAMED = {"inversion": "an inversion scenario", "run": "a run scenario"}
+_MODEL_KEYS = ("urdf", "closures", "passive_joints", "actuation", "gravity")
+_DESCRIPTIONS = (".urdf", ".xml", ".sdf", ".mjcf", ".xacro")
+
+
+def read_scenario_of_kind(path: Path, kind: str) -> dict | object:
+    """:func:`read_scenario_file` for a ``kind`` ("inversion" or "run") scenario, refusing in
+    one line a file of another kind given by mistake: a robot description (URDF, MJCF, SDF),
+    a model YAML, or the other kind of scenario (each used to fail on its first key, e.g.
+    ``dt: unknown key; expected one of controller, ...`` for an inversion scenario given to
+    ``multibody run``).  The content is returned as read (validated by the caller)."""
+    path = Path(path)
+    raw = read_scenario_file(path)
+    if not isinstance(raw, dict):
+        if path.suffix.lower() in _DESCRIPTIONS:
+            raise InputError(f"{path}: a robot description, not {_NAMED[kind]}; a scenario "
+                             "names its robot with 'robot:' (docs/scenarios.md), and "
+                             f"`multibody check {path}` loads the robot")
+        return raw
+    keys = set(raw)
+    if keys & set(_MODEL_KEYS) and "robot" not in keys:
+        raise InputError(f"{path}: a model file, not {_NAMED[kind]}; a scenario names it "
+                         f"with 'robot: {path.name}' (docs/scenarios.md)")
+    own = set(_KINDS[kind][1])
+    for other, (command, marks) in _KINDS.items():
+        found = sorted(keys & set(marks))
+        if other != kind and found and not keys & own:
+            raise InputError(f"{path}: {_NAMED[other]} (keys {', '.join(found)}), not "
+                             f"{_NAMED[kind]}; use `{command} {path}`")
+    return raw
+
+
 def robot_path(robot: str, path: Path | None) -> str:
     """The ``robot`` key: a shipped name as is, a relative model-YAML path resolved against the
     directory of the scenario file ``path``."""

@@ -352,6 +352,9 @@ def _compile():
     ``system._chain_terms``."""
     import numba
 
+    from ..compile_notice import install
+
+    install()  # a note while a first run compiles
     jit = numba.njit(cache=True, nogil=True)
     names = globals()
     names["gauss_solve"] = compiled_gauss_solve()

@@ -544,6 +544,9 @@ def _compiled_kernels():
         except ImportError:  # the plain numpy path is used
             _KERNELS.append(None)
         else:
+            from ..compile_notice import install
+
+            install()  # a note while a first run compiles
             terms = numba.njit(cache=True, nogil=True)(_chain_terms)
             # the forward kernel calls the compiled terms kernel through the global name
             glb = dict(_chain_forward.__globals__)

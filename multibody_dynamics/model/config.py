@@ -239,11 +239,28 @@ class YamlChecker:
         return value
 
 
+def _refuse_scenario(path: Path, raw) -> None:
+    """A scenario or study file given where a model is expected (``multibody simulate
+    run_x.yaml``) is named as such, with the command that runs it; it used to fail on its
+    first key (``controller: unknown key; expected one of actuation, ...``).  Scenarios name
+    their robot with ``robot:``, which no model file has."""
+    if not isinstance(raw, dict) or "robot" not in raw:
+        return
+    if "controller" in raw:
+        what, how = "a run scenario", f"; run it with `multibody run {path}`"
+    elif "task" in raw:
+        what, how = "an inversion scenario", f"; run it with `multibody invert {path}`"
+    else:
+        what, how = "a scenario or study file", ""
+    raise ModelError(f"{path}: {what} (it names robot: {raw['robot']}), not a model file{how}")
+
+
 def read_config(path: Path, default_urdf_dir: Path) -> ModelConfig:  # noqa: C901
     """Read and validate the model YAML at ``path`` (structure and types only)."""
     path = Path(path)
     w = YamlChecker(path)
     raw = w.load("model", "a mapping with at least 'name'")
+    _refuse_scenario(path, raw)
     w.mapping(raw, "", _TOP_KEYS)
     if "name" not in raw:
         raise w.error("name", "missing; expected the robot's name")
