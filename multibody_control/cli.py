@@ -564,15 +564,16 @@ def cmd_invert(args) -> int:
         return _write_interrupted_inversion(args, sc, exc.result)
     print(f"{sc.model.name}: {sc.description or Path(args.scenario).name}")
     print(summary(result, ver))
-    if result.success:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        stem = Path(args.scenario).stem
-        print(f"wrote {write_csv(result, sc.model, out / f'{stem}.csv')}")
-        print(f"wrote {plot(result, sc.model, out / f'{stem}.png', verification=ver)}")
-    else:  # a solver failure is a result (exit 1), bad input an exception (exit 2)
-        print(f"multibody invert: failed: {' '.join(result.message.split())}", file=sys.stderr)
-    return 0 if result.success else 1
+    if not (result.success or result.t.size):  # a solver failure is a result (exit 1), bad
+        return _failed("invert", None, result.message)  # input an exception (exit 2)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(args.scenario).stem
+    csv_path = write_csv(result, sc.model, out / f"{stem}.csv")
+    print(f"wrote {csv_path}")
+    print(f"wrote {plot(result, sc.model, out / f'{stem}.png', verification=ver)}")
+    # a failure keeps the samples before it, marked partial
+    return 0 if result.success else _failed("invert", csv_path, result.message)
 
 
 def _write_interrupted_inversion(args, sc, result) -> int:
@@ -609,16 +610,19 @@ def _invert_flexible(args, fs, sc) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
-    partial = None
+    partial, failed = None, []
     for method, (res, track) in runs.items():
-        if res.success or (method == stopped and res.t.size):
+        if res.success or res.t.size:  # a failed or interrupted method's samples, kept
             path = fs.write_flexible_csv(sc, res, track, out / f'{stem}.{method}.csv')
             print(f"wrote {path}")
-            partial = path if method == stopped else partial
+            if method == stopped:
+                partial = path
+            elif not res.success:
+                failed.append((path, res.message))
     if stopped is not None:
         return _interrupted("invert", partial, runs[stopped][0].message)
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
-    return 0 if runs[sc.methods[0]][0].success else 1
+    return _failed_designs(failed, runs[sc.methods[0]][0].success)
 
 
 def _invert_closed(args, fs, sc) -> int:
@@ -642,18 +646,29 @@ def _invert_closed(args, fs, sc) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
-    partial = None
+    partial, failed = None, []
     for label, d in runs.items():
         if d.result.t.size:
             suffix = "_gamma" if d.spec.gamma is not None else ""
             name = f"{d.spec.method}_{d.spec.output}{suffix}"
             path = fs.write_closed_csv(sc, d, out / f'{stem}.{name}.csv')
             print(f"wrote {path}")
-            partial = path if stopped is not None and label == stopped.label else partial
+            if stopped is not None and label == stopped.label:
+                partial = path
+            elif not d.result.success:
+                failed.append((path, d.result.message))
     if stopped is not None:  # only the design under way is marked partial
         return _interrupted("invert", partial, str(stopped))
     print(f"wrote {fs.plot_flexible(sc, runs, out / f'{stem}.png')}")
-    return 0 if runs[sc.designs[0].label].result.success else 1
+    return _failed_designs(failed, runs[sc.designs[0].label].result.success)
+
+
+def _failed_designs(failed: list, first_ok: bool) -> int:
+    """Mark each failed design's written samples ``(csv path, message)`` partial (saying so on
+    stderr); exit status 0 when the scenario's first design succeeded, else 1."""
+    for path, message in failed:
+        _failed("invert", path, message)
+    return 0 if first_ok else 1
 
 
 def cmd_run(args) -> int:

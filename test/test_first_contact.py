@@ -336,3 +336,25 @@ def test_analyze_at_a_singular_configuration_of_the_loop(capsys):
     assert main(["analyze", "slider_crank", "--q", repr(np.pi / 2 - 1e-3), repr(-np.pi)]) == 0
     out = capsys.readouterr().out
     assert "singular configuration" not in out and "no internal dynamics" in out
+
+
+def test_a_failed_inversion_keeps_its_samples(tmp_path, capsys):
+    """The classical inversion of a non-minimum-phase output fails once its unstable internal
+    dynamics (eigenvalues 404 and 58 1/s) blow up: the samples up to there are written and
+    marked partial with the cause, exit status 1 (nothing was written before)."""
+    import json
+
+    import numpy as np
+
+    scenario = SCENARIOS / "invert_nonminphase_exact.yaml"
+    assert main(["invert", str(scenario), "--method", "classical", "--quiet", "--out",
+                 str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "integration failed at t = " in err and "partial result written to" in err
+    csv = tmp_path / "invert_nonminphase_exact.csv"
+    data = np.loadtxt(csv, delimiter=",", skiprows=1)
+    t = data[:, 0]
+    assert t[0] == 0.0 and 0.2 < t[-1] < 1.7 and np.all(np.diff(t) > 0)  # motion 0.2 .. 1.7 s
+    assert np.all(np.isfinite(data))
+    meta = json.loads(csv.with_suffix(".meta.json").read_text())
+    assert meta["partial"] is True and meta["message"].startswith("failed: integration failed")
