@@ -420,14 +420,14 @@ def _closure_residual(H, cl, cf, lphi, phi):  # pragma: no cover - numba
     err = 0.0
     for c in range(cl.shape[0]):
         ia, ib, o, kp, nrot = cl[c, 0], cl[c, 1], cl[c, 2], cl[c, 3], cl[c, 4]
-        d = np.empty(3)
-        for a in range(3):
-            sm = 0.0
-            for b in range(3):
-                sm += H[ib, b, a] * (H[ia, b, 3] - H[ib, b, 3])
-            d[a] = sm
+        # d = R_b^T (p_a - p_b) in scalars (an array allocated per call cost as much as phi)
+        e0, e1 = H[ia, 0, 3] - H[ib, 0, 3], H[ia, 1, 3] - H[ib, 1, 3]
+        e2 = H[ia, 2, 3] - H[ib, 2, 3]
+        d0 = 0.0 + H[ib, 0, 0] * e0 + H[ib, 1, 0] * e1 + H[ib, 2, 0] * e2
+        d1 = 0.0 + H[ib, 0, 1] * e0 + H[ib, 1, 1] * e1 + H[ib, 2, 1] * e2
+        d2 = 0.0 + H[ib, 0, 2] * e0 + H[ib, 1, 2] * e1 + H[ib, 2, 2] * e2
         for r in range(kp):
-            phi[o + r] = cf[c, 3 * r] * d[0] + cf[c, 3 * r + 1] * d[1] + cf[c, 3 * r + 2] * d[2]
+            phi[o + r] = cf[c, 3 * r] * d0 + cf[c, 3 * r + 1] * d1 + cf[c, 3 * r + 2] * d2
         for r in range(nrot):
             sm = 0.0
             for a in range(3):
@@ -473,7 +473,28 @@ def _svd(wk, par):  # pragma: no cover - numba
     # rows that are exactly zero (directions a closure type fixes in 3-D but a planar mechanism
     # never moves, e.g. 3 of a revolute closure's 5 rows) have zero singular values: the Jacobi
     # sweeps run on the others only
-    Bw, Qc, mz = _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv)
+    # projection.py's _jacobi_nonzero_rows with the views cut by _cut (its slices and reshapes
+    # cost about as much as the sweeps on the shipped loops)
+    mz = 0
+    for i in range(m):
+        for k in range(n):
+            if A[i, k] != 0.0:
+                rows[mz] = i
+                mz += 1
+                break
+    Bw = _cut(bbuf, 0, (n, mz))
+    Qc = _cut(qbuf, 0, (mz, mz))
+    for c in range(mz):
+        for k in range(n):
+            Bw[k, c] = A[rows[c], k]
+        for j in range(mz):
+            Qc[c, j] = 1.0 if c == j else 0.0
+    _jacobi_columns(Bw, Qc)
+    for j in range(mz):
+        sq = 0.0
+        for k in range(n):
+            sq += Bw[k, j] * Bw[k, j]
+        sv[j] = np.sqrt(sq)
     for i in range(m):
         for j in range(m):
             Qw[i, j] = 0.0
@@ -1008,7 +1029,6 @@ def _compiled():
     call the same compiled :func:`_run` through the thin :func:`_step_entry`)."""
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
-    global _jacobi_nonzero_rows
     global _workspace, _run_entry, _step_entry, _carray, _cut
     if not _COMPILED:
         jit = _proj._numba_jit()
@@ -1018,7 +1038,6 @@ def _compiled():
         _closure_rows, _jacobi_columns, _gauss_solve = (_proj._closure_rows, _proj._jacobi_columns,
                                                         _proj._gauss_solve)
         _chol, _chol_solve = _proj._chol, _proj._chol_solve
-        _jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
         _terms = jit(_terms)
         _closure_residual = jit(_closure_residual)
         _small_solve = jit(_small_solve)
@@ -1077,7 +1096,6 @@ _jacobi_columns = _proj._jacobi_columns
 _gauss_solve = _proj._gauss_solve
 _chol = _proj._chol
 _chol_solve = _proj._chol_solve
-_jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
 
 
 # -- model packing ----------------------------------------------------------------------------
