@@ -605,12 +605,10 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam):  # pragma: no cover - numb
     return r, pot
 
 
-def _accel(q, v, tau, mdl, wk, par, closed, a):  # pragma: no cover - numba
-    """Accelerations ``a`` (nv,) at (q, v) under tau (springs and dampers added); NaN on
-    failure.  ``mdl`` = (ji, jf, g, fi, ff, cl, cf, lphi, spring (3, n): K, D, q_rest)."""
-    if closed:
-        _fd_closed(q, v, tau, mdl, wk, par, a, False)
-        return
+def _accel(q, v, tau, mdl, wk, par, a):  # pragma: no cover - numba
+    """Accelerations ``a`` (nv,) of an open tree at (q, v) under tau (springs and dampers
+    added); NaN on failure (closed loops: :func:`_fd_closed`).  ``mdl`` = (ji, jf, g, fi, ff,
+    cl, cf, lphi, spring (3, n): K, D, q_rest)."""
     ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
     M, nle, J, dJ, H, X, L, W, f = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], wk[21]
     n = q.shape[0]
@@ -768,9 +766,10 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     t = t0
     its = 0
     k_out = out_k
-    # stage velocities Vs[s] and accelerations As[s] (Vs[0] = v); one call site of _accel,
-    # which is inlined (four copies cost four times the compile time).  Views of the work
-    # buffer: five allocations cost 0.7 us, measured, a twelfth of a four_bar step
+    # stage velocities Vs[s] and accelerations As[s] (Vs[0] = v); one call site each of
+    # _fd_closed and _accel, which are inlined (four copies cost four times the compile
+    # time).  Views of the work buffer: five allocations cost 0.7 us, measured, a twelfth of a
+    # four_bar step
     Vs, As, qs, qn, vn = wk[29], wk[30], wk[31], wk[32], wk[33]
     err = 0.0
     hh = 0.5 * h
@@ -811,7 +810,7 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
                 if closed:  # (one call site each: inlined)
                     _fd_closed(qs, Vs[st], tau, mdl, wk, par, As[st], False)
                 else:
-                    _accel(qs, Vs[st], tau, mdl, wk, par, closed, As[st])
+                    _accel(qs, Vs[st], tau, mdl, wk, par, As[st])
         have_a1 = False
         if euler:
             for i in range(n):
