@@ -63,7 +63,7 @@ def _loop():
             elif part == 2:
                 rows(v, J, dJ, H, cl, cf, A, gam, ws)
             elif part == 3:
-                s += svd(wk, par)
+                s += svd(A, wk[10], wk[11], wk[12], wk[13], wk[14], wk[27], wk[28], par)
             elif part == 4:
                 chol(M, L, n)
             elif part == 5:

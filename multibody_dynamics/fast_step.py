@@ -420,14 +420,14 @@ def _closure_residual(H, cl, cf, lphi, phi):  # pragma: no cover - numba
     err = 0.0
     for c in range(cl.shape[0]):
         ia, ib, o, kp, nrot = cl[c, 0], cl[c, 1], cl[c, 2], cl[c, 3], cl[c, 4]
-        d = np.empty(3)
-        for a in range(3):
-            sm = 0.0
-            for b in range(3):
-                sm += H[ib, b, a] * (H[ia, b, 3] - H[ib, b, 3])
-            d[a] = sm
+        # d = R_b^T (p_a - p_b) in scalars (an array allocated per call cost as much as phi)
+        e0, e1 = H[ia, 0, 3] - H[ib, 0, 3], H[ia, 1, 3] - H[ib, 1, 3]
+        e2 = H[ia, 2, 3] - H[ib, 2, 3]
+        d0 = 0.0 + H[ib, 0, 0] * e0 + H[ib, 1, 0] * e1 + H[ib, 2, 0] * e2
+        d1 = 0.0 + H[ib, 0, 1] * e0 + H[ib, 1, 1] * e1 + H[ib, 2, 1] * e2
+        d2 = 0.0 + H[ib, 0, 2] * e0 + H[ib, 1, 2] * e1 + H[ib, 2, 2] * e2
         for r in range(kp):
-            phi[o + r] = cf[c, 3 * r] * d[0] + cf[c, 3 * r + 1] * d[1] + cf[c, 3 * r + 2] * d[2]
+            phi[o + r] = cf[c, 3 * r] * d0 + cf[c, 3 * r + 1] * d1 + cf[c, 3 * r + 2] * d2
         for r in range(nrot):
             sm = 0.0
             for a in range(3):
@@ -459,21 +459,42 @@ def _small_solve(K, Lk, rhs, x, r):  # pragma: no cover - numba
     return True
 
 
-def _svd(wk, par):  # pragma: no cover - numba
-    """SVD of ``A`` (wk) by one-sided Jacobi on ``A^T`` (projection.py's ``_jacobi_columns``,
-    accurate to eps * sigma_max as LAPACK), in the work arrays: ``Vt`` (rows: the right singular
-    vectors of the retained directions, decreasing sigma), ``Q`` (left vectors, columns),
-    ``sv``, ``order``.  Rank decision of Aghili (2005) eq. 70 as :func:`null_space_projector`:
-    ``sigma > max(rank_atol, rank_rtol sigma_max)``.  Returns the rank."""
-    A, bbuf, Qw, sv, order, Vt, qbuf, rows = wk[8], wk[10], wk[11], wk[12], wk[13], wk[14], \
-        wk[27], wk[28]
+def _svd(A, bbuf, Qw, sv, order, Vt, qbuf, rows, par):  # pragma: no cover - numba
+    """SVD of ``A`` (m, n) by one-sided Jacobi on ``A^T`` (projection.py's ``_jacobi_columns``,
+    accurate to eps * sigma_max as LAPACK), in the work arrays (``wk`` 8, 10-14, 27, 28; passed
+    one by one: the whole tuple into an inlined function cost about 50 ns a call, measured):
+    ``Vt`` (rows: the right singular vectors of the retained directions, decreasing sigma), ``Q``
+    (left vectors, columns), ``sv``, ``order``.  Rank decision of Aghili (2005) eq. 70 as
+    :func:`null_space_projector`: ``sigma > max(rank_atol, rank_rtol sigma_max)``.  Returns the
+    rank."""
     m, n = A.shape
     if m == 0:
         return 0
     # rows that are exactly zero (directions a closure type fixes in 3-D but a planar mechanism
     # never moves, e.g. 3 of a revolute closure's 5 rows) have zero singular values: the Jacobi
     # sweeps run on the others only
-    Bw, Qc, mz = _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv)
+    # projection.py's _jacobi_nonzero_rows with the views cut by _cut (its slices and reshapes
+    # cost about as much as the sweeps on the shipped loops)
+    mz = 0
+    for i in range(m):
+        for k in range(n):
+            if A[i, k] != 0.0:
+                rows[mz] = i
+                mz += 1
+                break
+    Bw = _cut(bbuf, 0, (n, mz))
+    Qc = _cut(qbuf, 0, (mz, mz))
+    for c in range(mz):
+        for k in range(n):
+            Bw[k, c] = A[rows[c], k]
+        for j in range(mz):
+            Qc[c, j] = 1.0 if c == j else 0.0
+    _jacobi_columns(Bw, Qc)
+    for j in range(mz):
+        sq = 0.0
+        for k in range(n):
+            sq += Bw[k, j] * Bw[k, j]
+        sv[j] = np.sqrt(sq)
     for i in range(m):
         for j in range(m):
             Qw[i, j] = 0.0
@@ -537,7 +558,7 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam):  # pragma: no cover - numb
     r = 0
     if m:
         _closure_rows(v, J, dJ, H, cl, cf, A, gam, ws)
-        r = _svd(wk, par)
+        r = _svd(A, wk[10], Qw, sv, order, Vt, wk[27], wk[28], par)
     if not _chol(M, L, n):
         for i in range(n):
             a[i] = np.nan
@@ -584,12 +605,10 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam):  # pragma: no cover - numb
     return r, pot
 
 
-def _accel(q, v, tau, mdl, wk, par, closed, a):  # pragma: no cover - numba
-    """Accelerations ``a`` (nv,) at (q, v) under tau (springs and dampers added); NaN on
-    failure.  ``mdl`` = (ji, jf, g, fi, ff, cl, cf, lphi, spring (3, n): K, D, q_rest)."""
-    if closed:
-        _fd_closed(q, v, tau, mdl, wk, par, a, False)
-        return
+def _accel(q, v, tau, mdl, wk, par, a):  # pragma: no cover - numba
+    """Accelerations ``a`` (nv,) of an open tree at (q, v) under tau (springs and dampers
+    added); NaN on failure (closed loops: :func:`_fd_closed`).  ``mdl`` = (ji, jf, g, fi, ff,
+    cl, cf, lphi, spring (3, n): K, D, q_rest)."""
     ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
     M, nle, J, dJ, H, X, L, W, f = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], wk[21]
     n = q.shape[0]
@@ -628,7 +647,7 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
         _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 2, W)
         err = _closure_residual(H, cl, cf, lphi, phi)
         _closure_rows(zero, J, dJ, H, cl, cf, A, gam, ws)
-        r = _svd(wk, par)
+        r = _svd(A, wk[10], Qw, sv, order, Vt, wk[27], wk[28], par)
         if it >= max_iter or not err < np.inf:
             break
         for k in range(n):
@@ -747,9 +766,10 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     t = t0
     its = 0
     k_out = out_k
-    # stage velocities Vs[s] and accelerations As[s] (Vs[0] = v); one call site of _accel,
-    # which is inlined (four copies cost four times the compile time).  Views of the work
-    # buffer: five allocations cost 0.7 us, measured, a twelfth of a four_bar step
+    # stage velocities Vs[s] and accelerations As[s] (Vs[0] = v); one call site each of
+    # _fd_closed and _accel, which are inlined (four copies cost four times the compile
+    # time).  Views of the work buffer: five allocations cost 0.7 us, measured, a twelfth of a
+    # four_bar step
     Vs, As, qs, qn, vn = wk[29], wk[30], wk[31], wk[32], wk[33]
     err = 0.0
     hh = 0.5 * h
@@ -787,7 +807,10 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
                 for i in range(n):
                     As[0, i] = wk[26][i]
             else:
-                _accel(qs, Vs[st], tau, mdl, wk, par, closed, As[st])
+                if closed:  # (one call site each: inlined)
+                    _fd_closed(qs, Vs[st], tau, mdl, wk, par, As[st], False)
+                else:
+                    _accel(qs, Vs[st], tau, mdl, wk, par, As[st])
         have_a1 = False
         if euler:
             for i in range(n):
@@ -1008,7 +1031,6 @@ def _compiled():
     call the same compiled :func:`_run` through the thin :func:`_step_entry`)."""
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
-    global _jacobi_nonzero_rows
     global _workspace, _run_entry, _step_entry, _carray, _cut
     if not _COMPILED:
         jit = _proj._numba_jit()
@@ -1018,7 +1040,6 @@ def _compiled():
         _closure_rows, _jacobi_columns, _gauss_solve = (_proj._closure_rows, _proj._jacobi_columns,
                                                         _proj._gauss_solve)
         _chol, _chol_solve = _proj._chol, _proj._chol_solve
-        _jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
         _terms = jit(_terms)
         _closure_residual = jit(_closure_residual)
         _small_solve = jit(_small_solve)
@@ -1077,7 +1098,6 @@ _jacobi_columns = _proj._jacobi_columns
 _gauss_solve = _proj._gauss_solve
 _chol = _proj._chol
 _chol_solve = _proj._chol_solve
-_jacobi_nonzero_rows = _proj._jacobi_nonzero_rows
 
 
 # -- model packing ----------------------------------------------------------------------------

@@ -508,17 +508,8 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
     (72,) scratch (no allocation here: the compiled simulator step calls this every stage)."""
     nv = J.shape[1]
     nc = cl.shape[0]
-    Va = ws[0:6]
-    Vr = ws[6:12]
-    Ar = ws[12:18]
-    wb = ws[18:21]
-    wr = ws[21:24]
-    wrd = ws[24:27]
-    R = ws[27:36].reshape((3, 3))
-    Rd = ws[36:45].reshape((3, 3))
-    G = ws[45:54].reshape((3, 3))
-    Gd = ws[54:63].reshape((3, 3))
-    GRt = ws[63:72].reshape((3, 3))
+    # ws by flat index (slots: V_a 0, V_r 6, A_r 12, R 27, Rd 36, G 45, row-major 3 x 3): views
+    # cut from it per call cost more than the arithmetic (compiled simulator step, four_bar)
     for c in range(nc):
         ia, ib, o, kp, nrot = cl[c, 0], cl[c, 1], cl[c, 2], cl[c, 3], cl[c, 4]
         # spatial velocities (world): relative, of a, angular of b; relative bias acceleration
@@ -533,26 +524,27 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
                     ar += dJ[i, k] * s * v[k]
                     if s > 0.0:
                         sa += J[i, k] * v[k]
-            Va[i] = sa
-            Vr[i] = sr
-            Ar[i] = ar
-        for i in range(3):
-            wb[i] = Va[3 + i] - Vr[3 + i]  # omega_b = omega_a - omega_r
+            ws[i] = sa
+            ws[6 + i] = sr
+            ws[12 + i] = ar
+        vr0, vr1, vr2, vr3, vr4, vr5 = ws[6], ws[7], ws[8], ws[9], ws[10], ws[11]
+        ar0, ar1, ar2, ar3, ar4, ar5 = ws[12], ws[13], ws[14], ws[15], ws[16], ws[17]
+        wb0, wb1, wb2 = ws[3] - vr3, ws[4] - vr4, ws[5] - vr5  # omega_b = omega_a - omega_r
         pa0, pa1, pa2 = H[ia, 0, 3], H[ia, 1, 3], H[ia, 2, 3]
         if kp:
             # g = nu_r + omega_r x p_a; v_a = nu_a + omega_a x p_a
-            g0 = Vr[0] + Vr[4] * pa2 - Vr[5] * pa1
-            g1 = Vr[1] + Vr[5] * pa0 - Vr[3] * pa2
-            g2 = Vr[2] + Vr[3] * pa1 - Vr[4] * pa0
-            va0 = Va[0] + Va[4] * pa2 - Va[5] * pa1
-            va1 = Va[1] + Va[5] * pa0 - Va[3] * pa2
-            va2 = Va[2] + Va[3] * pa1 - Va[4] * pa0
-            b0 = (-(wb[1] * g2 - wb[2] * g1) + Ar[0] + Ar[4] * pa2 - Ar[5] * pa1
-                  + Vr[4] * va2 - Vr[5] * va1)
-            b1 = (-(wb[2] * g0 - wb[0] * g2) + Ar[1] + Ar[5] * pa0 - Ar[3] * pa2
-                  + Vr[5] * va0 - Vr[3] * va2)
-            b2 = (-(wb[0] * g1 - wb[1] * g0) + Ar[2] + Ar[3] * pa1 - Ar[4] * pa0
-                  + Vr[3] * va1 - Vr[4] * va0)
+            g0 = vr0 + vr4 * pa2 - vr5 * pa1
+            g1 = vr1 + vr5 * pa0 - vr3 * pa2
+            g2 = vr2 + vr3 * pa1 - vr4 * pa0
+            va0 = ws[0] + ws[4] * pa2 - ws[5] * pa1
+            va1 = ws[1] + ws[5] * pa0 - ws[3] * pa2
+            va2 = ws[2] + ws[3] * pa1 - ws[4] * pa0
+            b0 = (-(wb1 * g2 - wb2 * g1) + ar0 + ar4 * pa2 - ar5 * pa1
+                  + vr4 * va2 - vr5 * va1)
+            b1 = (-(wb2 * g0 - wb0 * g2) + ar1 + ar5 * pa0 - ar3 * pa2
+                  + vr5 * va0 - vr3 * va2)
+            b2 = (-(wb0 * g1 - wb1 * g0) + ar2 + ar3 * pa1 - ar4 * pa0
+                  + vr3 * va1 - vr4 * va0)
             for r in range(kp):
                 w0 = (H[ib, 0, 0] * cf[c, 3 * r + 0] + H[ib, 0, 1] * cf[c, 3 * r + 1]
                       + H[ib, 0, 2] * cf[c, 3 * r + 2])
@@ -575,40 +567,45 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
             # R = R_b^T R_a; w_r = R_b^T omega_r; wrd = R_b^T (omega_r' - omega_b x omega_r)
             for i in range(3):
                 for j in range(3):
-                    R[i, j] = H[ib, 0, i] * H[ia, 0, j] + H[ib, 1, i] * H[ia, 1, j] + \
+                    ws[27 + 3 * i + j] = H[ib, 0, i] * H[ia, 0, j] + H[ib, 1, i] * H[ia, 1, j] + \
                         H[ib, 2, i] * H[ia, 2, j]
-            x0 = Ar[3] - (wb[1] * Vr[5] - wb[2] * Vr[4])
-            x1 = Ar[4] - (wb[2] * Vr[3] - wb[0] * Vr[5])
-            x2 = Ar[5] - (wb[0] * Vr[4] - wb[1] * Vr[3])
-            for i in range(3):
-                wr[i] = H[ib, 0, i] * Vr[3] + H[ib, 1, i] * Vr[4] + H[ib, 2, i] * Vr[5]
-                wrd[i] = H[ib, 0, i] * x0 + H[ib, 1, i] * x1 + H[ib, 2, i] * x2
+            x0 = ar3 - (wb1 * vr5 - wb2 * vr4)
+            x1 = ar4 - (wb2 * vr3 - wb0 * vr5)
+            x2 = ar5 - (wb0 * vr4 - wb1 * vr3)
+            wr0 = H[ib, 0, 0] * vr3 + H[ib, 1, 0] * vr4 + H[ib, 2, 0] * vr5
+            wr1 = H[ib, 0, 1] * vr3 + H[ib, 1, 1] * vr4 + H[ib, 2, 1] * vr5
+            wr2 = H[ib, 0, 2] * vr3 + H[ib, 1, 2] * vr4 + H[ib, 2, 2] * vr5
+            wd0 = H[ib, 0, 0] * x0 + H[ib, 1, 0] * x1 + H[ib, 2, 0] * x2
+            wd1 = H[ib, 0, 1] * x0 + H[ib, 1, 1] * x1 + H[ib, 2, 1] * x2
+            wd2 = H[ib, 0, 2] * x0 + H[ib, 1, 2] * x1 + H[ib, 2, 2] * x2
             for j in range(3):  # Rd = [w_r]x R
-                Rd[0, j] = wr[1] * R[2, j] - wr[2] * R[1, j]
-                Rd[1, j] = wr[2] * R[0, j] - wr[0] * R[2, j]
-                Rd[2, j] = wr[0] * R[1, j] - wr[1] * R[0, j]
+                r0, r1, r2 = ws[27 + j], ws[30 + j], ws[33 + j]
+                ws[36 + j] = wr1 * r2 - wr2 * r1
+                ws[39 + j] = wr2 * r0 - wr0 * r2
+                ws[42 + j] = wr0 * r1 - wr1 * r0
             for r in range(nrot):
                 for j in range(3):
                     sg = 0.0
                     sd = 0.0
                     for k in range(9):
-                        sg += cf[c, 9 + 9 * (3 * r + j) + k] * R[k // 3, k % 3]
-                        sd += cf[c, 9 + 9 * (3 * r + j) + k] * Rd[k // 3, k % 3]
-                    G[r, j] = sg
-                    Gd[r, j] = sd
-                for j in range(3):  # G R_b^T
-                    GRt[r, j] = (G[r, 0] * H[ib, j, 0] + G[r, 1] * H[ib, j, 1]
-                                 + G[r, 2] * H[ib, j, 2])
+                        sg += cf[c, 9 + 9 * (3 * r + j) + k] * ws[27 + k]
+                        sd += cf[c, 9 + 9 * (3 * r + j) + k] * ws[36 + k]
+                    ws[45 + j] = sg
+                    ws[48 + j] = sd
+                G0, G1, G2, Gd0, Gd1, Gd2 = ws[45], ws[46], ws[47], ws[48], ws[49], ws[50]
+                # G R_b^T
+                t0 = G0 * H[ib, 0, 0] + G1 * H[ib, 0, 1] + G2 * H[ib, 0, 2]
+                t1 = G0 * H[ib, 1, 0] + G1 * H[ib, 1, 1] + G2 * H[ib, 1, 2]
+                t2 = G0 * H[ib, 2, 0] + G1 * H[ib, 2, 1] + G2 * H[ib, 2, 2]
                 row = o + kp + r
                 for k in range(nv):
                     s = cf[c, 90 + k]
                     if s == 0.0:
                         A[row, k] = 0.0
                     else:
-                        A[row, k] = s * (GRt[r, 0] * J[3, k] + GRt[r, 1] * J[4, k]
-                                         + GRt[r, 2] * J[5, k])
-                gamma[row] = (Gd[r, 0] * wr[0] + Gd[r, 1] * wr[1] + Gd[r, 2] * wr[2]
-                              + G[r, 0] * wrd[0] + G[r, 1] * wrd[1] + G[r, 2] * wrd[2])
+                        A[row, k] = s * (t0 * J[3, k] + t1 * J[4, k] + t2 * J[5, k])
+                gamma[row] = (Gd0 * wr0 + Gd1 * wr1 + Gd2 * wr2
+                              + G0 * wd0 + G1 * wd1 + G2 * wd2)
 
 
 def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba  # noqa: C901
