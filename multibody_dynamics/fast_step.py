@@ -474,27 +474,11 @@ def _svd(A, bbuf, Qw, sv, order, Vt, qbuf, rows, par):  # pragma: no cover - num
     # never moves, e.g. 3 of a revolute closure's 5 rows) have zero singular values: the Jacobi
     # sweeps run on the others only
     # projection.py's _jacobi_nonzero_rows with the views cut by _cut (its slices and reshapes
-    # cost about as much as the sweeps on the shipped loops)
-    mz = 0
-    for i in range(m):
-        for k in range(n):
-            if A[i, k] != 0.0:
-                rows[mz] = i
-                mz += 1
-                break
-    Bw = _cut(bbuf, 0, (n, mz))
+    # cost about as much as the sweeps on the shipped loops), its parts inlined
+    mz = _nonzero_rows(A, rows)
     Qc = _cut(qbuf, 0, (mz, mz))
-    for c in range(mz):
-        for k in range(n):
-            Bw[k, c] = A[rows[c], k]
-        for j in range(mz):
-            Qc[c, j] = 1.0 if c == j else 0.0
-    _jacobi_columns(Bw, Qc)
-    for j in range(mz):
-        sq = 0.0
-        for k in range(n):
-            sq += Bw[k, j] * Bw[k, j]
-        sv[j] = np.sqrt(sq)
+    Bw = _cut(bbuf, 0, (n, mz))
+    _jacobi_rows(A, rows, mz, Bw, Qc, sv)
     for i in range(m):
         for j in range(m):
             Qw[i, j] = 0.0
@@ -1031,7 +1015,7 @@ def _compiled():
     call the same compiled :func:`_run` through the thin :func:`_step_entry`)."""
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
-    global _workspace, _run_entry, _step_entry, _carray, _cut
+    global _workspace, _run_entry, _step_entry, _carray, _cut, _nonzero_rows, _jacobi_rows
     if not _COMPILED:
         jit = _proj._numba_jit()
         if jit is None:
@@ -1050,6 +1034,10 @@ def _compiled():
 
         inline = numba.njit(cache=True, nogil=True, inline="always")
         _carray, _cut = _make_views()
+        # projection.py's row selection and Jacobi sweeps, inlined into _svd (a call costs
+        # about as much as the sweeps on the shipped loops)
+        _nonzero_rows = inline(_proj._nonzero_rows.py_func)
+        _jacobi_rows = inline(_proj._jacobi_rows.py_func)
         _applied = jit(_applied)
         _svd = inline(_svd)
         _fd_closed = inline(_fd_closed)
@@ -1095,6 +1083,8 @@ _closure_rows = _proj._closure_rows
 _constraint_basis = _proj._constraint_basis
 _gauss_combine = _proj._gauss_combine
 _jacobi_columns = _proj._jacobi_columns
+_nonzero_rows = _proj._nonzero_rows
+_jacobi_rows = _proj._jacobi_rows
 _gauss_solve = _proj._gauss_solve
 _chol = _proj._chol
 _chol_solve = _proj._chol_solve

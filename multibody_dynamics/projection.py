@@ -755,11 +755,9 @@ def _constraint_basis(v, J, dJ, H, cl, cf, par, A, gamma, Vt, c, Ul,  # noqa: C9
     return r
 
 
-def _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv):  # pragma: no cover - numba
-    """One-sided Jacobi SVD of ``A^T`` (:func:`_jacobi_columns`) on the ``mz`` rows of A (m, n)
-    that are not exactly zero (their indices into ``rows[:mz]``): ``B = A_z^T Q`` (n, mz) with
-    orthogonal columns of norms ``sv[:mz]`` (the non-zero singular values), ``Q`` (mz, mz),
-    both views of the scratch ``bbuf`` (n m,) and ``qbuf`` (m^2,).  Returns ``(B, Q, mz)``."""
+def _nonzero_rows(A, rows):  # pragma: no cover - numba
+    """The number ``mz`` of rows of A (m, n) that are not exactly zero (directions a closure
+    type fixes in 3-D but a planar mechanism never moves), their indices into ``rows[:mz]``."""
     m, n = A.shape
     mz = 0
     for i in range(m):
@@ -768,8 +766,15 @@ def _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv):  # pragma: no cover - numba
                 rows[mz] = i
                 mz += 1
                 break
-    B = bbuf[:n * mz].reshape((n, mz))
-    Q = qbuf[:mz * mz].reshape((mz, mz))
+    return mz
+
+
+def _jacobi_rows(A, rows, mz, B, Q, sv):  # pragma: no cover - numba
+    """One-sided Jacobi SVD of ``A_z^T`` (:func:`_jacobi_columns`), ``A_z`` the rows
+    ``rows[:mz]`` of A (m, n), into the given views ``B = A_z^T Q`` (n, mz), its columns
+    orthogonal, ``Q`` (mz, mz), and ``sv[:mz]`` the column norms (the non-zero singular
+    values)."""
+    n = A.shape[1]
     for c in range(mz):
         for k in range(n):
             B[k, c] = A[rows[c], k]
@@ -781,6 +786,17 @@ def _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv):  # pragma: no cover - numba
         for k in range(n):
             sq += B[k, j] * B[k, j]
         sv[j] = np.sqrt(sq)
+
+
+def _jacobi_nonzero_rows(A, bbuf, qbuf, rows, sv):  # pragma: no cover - numba
+    """:func:`_jacobi_rows` on the rows of A (m, n) that are not exactly zero
+    (:func:`_nonzero_rows`), the views ``B`` (n, mz) and ``Q`` (mz, mz) cut from the scratch
+    ``bbuf`` (n m,) and ``qbuf`` (m^2,).  Returns ``(B, Q, mz)``."""
+    n = A.shape[1]
+    mz = _nonzero_rows(A, rows)
+    B = bbuf[:n * mz].reshape((n, mz))
+    Q = qbuf[:mz * mz].reshape((mz, mz))
+    _jacobi_rows(A, rows, mz, B, Q, sv)
     return B, Q, mz
 
 
@@ -1120,6 +1136,7 @@ def _numba_jit():
     kernels resolve them as globals when they are compiled)."""
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd_rank, _chol, _chol_solve
     global _constraint_basis, _gauss_combine, _jacobi_nonzero_rows, _residual_inf
+    global _nonzero_rows, _jacobi_rows
     try:
         import numba
     except ImportError:  # the plain numpy path is used
@@ -1132,7 +1149,9 @@ def _numba_jit():
         _closure_rows = jit(_closure_rows)
         _jacobi_columns = jit(_jacobi_columns)
         _svd_rank = jit(_svd_rank)  # after _jacobi_columns, which it calls
-        _jacobi_nonzero_rows = jit(_jacobi_nonzero_rows)
+        _nonzero_rows = jit(_nonzero_rows)
+        _jacobi_rows = jit(_jacobi_rows)  # after _jacobi_columns, which it calls
+        _jacobi_nonzero_rows = jit(_jacobi_nonzero_rows)  # after both
         _residual_inf = jit(_residual_inf)
         _gauss_solve = compiled_gauss_solve()
         _chol = jit(_chol)
