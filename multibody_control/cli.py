@@ -536,10 +536,8 @@ def cmd_invert(args) -> int:
     from .inversion.result import InversionInterrupted
     from .inversion.scenario import (
         load_inversion_scenario,
-        plot,
         run_inversion_scenario,
         summary,
-        write_csv,
     )
     from .scenarios.schema import scenario_robot
 
@@ -566,27 +564,27 @@ def cmd_invert(args) -> int:
     print(summary(result, ver))
     if not (result.success or result.t.size):  # a solver failure is a result (exit 1), bad
         return _failed("invert", None, result.message)  # input an exception (exit 2)
+    csv_path = _write_inversion(args, sc, result, ver)
+    # a failure keeps the samples before it, marked partial
+    return 0 if result.success else _failed("invert", csv_path, result.message)
+
+
+def _write_inversion(args, sc, result, ver=None) -> Path:
+    """Write a rigid inversion's CSV (returned) and plot to ``--out``, named after the
+    scenario."""
+    from .inversion.scenario import plot, write_csv
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.scenario).stem
     csv_path = write_csv(result, sc.model, out / f"{stem}.csv")
     print(f"wrote {csv_path}")
     print(f"wrote {plot(result, sc.model, out / f'{stem}.png', verification=ver)}")
-    # a failure keeps the samples before it, marked partial
-    return 0 if result.success else _failed("invert", csv_path, result.message)
+    return csv_path
 
 
 def _write_interrupted_inversion(args, sc, result) -> int:
-    from .inversion.scenario import plot, write_csv
-
-    csv_path = None
-    if result.t.size:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        stem = Path(args.scenario).stem
-        csv_path = write_csv(result, sc.model, out / f"{stem}.csv")
-        print(f"wrote {csv_path}")
-        print(f"wrote {plot(result, sc.model, out / f'{stem}.png')}")
+    csv_path = _write_inversion(args, sc, result) if result.t.size else None
     return _interrupted("invert", csv_path, result.message)
 
 
