@@ -252,7 +252,14 @@ def test_run_node_exit_codes():
         def __init__(self, **kwargs):
             raise StartupError("robot 'x' has loop closures")
 
+    import signal
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     assert run_node(Failing, args=[]) == 1
+    # the handlers are restored: ignored SIGINT/SIGTERM would stay ignored in this process
+    # and in every child it starts (a broken process pool's terminate() then hung its exit)
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    assert before[signal.SIGTERM] is not signal.SIG_IGN
 
 
 def test_run_node_hands_the_executor_choice_to_the_node_class():

@@ -608,7 +608,7 @@ def node_executor(node, default: str = DEFAULT_EXECUTOR) -> str:
 
 
 def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
-             executor: str | None = None) -> int:
+             executor: str | None = None, *, exiting: bool = False) -> int:
     """Initialize rclpy, build ``node_cls(executor=default)``, spin until shutdown; return the
     exit code.
 
@@ -630,7 +630,26 @@ def run_node(node_cls: Callable[..., object], args: list[str] | None = None,
     ``FileNotFoundError`` raised by its constructor: bad parameters, unknown
     robot, unsupported model, an executor this rclpy lacks) logs one error line and
     ends with 1.
+
+    SIGINT and SIGTERM are ignored during the clean-up (a second Ctrl-C: no traceback).  On
+    return their former handlers are restored, so that a program or test that runs nodes in
+    its own process can still be interrupted and its child processes do not inherit the
+    ignored signals (a process pool's ``terminate`` is a SIGTERM); with ``exiting`` (the
+    console scripts, :func:`main_for`, whose process ends next) they stay ignored.
     """
+    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS} \
+        if threading.current_thread() is threading.main_thread() else {}
+    try:
+        return _run_node(node_cls, args, executor)
+    finally:
+        if not exiting:
+            for sig, handler in handlers.items():
+                if handler is not None:  # None: set outside Python, nothing to restore
+                    signal.signal(sig, handler)
+
+
+def _run_node(node_cls, args, executor) -> int:
+    """:func:`run_node` apart from restoring the signal handlers."""
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
@@ -733,10 +752,14 @@ def _exit_if_threads_run(code: int) -> None:
     os._exit(code)
 
 
+#: the signals that end a node (:class:`SignalStop`), ignored during its clean-up
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _ignore_stop_signals() -> None:
     """SIGINT and SIGTERM ignored from here on (main thread only): the node is ending."""
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in _STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
 
 
@@ -748,7 +771,7 @@ def main_for(node_cls) -> Callable[[list[str] | None], None]:
     """
 
     def main(args: list[str] | None = None) -> None:
-        sys.exit(run_node(node_cls, args))
+        sys.exit(run_node(node_cls, args, exiting=True))
 
     main.__doc__ = f"Run {getattr(node_cls, 'node_name', node_cls.__name__)}."
     return main
