@@ -1002,11 +1002,10 @@ def main(argv=None) -> int:
         msg = " ".join(str(exc).split())
         print(f"multibody {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (KeyboardInterrupt, SystemError) as exc:
-        from multibody_dynamics.interruptible import interrupt_in
+    except (KeyboardInterrupt, SystemError) as exc:  # interruptible.INTERRUPTS, imported late:
+        from multibody_dynamics.interruptible import reraise_unless_interrupt  # fast start-up
 
-        if not interrupt_in(exc):
-            raise
+        reraise_unless_interrupt(exc)
         print("multibody: interrupted", file=sys.stderr)
         return 130
 

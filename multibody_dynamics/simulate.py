@@ -96,7 +96,7 @@ from scipy.optimize import brentq
 
 from .constraints import Constraints
 from .errors import InputError, MultibodyError, SolverError
-from .interruptible import interrupt_in
+from .interruptible import INTERRUPTS, reraise_unless_interrupt
 from .model import MultibodyModel
 from .projection import VELOCITY_METRICS, ProjectedDynamics, ProjectionSettings
 from .rigid import RigidDynamics
@@ -846,9 +846,8 @@ def _run_on(sim: Simulator, duration: float, q_init, v_init, tau, const, output_
                 success, message, nrejected = _run_adaptive(sim, t_out, u_at, rec, bar)
             else:
                 success, message = _run_fixed(sim, n, every, u_at, rec, bar, const)
-    except (KeyboardInterrupt, SystemError) as exc:  # Ctrl-C: keep what was computed
-        if not interrupt_in(exc):
-            raise
+    except INTERRUPTS as exc:  # Ctrl-C: keep what was computed
+        reraise_unless_interrupt(exc)
         interrupted = True
         success, message = False, (f"interrupted at t = {sim.t:.6g} s; the samples recorded "
                                    "until then are kept")
@@ -1190,8 +1189,6 @@ def stiffest_spring_omega(model: MultibodyModel, q=None) -> float:
     if not np.any(k > 0):
         return 0.0
     q = model.q_initial if q is None else np.asarray(q, float)
-    from .rigid import RigidDynamics
-
     M = RigidDynamics(model).mass_matrix(q)
     lam = np.linalg.eigvals(np.linalg.solve(M, np.diag(k)))
     return float(np.sqrt(max(0.0, float(np.max(lam.real)))))

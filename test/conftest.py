@@ -95,6 +95,14 @@ collect_ignore = ["launch"]
 ROS_TEST_FILES = ("test_ros_", "test_launch_")
 
 
+def compiled_ctrl_c() -> SystemError:
+    """What a numba dispatcher raises when Ctrl-C's KeyboardInterrupt was set while its kernel
+    ran: SystemError "returned a result with an exception set", the interrupt as its cause."""
+    wrapped = SystemError("CPUDispatcher(<kernel>) returned a result with an exception set")
+    wrapped.__cause__ = KeyboardInterrupt()
+    return wrapped
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith(ROS_TEST_FILES):

@@ -2,6 +2,7 @@
 before any work starts: one line, exit 2."""
 
 import pytest
+from conftest import compiled_ctrl_c
 
 from multibody_control.cli import main
 from multibody_dynamics.errors import InputError
@@ -100,14 +101,6 @@ def test_energy_line_says_what_it_measures(capsys, argv, expected):
     assert expected in line and "max |E - E(0)| = " in line
 
 
-def _wrapped_interrupt() -> SystemError:
-    """The SystemError a numba dispatcher raises when Ctrl-C arrives while it runs: "returned
-    a result with an exception set", with the KeyboardInterrupt as its cause."""
-    wrapped = SystemError("CPUDispatcher(<kernel>) returned a result with an exception set")
-    wrapped.__cause__ = KeyboardInterrupt()
-    return wrapped
-
-
 def test_ctrl_c_inside_a_compiled_call_is_an_interrupt(tmp_path, capsys, monkeypatch):
     """A SIGINT that lands inside a numba kernel surfaces as SystemError (its cause the
     KeyboardInterrupt): simulate keeps the samples as for a plain Ctrl-C, the command exits
@@ -118,7 +111,7 @@ def test_ctrl_c_inside_a_compiled_call_is_an_interrupt(tmp_path, capsys, monkeyp
     from multibody_dynamics.model import load_model
     from multibody_dynamics.simulate import SimulationInterrupted, simulate
 
-    wrapped = _wrapped_interrupt()
+    wrapped = compiled_ctrl_c()
     assert interrupt_in(wrapped) and interrupt_in(KeyboardInterrupt())
     assert not interrupt_in(SystemError("other")) and not interrupt_in(ValueError("x"))
     other = SystemError("other")

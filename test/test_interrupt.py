@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import compiled_ctrl_c
 
 from multibody_dynamics.model.resources import share_dir
 
@@ -48,14 +49,6 @@ def _interrupt(argv, bar: bytes, timeout: float = 180.0, pattern=None):
             proc.kill()
             proc.communicate()
     return proc.returncode, (err + rest).decode(), out.decode()
-
-
-def compiled_ctrl_c() -> SystemError:
-    """What a numba dispatcher raises when Ctrl-C's KeyboardInterrupt was set while its kernel
-    ran: SystemError "returned a result with an exception set", the interrupt as its cause."""
-    wrapped = SystemError("CPUDispatcher(<kernel>) returned a result with an exception set")
-    wrapped.__cause__ = KeyboardInterrupt()
-    return wrapped
 
 
 def _read(csv_path):
