@@ -15,8 +15,10 @@ quasi-static deflection at the start).
 ``run ... --view`` takes the port before the command, serves the page once the scenario's
 reference is sampled (:func:`run_scene`: the desired path is known then) and streams the
 closed loop's samples (``run_scenario(..., on_sample=...)``).  ``invert ... --view`` takes
-the port before the command (a port in use fails before any work) and serves the page of
-the result once it is written: the inversion is not streamed while it computes.
+the port before the command (a port in use fails before any work) and streams the open-loop
+check of a rigid inversion as it integrates (:func:`check_scene`); the inversion itself is
+not streamed, and without a check (flexible models, ``verify: false``) the page of the result
+is served once it is written.
 """
 
 from __future__ import annotations
