@@ -190,7 +190,8 @@ def simulate_flexible(model, duration: float, q0=None, v0=None, u=None, *, rtol:
         Called with each output sample (``t`` [s], ``q`` (nv,)) as the run goes, e.g. to
         stream it to the live viewer: an open chain's samples of each adaptive step when the
         next step starts (:func:`~multibody_dynamics.interruptible.solve_ivp_keeping`), a
-        closed loop's after its projection; the values are those of the result.
+        closed loop's once their projection interval is integrated and its end projected;
+        the values are those of the result.
 
     Raises
     ------
