@@ -12,6 +12,7 @@ import json
 import math
 import os
 import pickle
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 import pytest
@@ -436,3 +437,54 @@ def test_shipped_study_files_load_and_name_the_book_designs():
         assert np.all(ref >= study.lower) and np.all(ref <= study.upper)
         if name in swarms:
             assert (study.optimizer.particles, study.optimizer.iterations) == swarms[name]
+
+
+def test_pool_workers_can_be_terminated_whatever_sigterm_state_they_inherit():
+    # a broken pool ends its workers with terminate() and waits for them: a worker that
+    # inherited an ignored SIGTERM (as from a forkserver started while it was ignored) would
+    # block that wait, and the caller's exit, for good
+    import signal
+
+    from multibody_control.design.executors import _terminable
+
+    before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        _terminable()
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _stubborn_task() -> None:  # a worker that would outlive terminate(): SIGTERM ignored
+    import signal
+    import time
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(60)
+
+
+def _dying_task() -> None:
+    import time
+
+    time.sleep(0.5)  # the stubborn task is running by then
+    os._exit(3)
+
+
+def test_a_broken_pool_is_ended_even_with_a_process_terminate_cannot_end():
+    # a process left in a broken pool (Python 3.11 can start one while the pool breaks, after
+    # the others were terminated) held the pool's manager thread, and the exit, for good
+    with open_executor("pool", workers=2) as backend:
+        pool = backend.executor
+        manager = pool._executor_manager_thread
+        stubborn = pool.submit(_stubborn_task)
+        with pytest.raises(BrokenProcessPool):
+            pool.submit(_dying_task).result(timeout=30)
+        with pytest.raises(BrokenProcessPool):
+            stubborn.result(timeout=30)
+        backend.restart()
+        manager.join(timeout=10)
+        assert not manager.is_alive()
+        assert backend.executor.submit(os.getpid).result(timeout=30) > 0

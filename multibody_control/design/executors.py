@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -62,7 +63,6 @@ MIN_CHUNK = 2
 DASK_CONNECT_TIMEOUT = 30.0
 
 
-
 def _one_thread_per_worker() -> None:
     """Pool initializer: one BLAS / OpenMP thread in each worker process, as Dask's nanny sets
     for its workers.  With the libraries' defaults (one thread per core) N workers on N cores
@@ -70,12 +70,40 @@ def _one_thread_per_worker() -> None:
     inversion) took about three times the CPU per evaluation in a local pool of 2 that they
     took on a 2-worker Dask cluster.  The numeric libraries are loaded before this runs (the
     forkserver preloads the caller's main module): those are limited through threadpoolctl,
-    and the ones a task loads later read the environment variables set here."""
+    and the ones a task loads later read the environment variables set here.  SIGTERM is
+    made to end the worker (:func:`_terminable`)."""
     from threadpoolctl import threadpool_limits
 
+    _terminable()
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = "1"
     threadpool_limits(1)
+
+
+def _terminable() -> None:
+    """SIGTERM's default action, unblocked, in a pool worker: the pool ends a broken pool's
+    workers with ``terminate()`` and waits for them, and a worker that inherited an ignored or
+    blocked SIGTERM (from the forkserver, started with its caller's state at that moment) would
+    keep that wait, and the caller's exit, from ever ending."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _end_broken(pool: ProcessPoolExecutor) -> None:
+    """Shut a broken pool down and kill every process it has.  The pool's manager thread
+    ends the processes of a broken pool with SIGTERM and waits for them: a process that
+    outlives SIGTERM (one whose task ignores it, or one that Python 3.11's pool started while
+    breaking, after the others were terminated: seen here in about 1 in 6 test runs that lost
+    a process, before the pools started their processes up front) holds that wait, and the
+    interpreter's exit, which waits for the manager, for good."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.kill()
+        except ValueError:  # already closed
+            pass
+
 
 class ExecutorError(MultibodyError, RuntimeError):
     """An evaluation backend cannot run anything (not one design's failure)."""
@@ -193,10 +221,17 @@ class StudyExecutor:
         pool = ProcessPoolExecutor(max_workers=self._requested or available_cores(),
                                    mp_context=multiprocessing.get_context(method),
                                    initializer=_one_thread_per_worker)
+        # every process started now, before any submission: Python 3.11's pool otherwise starts
+        # them one per submission, racing its manager thread, which can then miss a new
+        # process's death (its results wait for good) or start one after terminating the
+        # others of a broken pool (see _end_broken)
+        launch = getattr(pool, "_launch_processes", None)
+        if launch is not None:
+            launch()
         try:
             pool.submit(os.getpid).result()
         except BrokenProcessPool:
-            pool.shutdown(wait=False, cancel_futures=True)
+            _end_broken(pool)
             raise ExecutorError(
                 "the local process pool cannot start its processes (a script that runs a "
                 "study must do so under `if __name__ == '__main__':`, since the processes "
@@ -207,7 +242,7 @@ class StudyExecutor:
         """Replace a broken local pool by a new one (other backends repair themselves)."""
         if self.kind != "pool":
             return
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        _end_broken(self.executor)
         self.executor = self._new_pool()
         self.restarts += 1
 
@@ -265,6 +300,8 @@ class StudyExecutor:
                 self._client.close()
             if self._cluster is not None:
                 self._cluster.close()
+        elif getattr(self.executor, "_broken", False):  # lost its last process since restart
+            _end_broken(self.executor)
         else:
             self.executor.shutdown(wait=True, cancel_futures=True)
 
