@@ -103,6 +103,23 @@ def compiled_ctrl_c() -> SystemError:
     return wrapped
 
 
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Name what the run left behind and keep it from hanging the exit (exit_guard)."""
+    if _EXIT_STATUS:
+        import exit_guard
+
+        exit_guard.report()
+        exit_guard.guard(_EXIT_STATUS[-1])
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith(ROS_TEST_FILES):
