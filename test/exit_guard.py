@@ -104,7 +104,7 @@ def _kill_children() -> None:
 def guard(status: int, grace: float = 60.0) -> threading.Thread:
     """Watch the exit of a process whose tests ended with ``status``: after ``grace`` s, print
     every stack and kill the leftover child processes; after another ``grace`` s, end with
-    ``status``."""
+    ``status`` (after ``3 grace`` s, whatever holds the interpreter: status 1)."""
 
     def watch():
         time.sleep(grace)
@@ -121,6 +121,9 @@ def guard(status: int, grace: float = 60.0) -> threading.Thread:
         sys.stderr.flush()
         os._exit(status)
 
+    # the last resort, without the GIL (a C call holding it would stop the watcher): stacks
+    # and exit status 1
+    faulthandler.dump_traceback_later(3 * grace, exit=True)
     watcher = threading.Thread(target=watch, name="exit_guard", daemon=True)
     watcher.start()
     return watcher
