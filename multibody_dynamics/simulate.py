@@ -696,6 +696,7 @@ class _Recorder:
         self.tau, self.e = np.zeros((n, model.nv)), np.empty(n)
         self.lam, self.res, self.vres = np.zeros((n, m)), np.zeros(n), np.zeros(n)
         self.k = 0
+        self.passed = 0  # samples handed to on_sample so far
 
     def add(self, sim: Simulator, tau, constrained: bool):
         k = self.k
@@ -715,13 +716,16 @@ class _Recorder:
             if constrained:
                 self.lam[k], self.res[k], self.vres[k] = sim.sample(tau)
         self.k = k + 1
-        self.notify(k)
+        self.notify()
 
-    def notify(self, k0: int) -> None:
-        """Pass the samples ``k0`` .. ``k - 1`` to ``on_sample`` (if any)."""
+    def notify(self) -> None:
+        """Pass the samples recorded and not yet passed to ``on_sample`` (if any).  A sample
+        counts as passed once its call has returned, so that after a Ctrl-C landing in that
+        call (or in the kernel recording a chunk) one more ``notify`` passes every kept one."""
         if self.on_sample is not None:
-            for i in range(k0, self.k):
-                self.on_sample(self.t[i], self.q[i])
+            while self.passed < self.k:
+                self.on_sample(self.t[self.passed], self.q[self.passed])
+                self.passed += 1
 
 
 def simulate(model: MultibodyModel, duration: float, q0=None, v0=None,
@@ -854,6 +858,8 @@ def _run_on(sim: Simulator, duration: float, q_init, v_init, tau, const, output_
     finally:
         if bar is not None:
             bar.close()
+    if interrupted:
+        rec.notify()  # the kept samples the interrupt kept from the listener
     wall = time.perf_counter() - start
     m = rec.k
     result = SimulationResult(
@@ -895,10 +901,9 @@ def _run_fixed(sim: Simulator, n: int, every: int, u_at, rec: _Recorder, bar, co
             1, int(round(0.1 / sim.config.dt)))
         rk4 = sim.config.method == "rk4"
         while k0 < n:
-            recorded = rec.k
             done, ok, q, v, t, its, err = fast.run(sim.q, sim.v, u, sim.t, min(chunk, n - k0),
                                                    every, k0, n, rec)
-            rec.notify(recorded)
+            rec.notify()
             if done:
                 sim.q, sim.v, sim.t = q, v, t
                 sim.nsteps += done
