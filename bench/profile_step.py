@@ -69,7 +69,7 @@ def _loop():
             elif part == 5:
                 s += residual(H, cl, cf, lphi, wk[23])
             elif part == 6:
-                s += fd(q, v, tau, mdl, wk, par, a, False)[0]
+                s += fd(q, v, tau, mdl, wk, par, a, False, -1)[0]
             else:
                 for i in range(n):
                     qq[i] = q[i]
