@@ -540,6 +540,8 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam, rk):  # pragma: no cover - 
     n = q.shape[0]
     m = gam.shape[0]
     _applied(q, v, tau, spring, f)
+    # need_m an int64, not a literal, at every call of the step (numba compiles a callee once
+    # per literal argument value: one compiled _terms instead of three)
     pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1 if rk < 0 else 0, W)
     for i in range(n):
         f[i] -= nle[i]
@@ -601,7 +603,7 @@ def _accel(q, v, tau, mdl, wk, par, a):  # pragma: no cover - numba
     M, nle, J, dJ, H, X, L, W, f = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], wk[21]
     n = q.shape[0]
     _applied(q, v, tau, spring, f)
-    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
+    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 1, W)  # int64: _fd_closed's
     if not _chol(M, L, n):
         for i in range(n):
             a[i] = np.nan
@@ -634,7 +636,7 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     it = 0
     polished = False
     while True:
-        _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 2, W)
+        _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 2, W)  # int64, as there
         err = _closure_residual(H, cl, cf, lphi, phi)
         _closure_rows(zero, J, dJ, H, cl, cf, A, gam, ws)
         r = _svd(A, wk[10], Qw, sv, order, Vt, wk[27], wk[28], par)
@@ -713,7 +715,7 @@ def _sample(q, v, tau, mdl, wk, par, closed, rk):  # pragma: no cover - numba
             if abs(sm) > vres:
                 vres = abs(sm)
     else:
-        pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
+        pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 1, W)
         L, tmp, f = wk[6], wk[22], wk[21]
         _applied(q, v, tau, spring, f)
         if _chol(M, L, n):
