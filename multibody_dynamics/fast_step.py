@@ -476,8 +476,8 @@ def _svd(A, bbuf, Qw, sv, order, Vt, qbuf, rows, par):  # pragma: no cover - num
     # projection.py's _jacobi_nonzero_rows with the views cut by _cut (its slices and reshapes
     # cost about as much as the sweeps on the shipped loops), its parts inlined
     mz = _nonzero_rows(A, rows)
-    Qc = qbuf[:mz * mz].reshape((mz, mz))
-    Bw = bbuf[:n * mz].reshape((n, mz))
+    Qc = _cut(qbuf, 0, (mz, mz))
+    Bw = _cut(bbuf, 0, (n, mz))
     _jacobi_rows(A, rows, mz, Bw, Qc, sv)
     for i in range(m):
         for j in range(m):
@@ -993,27 +993,49 @@ def _cut(buf, o, shape):  # pragma: no cover - replaced by the compiled version 
 
 
 def _make_views():
-    """The compiled :func:`_carray` and :func:`_cut`: ``numba.carray`` over the data pointer
-    (no reference count, no reshape call: a view costs a few instructions; the 60 views of a
-    call cost about 1 us as slices and reshapes, measured on four_bar).  Safe where the caller
-    holds the arrays for the call and no view leaves it (the kernels return numbers)."""
+    """The compiled :func:`_carray` and :func:`_cut`: the array structure of a C-contiguous view
+    built in place over the data pointer (no reference count, no reshape call, no function
+    returning an array, so the step loop compiled without reference counting takes them too: a
+    view costs a few instructions; the 60 views of a call cost about 1 us as slices and
+    reshapes, measured on four_bar).  Safe where the caller holds the arrays for the call and
+    no view leaves it (the kernels return numbers)."""
     import numba
     from numba import types
+    from numba.core import cgutils
     from numba.extending import intrinsic
+    from numba.np.arrayobj import make_array, populate_array
 
     @intrinsic
-    def data_at(typingctx, arr, off):
-        def codegen(context, builder, signature, args):
-            data = context.make_array(signature.args[0])(context, builder, args[0]).data
-            return builder.gep(data, [args[1]])
+    def view_at(typingctx, buf, off, shape):
+        ndim = len(shape) if isinstance(shape, types.BaseTuple) else 1
+        retty = types.Array(buf.dtype, ndim, "C")
 
-        return types.CPointer(arr.dtype)(arr, off), codegen
+        def codegen(context, builder, signature, args):
+            bty, oty, sty = signature.args
+            data = context.make_array(bty)(context, builder, args[0]).data
+            ptr = builder.gep(data, [context.cast(builder, args[1], oty, types.intp)])
+            if isinstance(sty, types.BaseTuple):
+                dims = [context.cast(builder, d, t, types.intp)
+                        for d, t in zip(cgutils.unpack_tuple(builder, args[2], len(sty)), sty)]
+            else:
+                dims = [context.cast(builder, args[2], sty, types.intp)]
+            itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
+                context.get_data_type(bty.dtype)))
+            strides = [itemsize] * ndim
+            for k in range(ndim - 2, -1, -1):
+                strides[k] = builder.mul(strides[k + 1], dims[k + 1])
+            ary = make_array(retty)(context, builder)
+            populate_array(ary, data=ptr, shape=dims, strides=strides, itemsize=itemsize,
+                           meminfo=None)
+            return ary._getvalue()
+
+        return retty(buf, off, shape), codegen
 
     def carray(a):  # pragma: no cover - numba
-        return numba.carray(data_at(a, 0), a.shape[0])
+        return view_at(a, 0, a.shape[0])
 
     def cut(buf, o, shape):  # pragma: no cover - numba
-        return numba.carray(data_at(buf, o), shape)
+        return view_at(buf, o, shape)
 
     inline = numba.njit(cache=True, nogil=True, inline="always")
     return inline(carray), inline(cut)
