@@ -42,24 +42,21 @@ def _loop():
     residual, fd, project, workspace = (fs._closure_residual, fs._fd_closed, fs._project,
                                         fs._workspace)
 
-    @numba.njit
-    def loop(part, N, q, v, tau, ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, ibuf, par,
-             sp):  # pragma: no cover - numba
+    # the parts without numba's reference counting, as the step loop fast_step._run
+    @numba.njit(_nrt=False)
+    def parts(part, N, q, v, tau, mdl, wk, par, sp, a, qq, vv):  # pragma: no cover - numba
+        ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
         n = q.shape[0]
-        wk = workspace(buf, ibuf, n, cl[0, 5], fi.shape[0])
-        mdl = (ji, jf, g, fi, ff, cl, cf, lphi, spring)
         M, nle, J, dJ, H, X, L, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7]
         A, gam, ws = wk[8], wk[9], wk[20]
-        a = np.empty(n)
-        qq = q.copy()
-        vv = v.copy()
-        s = terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
+        one, two = n * 0 + 1, n * 0 + 2  # int64 as in the step (one compiled _terms)
+        s = terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, one, W)
         rows(v, J, dJ, H, cl, cf, A, gam, ws)
         for _ in range(N):
             if part == 0:
-                s += terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1, W)
+                s += terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, one, W)
             elif part == 1:
-                s += terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 2, W)
+                s += terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, two, W)
             elif part == 2:
                 rows(v, J, dJ, H, cl, cf, A, gam, ws)
             elif part == 3:
@@ -69,13 +66,21 @@ def _loop():
             elif part == 5:
                 s += residual(H, cl, cf, lphi, wk[23])
             elif part == 6:
-                s += fd(q, v, tau, mdl, wk, par, a, False)[0]
+                s += fd(q, v, tau, mdl, wk, par, a, False, -1)[0]
             else:
                 for i in range(n):
                     qq[i] = q[i]
                     vv[i] = v[i]
                 s += project(qq, vv, mdl, wk, par, sp)[1]
         return s
+
+    @numba.njit
+    def loop(part, N, q, v, tau, ji, jf, g, fi, ff, cl, cf, lphi, spring, buf, ibuf, par,
+             sp):  # pragma: no cover - numba
+        n = q.shape[0]
+        wk = workspace(buf, ibuf, n, cl[0, 5], fi.shape[0])
+        return parts(part, N, q, v, tau, (ji, jf, g, fi, ff, cl, cf, lphi, spring), wk, par, sp,
+                     np.empty(n), q.copy(), v.copy())
 
     return loop
 
