@@ -444,19 +444,19 @@ def _closure_residual(H, cl, cf, lphi, phi):  # pragma: no cover - numba
 
 
 def _small_solve(K, Lk, rhs, x, r):  # pragma: no cover - numba
-    """x[0] = K^-1 rhs[0] for the leading r x r block of the symmetric K: Cholesky, or LU on a
-    copy of that block (in the storage of ``Lk``, whose factorization failed) when K is not
-    numerically positive definite; False if singular (x untouched).  No allocation (the step
-    loop that calls it runs without numba's reference counting, :func:`_compiled`); on the LU
-    path ``rhs[0, :r]`` is overwritten."""
+    """x[0] = K^-1 rhs[0] for the leading r x r block of the symmetric K: Cholesky (returns 1,
+    ``Lk`` its factor), or LU on a copy of that block (in the storage of ``Lk``, whose
+    factorization failed) when K is not numerically positive definite (returns 2); 0 if
+    singular (x untouched).  No allocation (the step loop that calls it runs without numba's
+    reference counting, :func:`_compiled`); on the LU path ``rhs[0, :r]`` is overwritten."""
     if _chol(K, Lk, r):
         _chol_solve(Lk, rhs, 0, x, 0, r)
-        return True
+        return 1
     Kc = Lk.reshape(Lk.size)[:r * r].reshape((r, r))
     for i in range(r):
         for j in range(r):
             Kc[i, j] = K[i, j]
-    return _gauss_solve(Kc, rhs[0, :r], x[0, :r], 0.0)
+    return 2 if _gauss_solve(Kc, rhs[0, :r], x[0, :r], 0.0) else 0
 
 
 def _svd(A, bbuf, Qw, sv, order, Vt, qbuf, rows, par):  # pragma: no cover - numba
@@ -510,6 +510,69 @@ def _svd(A, bbuf, Qw, sv, order, Vt, qbuf, rows, par):  # pragma: no cover - num
     return r
 
 
+#: the closure rows serve as their own basis (:func:`_basis`) when ``cond(A_z)^2`` is below
+#: this bound, ``A_z`` the rows that are not exactly zero: the Gauss-form matrix ``A_z M^-1
+#: A_z^T`` then loses at most about 6 digits more than with the singular vectors (``cond(M)``
+#: the same in both), and any rank decision of eq. 70 with thresholds below ``sigma_min``
+#: keeps every row; worse-conditioned or redundant rows take the SVD
+DIRECT_COND2 = 1e6
+
+
+def _basis(A, wk, par):  # pragma: no cover - numba
+    """A basis of the row space of ``A`` (m, n) for the Gauss form: ``Vt[:r]`` its rows (``B^T``)
+    and ``Ub`` (m, r) with ``B^T C v = -Ub^T gamma`` and ``lam = Ub mu`` (:func:`_fd_closed`).
+
+    When the rows of A that are not exactly zero (``A_z``, mz of them) are independent with
+    margin, they are the basis (``B = A_z^T``, ``Ub`` the columns of the identity that pick
+    them): their Gram matrix ``G = A_z A_z^T`` and its Cholesky factor (in ``Qw``) cost a few
+    products where the Jacobi SVD costs sweeps and a sort.  The test is rigorous:
+    ``lambda_min(G) >= 1 / ||L^-1||_F^2`` and ``lambda_max(G) <= trace(G)``, so ``sigma_min(A)``
+    is above ``rank_atol`` and ``rank_rtol sigma_max`` (every row retained by eq. 70, as the
+    SVD would) and ``cond(A_z)^2 <= DIRECT_COND2``.  Otherwise (redundant or nearly redundant
+    rows, a singular configuration) the SVD of :func:`_svd` with its rank decision:
+    ``Vt[:r] = V_r^T``, ``Ub = U_r S_r^-1``.  Returns ``(r, direct)``."""
+    Qw, sv, order, Vt, K, Lk, rows, Ub = wk[11], wk[12], wk[13], wk[14], wk[16], wk[17], \
+        wk[28], wk[34]
+    m, n = A.shape
+    mz = _nonzero_rows(A, rows)
+    if mz == 0:
+        return 0, True
+    tr = 0.0
+    for i in range(mz):
+        for j in range(i + 1):
+            sm = 0.0
+            for k in range(n):
+                sm += A[rows[i], k] * A[rows[j], k]
+            K[i, j] = sm
+            K[j, i] = sm
+        tr += K[i, i]
+    if _chol(K, Qw, mz):
+        fro = 0.0  # ||L^-1||_F^2, column by column (forward substitution, row 0 of Lk)
+        for j in range(mz):
+            for i in range(j, mz):
+                sm = 1.0 if i == j else 0.0
+                for k in range(j, i):
+                    sm -= Qw[i, k] * Lk[0, k]
+                y = sm / Qw[i, i]
+                Lk[0, i] = y
+                fro += y * y
+        lo = 1.0 / fro
+        if fro * tr <= DIRECT_COND2 and lo > par[0] * par[0] and lo > par[1] * par[1] * tr:
+            for ii in range(mz):
+                for k in range(n):
+                    Vt[ii, k] = A[rows[ii], k]
+                for l2 in range(m):
+                    Ub[l2, ii] = 0.0
+                Ub[rows[ii], ii] = 1.0
+            return mz, True
+    r = _svd(A, wk[10], Qw, sv, order, Vt, wk[27], rows, par)
+    for ii in range(r):
+        j = order[ii]
+        for l2 in range(m):
+            Ub[l2, ii] = Qw[l2, j] / sv[j]
+    return r, False
+
+
 def _applied(q, v, tau, spring, f):  # pragma: no cover - numba
     """``f = tau + tau_s`` with the springs and dampers ``tau_s = -K (q - q_rest) - D v``."""
     for i in range(q.shape[0]):
@@ -521,21 +584,24 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam, rk):  # pragma: no cover - 
 
     Aghili's eq. 22 with any of the mass matrices of eqs. 24, 27, 29 has the unique solution
     with ``(I - P) a = C v`` and ``P (M a - f) = 0`` (substitute: each reduces to its right-hand
-    side; Theorem 2 makes the matrix non-singular).  With ``B = V_r`` the retained right singular
-    vectors (``I - P = B B^T``) that is ``a = M^-1 (f + B mu)``, ``B^T a = B^T C v``, i.e.
-    ``(B^T M^-1 B) mu = B^T C v - B^T M^-1 f`` with ``C v = -A^+ gamma`` (eq. 16); one Cholesky
-    of M (shared with the velocity projection) and one of an r x r matrix.  Multipliers (with
-    ``want_lam``, into wk[24]): ``f_c = B mu`` (eq. 32), ``lam = (A^+)^T f_c = U S^-1 mu``.
+    side; Theorem 2 makes the matrix non-singular).  With ``B`` (n, r) a basis of the row space
+    of A (``I - P = B (B^T B)^-1 B^T``; :func:`_basis`: the retained right singular vectors
+    ``V_r`` or the closure rows themselves) that is ``a = M^-1 (f + B mu)``, ``B^T a = B^T C
+    v``, i.e. ``(B^T M^-1 B) mu = B^T C v - B^T M^-1 f`` with ``C v = -A^+ gamma`` (eq. 16),
+    ``B^T C v = -Ub^T gamma``; one Cholesky of M (shared with the velocity projection) and one
+    of an r x r matrix.  Multipliers (with ``want_lam``, into wk[24]): ``f_c = B mu`` (eq. 32),
+    ``lam = (A^+)^T f_c = Ub mu``.
     ``rk`` >= 0: (q, v) is the state :func:`_project` just left and ``M``, its Cholesky factor
-    and the SVD of ``A`` (of rank ``rk``) in ``wk`` are those at this q (they do not depend on
-    v): the tree terms skip ``M`` (:func:`_terms` with ``need_m = 0``), the SVD and the Cholesky
-    are not repeated (same arithmetic on the same numbers: bit-identical); -1 computes them.
+    and the basis of ``A`` (of rank ``rk``) in ``wk`` are those at this q, and so are ``Yt =
+    (M^-1 B)^T`` and the Cholesky factor ``Lk`` of ``B^T M^-1 B`` of its velocity projection
+    (none depends on v): the tree terms skip ``M`` (:func:`_terms` with ``need_m = 0``), the
+    basis and the three factorizations are not repeated (same arithmetic on the same numbers:
+    bit-identical); -1 computes them.
     Returns ``(rank, gravity potential energy)``; NaN accelerations if M is not positive definite.
     """
     ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
     M, nle, J, dJ, H, X, L, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7]
-    A, gam, Qw, sv, order, Vt, Yt, K, Lk = wk[8], wk[9], wk[11], wk[12], wk[13], wk[14], wk[15], \
-        wk[16], wk[17]
+    A, gam, Vt, Yt, K, Lk, Ub = wk[8], wk[9], wk[14], wk[15], wk[16], wk[17], wk[34]
     cvec, mu, ws, f, tmp, lam = wk[18], wk[19], wk[20], wk[21], wk[22], wk[24]
     n = q.shape[0]
     m = gam.shape[0]
@@ -548,7 +614,7 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam, rk):  # pragma: no cover - 
     r = 0
     if m:
         _closure_rows(v, J, dJ, H, cl, cf, A, gam, ws)
-        r = _svd(A, wk[10], Qw, sv, order, Vt, wk[27], wk[28], par) if rk < 0 else rk
+        r = _basis(A, wk, par)[0] if rk < 0 else rk
     if rk < 0 and not _chol(M, L, n):
         for i in range(n):
             a[i] = np.nan
@@ -564,25 +630,27 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam, rk):  # pragma: no cover - 
                 lam[i] = 0.0
         return r, pot
     for ii in range(r):
-        j = order[ii]
-        _chol_solve(L, Vt, ii, Yt, ii, n)
+        if rk < 0:
+            _chol_solve(L, Vt, ii, Yt, ii, n)
         sm = 0.0
         for l2 in range(m):
-            sm += Qw[l2, j] * gam[l2]
-        sm = -sm / sv[j]  # B^T C v
+            sm -= Ub[l2, ii] * gam[l2]  # B^T C v
         for k in range(n):
             sm -= Vt[ii, k] * a[k]
         cvec[0, ii] = sm
-    for i1 in range(r):
-        for i2 in range(r):
-            sm = 0.0
-            for k in range(n):
-                sm += Vt[i1, k] * Yt[i2, k]
-            K[i1, i2] = sm
-    if not _small_solve(K, Lk, cvec, mu, r):
-        for i in range(n):
-            a[i] = np.nan
-        return r, pot
+    if rk >= 0:  # Yt = M^-1 B, K = B^T Yt and its Cholesky factor Lk: those of _project
+        _chol_solve(Lk, cvec, 0, mu, 0, r)
+    else:
+        for i1 in range(r):
+            for i2 in range(r):
+                sm = 0.0
+                for k in range(n):
+                    sm += Vt[i1, k] * Yt[i2, k]
+                K[i1, i2] = sm
+        if not _small_solve(K, Lk, cvec, mu, r):
+            for i in range(n):
+                a[i] = np.nan
+            return r, pot
     for ii in range(r):
         for k in range(n):
             a[k] += Yt[ii, k] * mu[0, ii]
@@ -590,7 +658,7 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam, rk):  # pragma: no cover - 
         for l2 in range(m):
             sm = 0.0
             for ii in range(r):
-                sm += Qw[l2, order[ii]] * mu[0, ii] / sv[order[ii]]
+                sm += Ub[l2, ii] * mu[0, ii]
             lam[l2] = sm
     return r, pot
 
@@ -598,22 +666,23 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam, rk):  # pragma: no cover - 
 def _accel(q, v, tau, mdl, wk, par, a):  # pragma: no cover - numba
     """Accelerations ``a`` (nv,) of an open tree at (q, v) under tau (springs and dampers
     added); NaN on failure (closed loops: :func:`_fd_closed`).  ``mdl`` = (ji, jf, g, fi, ff,
-    cl, cf, lphi, spring (3, n): K, D, q_rest)."""
+    cl, cf, lphi, spring (3, n): K, D, q_rest).  Returns the gravity potential energy."""
     ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
     M, nle, J, dJ, H, X, L, W, f = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], wk[21]
     n = q.shape[0]
     _applied(q, v, tau, spring, f)
-    _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 1, W)  # int64: _fd_closed's
+    pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 1, W)  # int64: as there
     if not _chol(M, L, n):
         for i in range(n):
             a[i] = np.nan
-        return
+        return pot
     tmp = wk[22]
     for i in range(n):
         tmp[0, i] = f[i] - nle[i]
     _chol_solve(L, tmp, 0, tmp, 1, n)
     for i in range(n):
         a[i] = tmp[1, i]
+    return pot
 
 
 def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
@@ -622,34 +691,40 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     else once more at most when the residual is), then v onto null(A) in the mass metric
     (``v <- v - M^-1 B (B^T M^-1 B)^-1 B^T v``), with the SVD of A and the Cholesky of M at the
     final q.  In place; returns (ok, iterations, residual, rank): the rank of ``A`` at the final
-    q when ``M``, its Cholesky factor and the SVD left in ``wk`` serve :func:`_fd_closed` at the
-    new state (velocity projected, rank > 0), else -1."""
+    q when ``M``, its Cholesky factor, the SVD, ``Yt`` and the Cholesky factor ``Lk`` left in
+    ``wk`` serve :func:`_fd_closed` at the new state (velocity projected, rank > 0, ``B^T M^-1
+    B`` positive definite), else -1."""
     ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
     M, nle, J, dJ, H, X, L, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7]
-    A, gam, Qw, sv, order, Vt, Yt, K, Lk = wk[8], wk[9], wk[11], wk[12], wk[13], wk[14], wk[15], \
-        wk[16], wk[17]
-    cvec, mu, ws, phi, zero = wk[18], wk[19], wk[20], wk[23], wk[25]
+    A, gam, Qw, Vt, Yt, K, Lk, Ub = wk[8], wk[9], wk[11], wk[14], wk[15], wk[16], wk[17], wk[34]
+    cvec, mu, ws, phi, zero, rows = wk[18], wk[19], wk[20], wk[23], wk[25], wk[28]
     n = q.shape[0]
     m = phi.shape[0]
     tol, max_iter, project_v = sp[1], int(sp[2]), sp[5] != 0.0
     dq = wk[22][0]
+    nobias = _cut(gam, 0, 0)
     it = 0
     polished = False
     while True:
         _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 2, W)  # int64, as there
         err = _closure_residual(H, cl, cf, lphi, phi)
-        _closure_rows(zero, J, dJ, H, cl, cf, A, gam, ws)
-        r = _svd(A, wk[10], Qw, sv, order, Vt, wk[27], wk[28], par)
+        _closure_rows(zero, J, dJ, H, cl, cf, A, nobias, ws)  # A only
+        r, direct = _basis(A, wk, par)
         if it >= max_iter or not err < np.inf:
             break
         for k in range(n):
             dq[k] = 0.0
-        for ii in range(r):  # dq = A^+ phi, A^+ = V S^-1 U^T
-            j = order[ii]
+        if direct:  # dq = A^+ phi = A_z^T G^-1 phi_z (G's Cholesky factor in Qw)
+            for ii in range(r):
+                cvec[0, ii] = phi[rows[ii]]
+            _chol_solve(Qw, cvec, 0, mu, 0, r)
+        for ii in range(r):  # or dq = A^+ phi = V S^-1 U^T phi = B Ub^T phi
             c = 0.0
-            for l2 in range(m):
-                c += Qw[l2, j] * phi[l2]
-            c /= sv[j]
+            if direct:
+                c = mu[0, ii]
+            else:
+                for l2 in range(m):
+                    c += Ub[l2, ii] * phi[l2]
             for k in range(n):
                 dq[k] += Vt[ii, k] * c
         if err < tol:
@@ -687,26 +762,25 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
             for k in range(n):
                 sm += Vt[i1, k] * Yt[i2, k]
             K[i1, i2] = sm
-    if not _small_solve(K, Lk, cvec, mu, r):
+    how = _small_solve(K, Lk, cvec, mu, r)
+    if not how:
         return False, it, err, -1
     for ii in range(r):
         for k in range(n):
             v[k] -= Yt[ii, k] * mu[0, ii]
-    return True, it, err, r
+    return True, it, err, r if how == 1 else -1  # Lk the Cholesky factor of K, or not
 
 
-def _sample(q, v, tau, mdl, wk, par, closed, rk):  # pragma: no cover - numba
-    """Energy T + V [J] at (q, v), and for a closed loop the multipliers (into wk[24]),
-    ``max |phi|`` and ``max |A v|``; the accelerations at (q, v) into wk[26] (the first RK4
-    stage of the next step when the input is held); ``rk`` as in :func:`_fd_closed`."""
-    ji, jf, g, fi, ff, cl, cf, lphi, spring = mdl
-    M, nle, J, dJ, H, X, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[7]
-    A, phi, a = wk[8], wk[23], wk[26]
+def _sample(q, v, pot, mdl, wk, closed):  # pragma: no cover - numba
+    """Energy T + V [J] at (q, v) and for a closed loop ``max |phi|`` and ``max |A v|``, from
+    the terms the evaluation of the accelerations at (q, v) left in ``wk`` (``M``, ``H``,
+    ``A``) and its gravity potential energy ``pot``."""
+    cl, cf, lphi, spring = mdl[5], mdl[6], mdl[7], mdl[8]
+    M, H, A, phi = wk[0], wk[4], wk[8], wk[23]
     n = q.shape[0]
     res = 0.0
     vres = 0.0
     if closed:
-        pot = _fd_closed(q, v, tau, mdl, wk, par, a, True, rk)[1]
         res = _closure_residual(H, cl, cf, lphi, phi)
         for i in range(A.shape[0]):
             sm = 0.0
@@ -714,19 +788,6 @@ def _sample(q, v, tau, mdl, wk, par, closed, rk):  # pragma: no cover - numba
                 sm += A[i, k] * v[k]
             if abs(sm) > vres:
                 vres = abs(sm)
-    else:
-        pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 1, W)
-        L, tmp, f = wk[6], wk[22], wk[21]
-        _applied(q, v, tau, spring, f)
-        if _chol(M, L, n):
-            for i in range(n):
-                tmp[0, i] = f[i] - nle[i]
-            _chol_solve(L, tmp, 0, tmp, 1, n)
-            for i in range(n):
-                a[i] = tmp[1, i]
-        else:
-            for i in range(n):
-                a[i] = np.nan
     e = pot
     for i in range(n):
         dq = q[i] - spring[2, i]
@@ -748,10 +809,9 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     state as it is (one sample).  Stops before a step that fails (non-finite
     state, failed projection, speed above max_speed).  Returns (steps done, status, t, samples
     written, Newton iterations, residual after the last projection).  The first evaluation
-    after a projection (the next step's first stage or the output sample) reuses the
-    projection's ``M``, Cholesky factor and SVD of ``A`` at the same q (:func:`_fd_closed`'s
-    ``rk``; bit-identical: 0.85x (four_bar) and 0.91x (slider_crank) the CPU time of a step
-    without, measured).
+    after a projection (the next step's first stage, which also gives the output sample at
+    that state) reuses the projection's ``M``, factors and basis of ``A`` at the same q
+    (:func:`_fd_closed`'s ``rk``; bit-identical).
     """
     n = q.shape[0]
     m = wk[24].shape[0]
@@ -763,53 +823,47 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
     its = 0
     k_out = out_k
     # stage velocities Vs[s] and accelerations As[s] (Vs[0] = v); one call site each of
-    # _fd_closed and _accel, which are inlined (four copies cost four times the compile
-    # time).  Views of the work buffer: five allocations cost 0.7 us, measured, a twelfth of a
-    # four_bar step
+    # _fd_closed and _accel, which are inlined (each copy costs compile time: the output
+    # sample takes the first stage's evaluation).  Views of the work buffer: five allocations
+    # cost 0.7 us, measured, a twelfth of a four_bar step
     Vs, As, qs, qn, vn = wk[29], wk[30], wk[31], wk[32], wk[33]
     err = 0.0
     hh = 0.5 * h
     hs = h / 6.0
-    nstage = 1 if euler else 4
-    have_a1 = False  # a1 already evaluated at (q, v) by the output sample
     sample_now = nsteps == 0 and every > 0  # a call for one sample of the state as it is
     k = 0
     rk = -1
-    while True:  # one call site of _sample (inlined) for both uses
-        if sample_now:
-            e, res, vres = _sample(q, v, tau, mdl, wk, par, closed, rk)
-            have_a1 = True
-            out_t[k_out] = t
-            out_e[k_out] = e
-            out_res[k_out] = res
-            out_vres[k_out] = vres
-            for i in range(n):
-                out_q[k_out, i] = q[i]
-                out_v[k_out, i] = v[i]
-            for i in range(m):
-                out_lam[k_out, i] = lam[i]
-            k_out += 1
-        if k == nsteps:
-            break
+    while True:
         for i in range(n):
             Vs[0, i] = v[i]
             qs[i] = q[i]
+        # the stages of the step; after the last step only the first, for its output sample
+        nstage = (1 if euler else 4) if k < nsteps else (1 if sample_now else 0)
         for st in range(nstage):
             if st > 0:  # classical RK4, same operations and order as Simulator._rk4
                 c = h if st == 3 else hh
                 for i in range(n):
                     qs[i] = q[i] + c * Vs[st - 1, i]
                     Vs[st, i] = v[i] + c * As[st - 1, i]
-            if st == 0 and have_a1:
-                for i in range(n):
-                    As[0, i] = wk[26][i]
+            if closed:  # (one call site each: inlined)
+                pot = _fd_closed(qs, Vs[st], tau, mdl, wk, par, As[st], sample_now and st == 0,
+                                 rk if st == 0 else -1)[1]
             else:
-                if closed:  # (one call site each: inlined)
-                    _fd_closed(qs, Vs[st], tau, mdl, wk, par, As[st], False,
-                               rk if st == 0 else -1)
-                else:
-                    _accel(qs, Vs[st], tau, mdl, wk, par, As[st])
-        have_a1 = False
+                pot = _accel(qs, Vs[st], tau, mdl, wk, par, As[st])
+            if st == 0 and sample_now:
+                e, res, vres = _sample(q, v, pot, mdl, wk, closed)
+                out_t[k_out] = t
+                out_e[k_out] = e
+                out_res[k_out] = res
+                out_vres[k_out] = vres
+                for i in range(n):
+                    out_q[k_out, i] = q[i]
+                    out_v[k_out, i] = v[i]
+                for i in range(m):
+                    out_lam[k_out, i] = lam[i]
+                k_out += 1
+        if k == nsteps:
+            break
         if euler:
             for i in range(n):
                 vn[i] = v[i] + h * As[0, i]
@@ -842,7 +896,7 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
 
 def _buffer_size(n, m, nf):
     """Length of the float work buffer of :func:`_workspace`."""
-    return (2 * n * n + 77 * n + 16 * nf + 5 * m * n + 4 * m * m + 6 * m + 72)
+    return (2 * n * n + 77 * n + 16 * nf + 5 * m * n + 5 * m * m + 6 * m + 72)
 
 
 def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
@@ -913,9 +967,11 @@ def _workspace(buf, ibuf, n, m, nf):  # pragma: no cover - numba
     qn = _cut(buf, o, n)
     o += n
     vn = _cut(buf, o, n)
+    o += n
+    Ub = _cut(buf, o, (m, m))  # _basis
     return (M, nle, J, dJ, H, X, L, W, A, gam, Bw, Qw, sv, _cut(ibuf, 0, m), Vt, Yt, K, Lk,
             cvec, mu, ws, f, tmp, phi, lam, zero, acc, qbuf, _cut(ibuf, m, m), Vs, As, qs, qn,
-            vn)
+            vn, Ub)
 
 
 def _run_entry(q, v, tau, t0, nsteps, every, k0, n_total, ji, jf, g, fi, ff, cl, cf, lphi,
@@ -1052,6 +1108,7 @@ def _compiled():
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
     global _workspace, _run_entry, _step_entry, _carray, _cut, _nonzero_rows, _jacobi_rows
+    global _basis
     if not _COMPILED:
         jit = _proj._numba_jit()
         if jit is None:
@@ -1059,10 +1116,7 @@ def _compiled():
             return None
         _closure_rows, _jacobi_columns, _gauss_solve = (_proj._closure_rows, _proj._jacobi_columns,
                                                         _proj._gauss_solve)
-        _chol, _chol_solve = _proj._chol, _proj._chol_solve
         _terms = jit(_terms)
-        _closure_residual = jit(_closure_residual)
-        _small_solve = jit(_small_solve)
         # the functions that take the tuples of work arrays are inlined into _run: a call
         # passes every array of the tuples (about 1.7 us per call measured on four_bar, more
         # than the dynamics themselves)
@@ -1070,12 +1124,17 @@ def _compiled():
 
         inline = numba.njit(cache=True, nogil=True, inline="always")
         _carray, _cut = _make_views()
+        lean = numba.njit(cache=True, nogil=True, _nrt=False)
+        _chol, _chol_solve = inline(_proj._chol.py_func), inline(_proj._chol_solve.py_func)
+        _closure_residual = lean(_closure_residual)
+        _small_solve = lean(_small_solve)
         # projection.py's row selection and Jacobi sweeps, inlined into _svd (a call costs
         # about as much as the sweeps on the shipped loops)
         _nonzero_rows = inline(_proj._nonzero_rows.py_func)
         _jacobi_rows = inline(_proj._jacobi_rows.py_func)
-        _applied = jit(_applied)
-        _svd = inline(_svd)
+        _applied = lean(_applied)
+        _svd = lean(_svd)
+        _basis = inline(_basis)
         _fd_closed = inline(_fd_closed)
         _accel = inline(_accel)
         _project = inline(_project)

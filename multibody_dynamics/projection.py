@@ -505,15 +505,17 @@ class ManifoldProjectionResult:
 def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numba  # noqa: C901
     """Fills the closure rows ``A`` (m, nv) and their bias ``gamma`` (m,) from the world joint
     Jacobians ``J``, their variation ``dJ`` and the frame placements ``H`` (see above); ``ws``
-    (72,) scratch (no allocation here: the compiled simulator step calls this every stage)."""
+    (72,) scratch (no allocation here: the compiled simulator step calls this every stage).
+    ``gamma`` of length 0: ``A`` only (the position projection; ``v`` and ``dJ`` not read)."""
     nv = J.shape[1]
     nc = cl.shape[0]
+    bias = gamma.shape[0] > 0
     # ws by flat index (slots: V_a 0, V_r 6, A_r 12, R 27, Rd 36, G 45, row-major 3 x 3): views
     # cut from it per call cost more than the arithmetic (compiled simulator step, four_bar)
     for c in range(nc):
         ia, ib, o, kp, nrot = cl[c, 0], cl[c, 1], cl[c, 2], cl[c, 3], cl[c, 4]
         # spatial velocities (world): relative, of a, angular of b; relative bias acceleration
-        for i in range(6):
+        for i in range(6 if bias else 0):
             sa = 0.0
             sr = 0.0
             ar = 0.0
@@ -531,7 +533,8 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
         ar0, ar1, ar2, ar3, ar4, ar5 = ws[12], ws[13], ws[14], ws[15], ws[16], ws[17]
         wb0, wb1, wb2 = ws[3] - vr3, ws[4] - vr4, ws[5] - vr5  # omega_b = omega_a - omega_r
         pa0, pa1, pa2 = H[ia, 0, 3], H[ia, 1, 3], H[ia, 2, 3]
-        if kp:
+        b0, b1, b2 = 0.0, 0.0, 0.0
+        if kp and bias:
             # g = nu_r + omega_r x p_a; v_a = nu_a + omega_a x p_a
             g0 = vr0 + vr4 * pa2 - vr5 * pa1
             g1 = vr1 + vr5 * pa0 - vr3 * pa2
@@ -545,6 +548,7 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
                   + vr5 * va0 - vr3 * va2)
             b2 = (-(wb0 * g1 - wb1 * g0) + ar2 + ar3 * pa1 - ar4 * pa0
                   + vr3 * va1 - vr4 * va0)
+        if kp:
             for r in range(kp):
                 w0 = (H[ib, 0, 0] * cf[c, 3 * r + 0] + H[ib, 0, 1] * cf[c, 3 * r + 1]
                       + H[ib, 0, 2] * cf[c, 3 * r + 2])
@@ -562,34 +566,38 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
                         A[o + r, k] = s * (w0 * (j0 + j4 * pa2 - j5 * pa1)
                                            + w1 * (j1 + j5 * pa0 - j3 * pa2)
                                            + w2 * (j2 + j3 * pa1 - j4 * pa0))
-                gamma[o + r] = w0 * b0 + w1 * b1 + w2 * b2
+                if bias:
+                    gamma[o + r] = w0 * b0 + w1 * b1 + w2 * b2
         if nrot:
             # R = R_b^T R_a; w_r = R_b^T omega_r; wrd = R_b^T (omega_r' - omega_b x omega_r)
             for i in range(3):
                 for j in range(3):
                     ws[27 + 3 * i + j] = H[ib, 0, i] * H[ia, 0, j] + H[ib, 1, i] * H[ia, 1, j] + \
                         H[ib, 2, i] * H[ia, 2, j]
-            x0 = ar3 - (wb1 * vr5 - wb2 * vr4)
-            x1 = ar4 - (wb2 * vr3 - wb0 * vr5)
-            x2 = ar5 - (wb0 * vr4 - wb1 * vr3)
-            wr0 = H[ib, 0, 0] * vr3 + H[ib, 1, 0] * vr4 + H[ib, 2, 0] * vr5
-            wr1 = H[ib, 0, 1] * vr3 + H[ib, 1, 1] * vr4 + H[ib, 2, 1] * vr5
-            wr2 = H[ib, 0, 2] * vr3 + H[ib, 1, 2] * vr4 + H[ib, 2, 2] * vr5
-            wd0 = H[ib, 0, 0] * x0 + H[ib, 1, 0] * x1 + H[ib, 2, 0] * x2
-            wd1 = H[ib, 0, 1] * x0 + H[ib, 1, 1] * x1 + H[ib, 2, 1] * x2
-            wd2 = H[ib, 0, 2] * x0 + H[ib, 1, 2] * x1 + H[ib, 2, 2] * x2
-            for j in range(3):  # Rd = [w_r]x R
-                r0, r1, r2 = ws[27 + j], ws[30 + j], ws[33 + j]
-                ws[36 + j] = wr1 * r2 - wr2 * r1
-                ws[39 + j] = wr2 * r0 - wr0 * r2
-                ws[42 + j] = wr0 * r1 - wr1 * r0
+            wr0, wr1, wr2, wd0, wd1, wd2 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+            if bias:
+                x0 = ar3 - (wb1 * vr5 - wb2 * vr4)
+                x1 = ar4 - (wb2 * vr3 - wb0 * vr5)
+                x2 = ar5 - (wb0 * vr4 - wb1 * vr3)
+                wr0 = H[ib, 0, 0] * vr3 + H[ib, 1, 0] * vr4 + H[ib, 2, 0] * vr5
+                wr1 = H[ib, 0, 1] * vr3 + H[ib, 1, 1] * vr4 + H[ib, 2, 1] * vr5
+                wr2 = H[ib, 0, 2] * vr3 + H[ib, 1, 2] * vr4 + H[ib, 2, 2] * vr5
+                wd0 = H[ib, 0, 0] * x0 + H[ib, 1, 0] * x1 + H[ib, 2, 0] * x2
+                wd1 = H[ib, 0, 1] * x0 + H[ib, 1, 1] * x1 + H[ib, 2, 1] * x2
+                wd2 = H[ib, 0, 2] * x0 + H[ib, 1, 2] * x1 + H[ib, 2, 2] * x2
+                for j in range(3):  # Rd = [w_r]x R
+                    r0, r1, r2 = ws[27 + j], ws[30 + j], ws[33 + j]
+                    ws[36 + j] = wr1 * r2 - wr2 * r1
+                    ws[39 + j] = wr2 * r0 - wr0 * r2
+                    ws[42 + j] = wr0 * r1 - wr1 * r0
             for r in range(nrot):
                 for j in range(3):
                     sg = 0.0
                     sd = 0.0
                     for k in range(9):
                         sg += cf[c, 9 + 9 * (3 * r + j) + k] * ws[27 + k]
-                        sd += cf[c, 9 + 9 * (3 * r + j) + k] * ws[36 + k]
+                        if bias:
+                            sd += cf[c, 9 + 9 * (3 * r + j) + k] * ws[36 + k]
                     ws[45 + j] = sg
                     ws[48 + j] = sd
                 G0, G1, G2, Gd0, Gd1, Gd2 = ws[45], ws[46], ws[47], ws[48], ws[49], ws[50]
@@ -604,8 +612,9 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
                         A[row, k] = 0.0
                     else:
                         A[row, k] = s * (t0 * J[3, k] + t1 * J[4, k] + t2 * J[5, k])
-                gamma[row] = (Gd0 * wr0 + Gd1 * wr1 + Gd2 * wr2
-                              + G0 * wd0 + G1 * wd1 + G2 * wd2)
+                if bias:
+                    gamma[row] = (Gd0 * wr0 + Gd1 * wr1 + Gd2 * wr2
+                                  + G0 * wd0 + G1 * wd1 + G2 * wd2)
 
 
 def _projection_kernel(M, nle, tau, v, J, dJ, H, cl, cf, par):  # pragma: no cover - numba  # noqa: C901

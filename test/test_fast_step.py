@@ -82,8 +82,7 @@ def test_same_trajectory_closed_loops(four_bar_q0):
     The operations differ (Jacobi SVD and Gauss's form of eq. 22 against LAPACK and eq. 24) but
     are equivalent: away from singular configurations the differences are round-off (about
     1e-12); the slider-crank passes q1 = pi/2 at t = 0.4 s, where the reference's eq. 24 solve
-    loses about eps / sigma^2 (measured: 2e-9 in a, 1.8e-8 in v, at sigma 1e-6, while the
-    compiled accelerations keep the branch relation a2 = -2 a1 to 1e-15)."""
+    loses about eps / sigma^2 (measured: 2e-9 in a, 1.8e-8 in v, at sigma 1e-6)."""
     m, q0 = four_bar_q0
     for model, q, v in ((m, q0, [3.0, 0.0, 0.0]),
                         (load_model("slider_crank"), [0.0, 0.0], [6.0, -12.0]),
@@ -98,14 +97,14 @@ def test_same_trajectory_closed_loops(four_bar_q0):
         lam_scale = max(1.0, np.abs(ref.lam).max())
         keep = np.ones(ref.t.size, bool)
         if model.name == "slider_crank":
-            # the multipliers are ill-conditioned at the crossing (lam ~ f_c / sigma): the
-            # reference's jump there by 2e-3 (sample 404) and decay over 0.01 s, the compiled ones
-            # stay smooth
+            # the multipliers are ill-conditioned at the crossing (lam ~ f_c / sigma): the state
+            # there amplifies round-off by about 1e4 within a few steps, and the multipliers
+            # jump by up to 2e-3 (sample 404) on either path; which samples jump depends on the
+            # last bits of the state (the compiled path from a state 1e-13 rad/s off in v1 at
+            # t = 0.38 s shows a second difference of 8e-4 where it shows 9e-6 unperturbed,
+            # measured), so near the crossing the paths agree to 1e-2 only
             keep = np.abs(np.cos(ref.q[:, 0])) > 5e-2
-            near = np.flatnonzero(~keep)
-            window = slice(near[0] - 5, near[-1] + 5)
-            assert np.max(np.abs(np.diff(fast.lam[window, 0], 2))) < 1e-4
-            assert np.max(np.abs(np.diff(ref.lam[window, 0], 2))) > 1e-3
+            np.testing.assert_allclose(fast.lam[~keep], ref.lam[~keep], rtol=0, atol=1e-2)
         np.testing.assert_allclose(fast.lam[keep], ref.lam[keep], rtol=0, atol=1e-7 * lam_scale)
         assert fast.max_residual < 1e-12 and fast.max_velocity_residual < 1e-12
 
