@@ -58,7 +58,8 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
     mass (9)]; ``g`` (3,) gravity; ``fi`` (nf,) parent joint of each closure frame (-1:
     universe, then ``H`` is left as set at construction); ``ff`` (nf, 12) frame placement in its
     joint [rotation (9), translation (3)].  ``need_m``: 0 ``nle`` only, 1 ``M`` and ``nle``, 2
-    ``M`` only (``nle`` left as it was).  Fills ``M``, ``nle``, ``J``, ``dJ``
+    ``M`` only (``nle``, ``dJ`` and the velocity terms of ``W`` left as they were).  Fills
+    ``M``, ``nle``, ``J``, ``dJ``
     (6, n), ``H`` (nf, 4, 4); ``X`` (n, 12) world rotation (9) and position (3) of each joint;
     ``W`` (n, 34) work space: body velocity (6), force (6), inertia at the world origin
     (composite after the backward pass) as mass, first moment ``m c`` (3) and rotational
@@ -130,32 +131,33 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
             X[i, 9], X[i, 10], X[i, 11] = x0 + w0 * qi, x1 + w1 * qi, x2 + w2 * qi
             s0, s1, s2, s3, s4, s5 = w0, w1, w2, 0.0, 0.0, 0.0
         J[0, i], J[1, i], J[2, i], J[3, i], J[4, i], J[5, i] = s0, s1, s2, s3, s4, s5
-        # velocity V = V_parent + S v_i; dS = V x S; bias acceleration (gravity as a base
-        # acceleration), kept in the force slots until the force replaces it
-        vi = v[i]
-        if par >= 0:
-            lv0, lv1, lv2 = W[par, 0] + s0 * vi, W[par, 1] + s1 * vi, W[par, 2] + s2 * vi
-            av0, av1, av2 = W[par, 3] + s3 * vi, W[par, 4] + s4 * vi, W[par, 5] + s5 * vi
-            b0, b1, b2 = W[par, 25], W[par, 26], W[par, 27]
-            b3, b4, b5 = W[par, 28], W[par, 29], W[par, 30]
-        else:
-            lv0, lv1, lv2, av0, av1, av2 = s0 * vi, s1 * vi, s2 * vi, s3 * vi, s4 * vi, s5 * vi
-            b0, b1, b2, b3, b4, b5 = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
-        W[i, 0], W[i, 1], W[i, 2], W[i, 3], W[i, 4], W[i, 5] = lv0, lv1, lv2, av0, av1, av2
-        d0 = av1 * s2 - av2 * s1 + lv1 * s5 - lv2 * s4
-        d1 = av2 * s0 - av0 * s2 + lv2 * s3 - lv0 * s5
-        d2 = av0 * s1 - av1 * s0 + lv0 * s4 - lv1 * s3
-        d3 = av1 * s5 - av2 * s4
-        d4 = av2 * s3 - av0 * s5
-        d5 = av0 * s4 - av1 * s3
-        dJ[0, i], dJ[1, i], dJ[2, i], dJ[3, i], dJ[4, i], dJ[5, i] = d0, d1, d2, d3, d4, d5
-        b0 += d0 * vi
-        b1 += d1 * vi
-        b2 += d2 * vi
-        b3 += d3 * vi
-        b4 += d4 * vi
-        b5 += d5 * vi
-        W[i, 25], W[i, 26], W[i, 27], W[i, 28], W[i, 29], W[i, 30] = b0, b1, b2, b3, b4, b5
+        if rnea:  # (M only: no velocity terms)
+            # velocity V = V_parent + S v_i; dS = V x S; bias acceleration (gravity as a base
+            # acceleration), kept in the force slots until the force replaces it
+            vi = v[i]
+            if par >= 0:
+                lv0, lv1, lv2 = W[par, 0] + s0 * vi, W[par, 1] + s1 * vi, W[par, 2] + s2 * vi
+                av0, av1, av2 = W[par, 3] + s3 * vi, W[par, 4] + s4 * vi, W[par, 5] + s5 * vi
+                b0, b1, b2 = W[par, 25], W[par, 26], W[par, 27]
+                b3, b4, b5 = W[par, 28], W[par, 29], W[par, 30]
+            else:
+                lv0, lv1, lv2, av0, av1, av2 = s0 * vi, s1 * vi, s2 * vi, s3 * vi, s4 * vi, s5 * vi
+                b0, b1, b2, b3, b4, b5 = -g[0], -g[1], -g[2], 0.0, 0.0, 0.0
+            W[i, 0], W[i, 1], W[i, 2], W[i, 3], W[i, 4], W[i, 5] = lv0, lv1, lv2, av0, av1, av2
+            d0 = av1 * s2 - av2 * s1 + lv1 * s5 - lv2 * s4
+            d1 = av2 * s0 - av0 * s2 + lv2 * s3 - lv0 * s5
+            d2 = av0 * s1 - av1 * s0 + lv0 * s4 - lv1 * s3
+            d3 = av1 * s5 - av2 * s4
+            d4 = av2 * s3 - av0 * s5
+            d5 = av0 * s4 - av1 * s3
+            dJ[0, i], dJ[1, i], dJ[2, i], dJ[3, i], dJ[4, i], dJ[5, i] = d0, d1, d2, d3, d4, d5
+            b0 += d0 * vi
+            b1 += d1 * vi
+            b2 += d2 * vi
+            b3 += d3 * vi
+            b4 += d4 * vi
+            b5 += d5 * vi
+            W[i, 25], W[i, 26], W[i, 27], W[i, 28], W[i, 29], W[i, 30] = b0, b1, b2, b3, b4, b5
         # inertia at the world origin: mass m, first moment h = m c,
         # Io = R Ic R^T + m (|c|^2 - c c^T)
         m = jf[i, 15]
