@@ -1126,7 +1126,10 @@ def _compiled():
 
         inline = numba.njit(cache=True, nogil=True, inline="always")
         _carray, _cut = _make_views()
-        lean = numba.njit(cache=True, nogil=True, _nrt=False)
+        # the kernels of the step without numba's reference counting (see _run) and with
+        # numpy's error model: a division by zero gives inf or NaN, which the step's finiteness
+        # checks stop on, instead of a test and a Python exception at every division
+        lean = numba.njit(cache=True, nogil=True, _nrt=False, error_model="numpy")
         _chol, _chol_solve = inline(_proj._chol.py_func), inline(_proj._chol_solve.py_func)
         _closure_residual = lean(_closure_residual)
         _small_solve = lean(_small_solve)
@@ -1146,7 +1149,7 @@ def _compiled():
         # nothing in it allocates, so the count updates of the array variables (about 1300
         # call sites in the loop, measured in its LLVM) were pure cost: 0.83x (four_bar) and
         # 0.81x (slider_crank) the CPU time of an RK4 step with them, bit-identical states
-        _run = numba.njit(cache=True, nogil=True, _nrt=False)(_run)
+        _run = lean(_run)
         _workspace = jit(_workspace)
         _run_entry = jit(_run_entry)
         _step_entry = jit(_step_entry)
