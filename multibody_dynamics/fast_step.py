@@ -38,6 +38,7 @@ import numpy as np
 import pinocchio as pin
 
 from . import projection as _proj
+from .fast_planar import pack_planar
 from .validation import require_finite
 
 #: pinocchio joint classes handled by the kernel: (kind, axis) with kind 0 revolute, 1 prismatic
@@ -238,7 +239,12 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
             if par >= 0:
                 for a in range(12, 25):
                     W[par, a] += W[i, a]
-    # closure frames
+    _frames(X, fi, ff, H)
+    return pot
+
+
+def _frames(X, fi, ff, H):  # pragma: no cover - numba
+    """The closure frames' world placements ``H`` from their joints' ``X`` (see :func:`_terms`)."""
     for s in range(fi.shape[0]):
         jp = fi[s]
         if jp < 0:
@@ -250,6 +256,108 @@ def _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m, W):  # pragma: 
                               + X[jp, 3 * a + 2] * ff[s, 6 + b])
                 sp += X[jp, 3 * a + b] * ff[s, 9 + b]
             H[s, a, 3] = sp
+
+
+def _terms_planar(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m,
+                  W):  # pragma: no cover - numba
+    """:func:`_terms` of a tree that moves in the world x-y plane (:func:`planar_tree`): the
+    recursions of :mod:`~multibody_dynamics.fast_planar` on the three in-plane components
+    ``(l_x, l_y, w_z)`` (about a fifth of the arithmetic), read from the same ``jf``, with the
+    same outputs: ``M``, ``nle``, ``J`` and ``dJ`` (out-of-plane rows zero, as :func:`_terms`
+    gives them for such a tree), ``X`` (rotations about z; positions with their constant z),
+    ``H`` and the gravity potential energy (with its z part).  ``W`` (n, >= 20) work space:
+    axis S (4-6), velocity (7-9), bias acceleration (10, 11), force (13-15), inertia at the
+    origin (16-19: m, m c_x, m c_y, I_zz + m |c_xy|^2; composite after the backward pass)."""
+    n = ji.shape[0]
+    pot = 0.0
+    rnea = need_m != 2
+    for i in range(n):
+        par = ji[i, 0]
+        if par < 0:
+            cp, spn, px, py, pz = 1.0, 0.0, 0.0, 0.0, 0.0
+            v0, v1, v2 = 0.0, 0.0, 0.0
+            b0, b1 = -g[0], -g[1]
+        else:
+            cp, spn, px, py, pz = X[par, 0], X[par, 3], X[par, 9], X[par, 10], X[par, 11]
+            v0, v1, v2 = W[par, 7], W[par, 8], W[par, 9]
+            b0, b1 = W[par, 10], W[par, 11]
+        # placement: a rotation about z (cos R_00, sin R_10) and a translation
+        c0 = cp * jf[i, 3] - spn * jf[i, 6]
+        s0 = spn * jf[i, 3] + cp * jf[i, 6]
+        x0 = px + cp * jf[i, 12] - spn * jf[i, 13]
+        x1 = py + spn * jf[i, 12] + cp * jf[i, 13]
+        z = pz + jf[i, 14]
+        qi = q[i]
+        if ji[i, 1] == 0:  # revolute about (0, 0, sig)
+            sig = 1.0 if jf[i, 2] > 0.0 else -1.0
+            cq, sq = np.cos(qi), sig * np.sin(qi)
+            c, s = c0 * cq - s0 * sq, s0 * cq + c0 * sq
+            S0, S1, S2 = sig * x1, -sig * x0, sig
+        else:  # prismatic along the in-plane w = R0 k
+            w0 = c0 * jf[i, 0] - s0 * jf[i, 1]
+            w1 = s0 * jf[i, 0] + c0 * jf[i, 1]
+            c, s = c0, s0
+            x0 += w0 * qi
+            x1 += w1 * qi
+            S0, S1, S2 = w0, w1, 0.0
+        X[i, 0], X[i, 1], X[i, 2], X[i, 3], X[i, 4], X[i, 5] = c, -s, 0.0, s, c, 0.0
+        X[i, 6], X[i, 7], X[i, 8], X[i, 9], X[i, 10], X[i, 11] = 0.0, 0.0, 1.0, x0, x1, z
+        J[0, i], J[1, i], J[2, i], J[3, i], J[4, i], J[5, i] = S0, S1, 0.0, 0.0, 0.0, S2
+        W[i, 4], W[i, 5], W[i, 6] = S0, S1, S2
+        m = jf[i, 15]
+        cx = x0 + c * jf[i, 16] - s * jf[i, 17]
+        cy = x1 + s * jf[i, 16] + c * jf[i, 17]
+        pot -= m * (g[0] * cx + g[1] * cy + g[2] * (z + jf[i, 18]))
+        h0, h1 = m * cx, m * cy
+        W[i, 16], W[i, 17], W[i, 18] = m, h0, h1
+        W[i, 19] = jf[i, 27] + m * (cx * cx + cy * cy)
+        if rnea:
+            # velocity, dS = V x S, bias acceleration (gravity as a base acceleration)
+            vi = v[i]
+            v0 += S0 * vi
+            v1 += S1 * vi
+            v2 += S2 * vi
+            d0 = -v2 * S1 + v1 * S2
+            d1 = v2 * S0 - v0 * S2
+            dJ[0, i], dJ[1, i], dJ[2, i], dJ[3, i], dJ[4, i], dJ[5, i] = d0, d1, 0.0, 0.0, \
+                0.0, 0.0
+            b0 += d0 * vi
+            b1 += d1 * vi
+            W[i, 7], W[i, 8], W[i, 9], W[i, 10], W[i, 11] = v0, v1, v2, b0, b1
+            # force f = I b + V x* (I V)
+            iv0 = m * v0 - h1 * v2
+            iv1 = m * v1 + h0 * v2
+            W[i, 13] = m * b0 - v2 * iv1
+            W[i, 14] = m * b1 + v2 * iv0
+            W[i, 15] = h0 * b1 - h1 * b0 + v0 * iv1 - v1 * iv0
+    if need_m:
+        for i in range(n):
+            for j in range(n):
+                M[i, j] = 0.0
+    # backward pass: joint forces and composite inertias
+    for i in range(n - 1, -1, -1):
+        S0, S1, S2 = W[i, 4], W[i, 5], W[i, 6]
+        par = ji[i, 0]
+        if rnea:
+            nle[i] = S0 * W[i, 13] + S1 * W[i, 14] + S2 * W[i, 15]
+            if par >= 0:
+                for a in range(13, 16):
+                    W[par, a] += W[i, a]
+        if need_m:
+            m, h0, h1, io = W[i, 16], W[i, 17], W[i, 18], W[i, 19]
+            f0 = m * S0 - h1 * S2
+            f1 = m * S1 + h0 * S2
+            f2 = h0 * S1 - h1 * S0 + io * S2
+            j = i
+            while j >= 0:
+                sm = W[j, 4] * f0 + W[j, 5] * f1 + W[j, 6] * f2
+                M[i, j] = sm
+                M[j, i] = sm
+                j = ji[j, 0]
+            if par >= 0:
+                for a in range(16, 20):
+                    W[par, a] += W[i, a]
+    _frames(X, fi, ff, H)
     return pot
 
 
@@ -610,7 +718,10 @@ def _fd_closed(q, v, tau, mdl, wk, par, a, want_lam, rk):  # pragma: no cover - 
     _applied(q, v, tau, spring, f)
     # need_m an int64, not a literal, at every call of the step (numba compiles a callee once
     # per literal argument value: one compiled _terms instead of three)
-    pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1 if rk < 0 else 0, W)
+    if par[4] != 0.0:  # a planar tree
+        pot = _terms_planar(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1 if rk < 0 else 0, W)
+    else:
+        pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, 1 if rk < 0 else 0, W)
     for i in range(n):
         f[i] -= nle[i]
     r = 0
@@ -673,7 +784,10 @@ def _accel(q, v, tau, mdl, wk, par, a):  # pragma: no cover - numba
     M, nle, J, dJ, H, X, L, W, f = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], wk[21]
     n = q.shape[0]
     _applied(q, v, tau, spring, f)
-    pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 1, W)  # int64: as there
+    if par[4] != 0.0:  # a planar tree (int64 need_m: as there)
+        pot = _terms_planar(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 1, W)
+    else:
+        pot = _terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 1, W)
     if not _chol(M, L, n):
         for i in range(n):
             a[i] = np.nan
@@ -708,7 +822,10 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     it = 0
     polished = False
     while True:
-        _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 2, W)  # int64, as there
+        if par[4] != 0.0:  # a planar tree (int64 need_m, as there)
+            _terms_planar(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 2, W)
+        else:
+            _terms(q, zero, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, n * 0 + 2, W)
         err = _closure_residual(H, cl, cf, lphi, phi)
         _closure_rows(zero, J, dJ, H, cl, cf, A, nobias, ws)  # A only
         r, direct = _basis(A, wk, par)
@@ -1110,7 +1227,7 @@ def _compiled():
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
     global _workspace, _run_entry, _step_entry, _carray, _cut, _nonzero_rows, _jacobi_rows
-    global _basis
+    global _basis, _frames, _terms_planar
     if not _COMPILED:
         jit = _proj._numba_jit()
         if jit is None:
@@ -1118,13 +1235,15 @@ def _compiled():
             return None
         _closure_rows, _jacobi_columns, _gauss_solve = (_proj._closure_rows, _proj._jacobi_columns,
                                                         _proj._gauss_solve)
-        _terms = jit(_terms)
-        # the functions that take the tuples of work arrays are inlined into _run: a call
-        # passes every array of the tuples (about 1.7 us per call measured on four_bar, more
-        # than the dynamics themselves)
         import numba
 
         inline = numba.njit(cache=True, nogil=True, inline="always")
+        _frames = inline(_frames)
+        _terms = jit(_terms)
+        _terms_planar = jit(_terms_planar)
+        # the functions that take the tuples of work arrays are inlined into _run: a call
+        # passes every array of the tuples (about 1.7 us per call measured on four_bar, more
+        # than the dynamics themselves)
         _carray, _cut = _make_views()
         # the kernels of the step without numba's reference counting (see _run) and with
         # numpy's error model: a division by zero gives inf or NaN, which the step's finiteness
@@ -1241,6 +1360,13 @@ def pack_tree(pm: pin.Model):
     return ji, jf
 
 
+def planar_tree(pm: pin.Model) -> bool:
+    """True when the tree moves in the world x-y plane (revolute axes along z, prismatic axes in
+    the plane, joint placements rotating about z: :func:`~multibody_dynamics.fast_planar.
+    pack_planar`); the step's tree terms are then those of :func:`_terms_planar`."""
+    return pack_planar(pm) is not None
+
+
 class _Packed:
     """The arrays of the kernels for one model and closure set: ``mdl`` (tree, frames, closure
     rows, springs, work buffers), ``par`` (rank thresholds, variant), ``m`` rows."""
@@ -1271,14 +1397,15 @@ class _Packed:
                 ff[s, :9] = fr.placement.rotation.ravel()
                 ff[s, 9:] = fr.placement.translation
             H0 = plan.H.copy()  # frames on the universe are placed once
-            self.par = plan.parameters(projected.settings).copy()
+            self.par = np.r_[plan.parameters(projected.settings), 0.0]
             self.m = plan.m
         else:
             cl, cf = np.zeros((1, 6), np.int64), np.zeros((1, 90 + self.nv))
             lphi, fi, ff = np.zeros((1, 27)), np.zeros(0, np.int64), np.zeros((0, 12))
             H0 = np.zeros((0, 4, 4))
-            self.par = np.zeros(4)
+            self.par = np.zeros(5)
             self.m = 0
+        self.par[4] = float(planar_tree(pm))  # the kernels' switch to _terms_planar
         # work buffers: views are cut in the kernel (_workspace); frames on the universe placed
         # once
         buf = np.zeros(_buffer_size(self.nv, self.m, len(fi)))

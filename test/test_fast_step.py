@@ -33,7 +33,8 @@ def four_bar_q0():
 @pytest.mark.parametrize("name", SHIPPED)
 def test_rigid_body_terms_match_pinocchio(name):
     """M (crba), h (nonLinearEffects), world J and dJ, frame placements and the gravity potential
-    of the compiled tree algorithms equal pinocchio's to round-off at random states."""
+    of the compiled tree algorithms equal pinocchio's to round-off at random states: the general
+    kernel, and for a tree that moves in the x-y plane also the planar one the step uses."""
     fast_step._compiled()
     m = load_model(name)
     pm, data = m.pin_model, m.create_data()
@@ -44,13 +45,16 @@ def test_rigid_body_terms_match_pinocchio(name):
     ff = np.array([np.r_[pm.frames[f].placement.rotation.ravel(),
                          pm.frames[f].placement.translation]
                    for f in frames])
+    planar = fast_step.planar_tree(pm)
+    assert planar == (name not in ("arm7", "two_wheeled_cart"))
+    kernels = [fast_step._terms] + ([fast_step._terms_planar] if planar else [])
     rng = np.random.default_rng(7)
-    for _ in range(3):
-        q, v = rng.uniform(-2, 2, n), rng.normal(size=n)
+    for q, v, kernel in [(rng.uniform(-2, 2, n), rng.normal(size=n), k) for _ in range(3)
+                         for k in kernels]:
         M, nle, J, dJ = np.zeros((n, n)), np.zeros(n), np.zeros((6, n)), np.zeros((6, n))
         H, X, W = np.zeros((len(frames), 4, 4)), np.zeros((n, 12)), np.zeros((n, 34))
-        pot = fast_step._terms(q, v, ji, jf, np.array(pm.gravity.linear), fi, ff, M, nle, J, dJ,
-                               H, X, 1, W)
+        pot = kernel(q, v, ji, jf, np.array(pm.gravity.linear), fi, ff, M, nle, J, dJ, H, X, 1,
+                     W)
         pin.computeAllTerms(pm, data, q, v)
         pin.updateFramePlacements(pm, data)
         Mp = np.triu(data.M) + np.triu(data.M, 1).T
