@@ -3,12 +3,13 @@
 Not a suite of ``bench/run.py`` (nothing is written to bench/results.json): a diagnostic for
 work on ``multibody_dynamics/fast_step.py``.  Each part runs N times in a compiled loop on the
 state of the speed bench (after one projection), CPU time of the process, best of three:
-the tree terms (kinematics, ``M`` and ``h``; ``M`` only as in the projection), the closure rows
-``A`` and ``gamma``, the Jacobi SVD of ``A``, the Cholesky of ``M``, the residual ``phi``, one
-constrained acceleration (``_fd_closed``: all of the above and the Gauss-form solves) and one
-projection (``_project``: Newton test, velocity projection), then a whole 10 s run without
-output.  An RK4 step is four accelerations and one projection pass (more when a Newton
-iteration is needed).
+the tree terms (kinematics, ``M`` and ``h``; ``M`` only as in the projection; the planar
+kernel for a planar tree, as the step), the closure rows ``A`` and ``gamma``, the basis of the
+row space of ``A`` (the rows themselves or the Jacobi SVD: ``_basis``), the Cholesky of ``M``,
+the residual ``phi``, one constrained acceleration (``_fd_closed``: all of the above and the
+Gauss-form solves) and one projection (``_project``: Newton test, velocity projection), then a
+whole 10 s run without output.  An RK4 step is four accelerations and one projection pass
+(more when a Newton iteration is needed).
 
 Then the per-step API (``Simulator.step``, one call a step: the scenario runner's and
 simulator_node's path) and its compiled entry alone against the whole-run kernel over the same
@@ -28,7 +29,7 @@ from multibody_dynamics import load_model
 from multibody_dynamics.projection import ProjectedDynamics
 from multibody_dynamics.simulate import Simulator, SimulatorConfig
 
-PARTS = ("terms (M and h)", "terms (M only)", "closure rows", "SVD of A", "Cholesky of M",
+PARTS = ("terms (M and h)", "terms (M only)", "closure rows", "basis of A", "Cholesky of M",
          "closure residual", "constrained acceleration", "projection")
 
 
@@ -38,7 +39,8 @@ def _loop():
     from multibody_dynamics import fast_step as fs
 
     fs._compiled()
-    terms, rows, svd, chol = fs._terms, fs._closure_rows, fs._svd, fs._chol
+    terms, planar_terms, rows, basis, chol = (fs._terms, fs._terms_planar, fs._closure_rows,
+                                              fs._basis, fs._chol)
     residual, fd, project, workspace = (fs._closure_residual, fs._fd_closed, fs._project,
                                         fs._workspace)
 
@@ -50,17 +52,20 @@ def _loop():
         M, nle, J, dJ, H, X, L, W = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7]
         A, gam, ws = wk[8], wk[9], wk[20]
         one, two = n * 0 + 1, n * 0 + 2  # int64 as in the step (one compiled _terms)
+        planar = par[4] != 0.0  # the step's tree terms: those of a planar tree, or general
         s = terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, one, W)
         rows(v, J, dJ, H, cl, cf, A, gam, ws)
         for _ in range(N):
-            if part == 0:
-                s += terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, one, W)
-            elif part == 1:
-                s += terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, two, W)
+            if part == 0 or part == 1:
+                need = one if part == 0 else two
+                if planar:
+                    s += planar_terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need, W)
+                else:
+                    s += terms(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need, W)
             elif part == 2:
                 rows(v, J, dJ, H, cl, cf, A, gam, ws)
             elif part == 3:
-                s += svd(A, wk[10], wk[11], wk[12], wk[13], wk[14], wk[27], wk[28], par)
+                s += basis(A, wk, par)[0]
             elif part == 4:
                 chol(M, L, n)
             elif part == 5:
