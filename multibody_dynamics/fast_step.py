@@ -468,7 +468,7 @@ def _tree_fd(q, v, tau, ic, fc, par, buf):  # pragma: no cover - numba
     nf, nc = ic[0], ic[1]
     ji = ic[2:2 + 2 * n].reshape((n, 2))
     fi = ic[2 + 2 * n:2 + 2 * n + nf]
-    cl = ic[2 + 2 * n + nf:2 + 2 * n + nf + 6 * nc].reshape((nc, 6))
+    cl = ic[2 + 2 * n + nf:2 + 2 * n + nf + 7 * nc].reshape((nc, 7))  # with closure_flags
     jf = fc[:28 * n].reshape((n, 28))
     g = fc[28 * n:28 * n + 3]
     o = 28 * n + 3
@@ -1124,8 +1124,8 @@ def _step_entry(q, v, tau, t, h, ip, fp):  # pragma: no cover - numba
     o += 2 * n
     fi = _cut(ip, o, nf)
     o += nf
-    cl = _cut(ip, o, (ncl, 6))
-    o += 6 * ncl
+    cl = _cut(ip, o, (ncl, 7))  # the columns of projection._FastPlan.cl and closure_flags
+    o += 7 * ncl
     ibuf = _cut(ip, o, 2 * m)
     o = 0
     jf = _cut(fp, o, (n, 28))
@@ -1367,6 +1367,39 @@ def planar_tree(pm: pin.Model) -> bool:
     return pack_planar(pm) is not None
 
 
+def closure_flags(pm: pin.Model, closures) -> np.ndarray:
+    """The flags of :func:`~multibody_dynamics.projection._closure_rows` per closure (its
+    ``cl`` column 6): 1 for a planar tree (:func:`planar_tree`), plus 2 when the closure's
+    rotation rows are identically zero in that motion.
+
+    A rotation row of the closure rows is ``s (R_b G)^T J_w``; in planar motion only ``J_w``'s z
+    row moves, ``R_b = Rz(theta_b) R_fb`` and ``R = R_b^T R_a = R_fb^T Rz(phi) R_fa`` (``R_f*``
+    the frames' rotations in their joints, ``phi`` the relative angle), so the row is ``s c_b^T
+    G(R(phi)) J_wz`` with ``c_b`` the third row of ``R_fb``: a combination of 1, cos phi and sin
+    phi.  Zero at three distinct angles is zero at every angle; its bias, ``omega_z`` times the
+    derivative in phi, vanishes with it."""
+    planar = planar_tree(pm)
+    flags = np.zeros(len(closures), np.int64)
+    for i, c in enumerate(closures):
+        if not planar:
+            continue
+        flags[i] = 1
+        if not c.n_rot:
+            continue
+        Ra0 = pm.frames[c.fa].placement.rotation
+        Rb0 = pm.frames[c.fb].placement.rotation
+        scale = max(1.0, float(np.abs(c.L_g).max()))
+        worst = 0.0
+        for phi in (0.0, 2.0 * np.pi / 3.0, 4.0 * np.pi / 3.0):
+            cz, sz = np.cos(phi), np.sin(phi)
+            R = Rb0.T @ np.array([[cz, -sz, 0.0], [sz, cz, 0.0], [0.0, 0.0, 1.0]]) @ Ra0
+            G = (c.L_g @ R.ravel()).reshape(c.n_rot, 3)
+            worst = max(worst, float(np.abs(G @ Rb0[2]).max()))
+        if worst <= 1e-12 * scale:
+            flags[i] |= 2
+    return flags
+
+
 class _Packed:
     """The arrays of the kernels for one model and closure set: ``mdl`` (tree, frames, closure
     rows, springs, work buffers), ``par`` (rank thresholds, variant), ``m`` rows."""
@@ -1383,7 +1416,8 @@ class _Packed:
         if self.closed:
             c = projected.constraints
             plan = _proj._FastPlan(c, pm, pm.createData())
-            cl, cf = plan.cl, plan.cf
+            cl = np.hstack([plan.cl, closure_flags(pm, c._closures)[:, None]])
+            cf = plan.cf
             lphi = np.zeros((len(c._closures), 27))
             for i, cc in enumerate(c._closures):
                 if cc.n_rot:
@@ -1400,7 +1434,7 @@ class _Packed:
             self.par = np.r_[plan.parameters(projected.settings), 0.0]
             self.m = plan.m
         else:
-            cl, cf = np.zeros((1, 6), np.int64), np.zeros((1, 90 + self.nv))
+            cl, cf = np.zeros((1, 7), np.int64), np.zeros((1, 90 + self.nv))
             lphi, fi, ff = np.zeros((1, 27)), np.zeros(0, np.int64), np.zeros((0, 12))
             H0 = np.zeros((0, 4, 4))
             self.par = np.zeros(5)

@@ -506,16 +506,29 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
     """Fills the closure rows ``A`` (m, nv) and their bias ``gamma`` (m,) from the world joint
     Jacobians ``J``, their variation ``dJ`` and the frame placements ``H`` (see above); ``ws``
     (72,) scratch (no allocation here: the compiled simulator step calls this every stage).
-    ``gamma`` of length 0: ``A`` only (the position projection; ``v`` and ``dJ`` not read)."""
+    ``gamma`` of length 0: ``A`` only (the position projection; ``v`` and ``dJ`` not read).
+
+    ``cl`` may carry a seventh column of flags per closure (``fast_step._Packed``; 0 or absent:
+    none): 1, the tree moves in the world x-y plane, so the rows 2-4 of ``J`` and 2-5 of ``dJ``
+    are zero and the velocity sums skip them; 2, its rotation rows are identically zero in that
+    motion (set to zero, not computed).  The terms skipped are exact zeros: the rows equal those
+    computed in full."""
     nv = J.shape[1]
     nc = cl.shape[0]
     bias = gamma.shape[0] > 0
+    flagged = cl.shape[1] > 6
     # ws by flat index (slots: V_a 0, V_r 6, A_r 12, R 27, Rd 36, G 45, row-major 3 x 3): views
     # cut from it per call cost more than the arithmetic (compiled simulator step, four_bar)
     for c in range(nc):
         ia, ib, o, kp, nrot = cl[c, 0], cl[c, 1], cl[c, 2], cl[c, 3], cl[c, 4]
+        flags = cl[c, 6] if flagged else 0
         # spatial velocities (world): relative, of a, angular of b; relative bias acceleration
         for i in range(6 if bias else 0):
+            if flags & 1 and 1 < i < 5:  # out of the plane
+                ws[i] = 0.0
+                ws[6 + i] = 0.0
+                ws[12 + i] = 0.0
+                continue
             sa = 0.0
             sr = 0.0
             ar = 0.0
@@ -568,7 +581,13 @@ def _closure_rows(v, J, dJ, H, cl, cf, A, gamma, ws):  # pragma: no cover - numb
                                            + w2 * (j2 + j3 * pa1 - j4 * pa0))
                 if bias:
                     gamma[o + r] = w0 * b0 + w1 * b1 + w2 * b2
-        if nrot:
+        if nrot and flags & 2:  # identically zero in the plane
+            for r in range(nrot):
+                for k in range(nv):
+                    A[o + kp + r, k] = 0.0
+                if bias:
+                    gamma[o + kp + r] = 0.0
+        elif nrot:
             # R = R_b^T R_a; w_r = R_b^T omega_r; wrd = R_b^T (omega_r' - omega_b x omega_r)
             for i in range(3):
                 for j in range(3):

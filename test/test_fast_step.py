@@ -225,3 +225,34 @@ def test_not_applicable_takes_the_reference_path():
     assert Simulator(arm, wrenches=[ExternalWrench(frame, np.zeros(6))]).fast_stepper() is None
     assert Simulator(arm, SimulatorConfig(rtol=1e-8)).fast_stepper() is None
     assert Simulator(arm).fast_stepper() is not None
+
+
+@pytest.mark.parametrize("name", ("four_bar", "slider_crank", "five_bar", "dual_arm_load",
+                                  "prr_surface"))
+def test_closure_flags_skip_only_exact_zeros(name):
+    """The closure rows with the flags of a planar tree (the out-of-plane velocity sums
+    skipped; the four-bar's two rotation rows, identically zero in the plane, not computed)
+    equal the rows computed in full from pinocchio's J, dJ and frames at random states; the
+    dual-arm load's rotation row, which moves, is not flagged."""
+    from multibody_dynamics import projection as proj
+
+    fast_step._compiled()
+    m = load_model(name)
+    pd = ProjectedDynamics(m)
+    assert pd._fast_ready()  # the packed closure rows (pd._plan)
+    closures = pd.constraints._closures
+    flags = fast_step.closure_flags(m.pin_model, closures)
+    assert (flags & 1).all()
+    assert list(flags >> 1) == [int(name == "four_bar")] * len(closures)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        q, v = rng.uniform(-2, 2, m.nv), rng.normal(size=m.nv)
+        _, _, _, _, J, dJ, H, cl, cf = pd._all_terms(q, v, np.zeros(m.nv))
+        rows = []
+        for c in (cl, np.hstack([cl, flags[:, None]])):
+            A = np.full((pd.constraints.n_holonomic, m.nv), np.nan)
+            gamma = np.full(len(A), np.nan)
+            proj._closure_rows(v, J, dJ, H, c, cf, A, gamma, np.zeros(72))
+            rows.append((A, gamma))
+        np.testing.assert_array_equal(rows[1][0], rows[0][0])
+        np.testing.assert_array_equal(rows[1][1], rows[0][1])
