@@ -112,29 +112,46 @@ def _planar_terms(q, v, ji, jp, g, M, nle, W, rows):  # pragma: no cover - numba
         W[i, 14] = m * b1 + v2 * iv0
         W[i, 15] = h0 * b1 - h1 * b0 + v0 * iv1 - v1 * iv0
         W[i, 16], W[i, 17], W[i, 18], W[i, 19] = m, h0, h1, io
-    for i in range(n):
-        for j in range(n):
-            M[i, j] = 0.0
-    # backward pass: joint forces and composite inertias
+    _planar_backward(ji, W, M, nle, rows, 1)
+
+
+def _planar_backward(ji, W, M, nle, rows, need_m):  # pragma: no cover - numba
+    """The backward pass of the planar recursions (:func:`_planar_terms` and
+    ``fast_step._terms_planar``): joint forces ``nle`` (RNEA) and composite inertias with the
+    entries of ``M`` (CRBA), from the axes (``W`` columns 4-6), body forces (13-15) and
+    inertias at the origin (16-19) of the forward pass.  ``rows`` as :func:`_planar_terms`'s, or
+    of length 0 for every joint; ``need_m`` 0 ``nle`` only, 1 both, 2 ``M`` only (the other left
+    as it was)."""
+    n = ji.shape[0]
+    rnea = need_m != 2
+    if need_m:
+        for i in range(n):
+            for j in range(n):
+                M[i, j] = 0.0
     for i in range(n - 1, -1, -1):
-        if rows[i] == 0:
+        if rows.shape[0] and rows[i] == 0:
             continue
         S0, S1, S2 = W[i, 4], W[i, 5], W[i, 6]
         par = ji[i, 0]
-        nle[i] = S0 * W[i, 13] + S1 * W[i, 14] + S2 * W[i, 15]
-        m, h0, h1, io = W[i, 16], W[i, 17], W[i, 18], W[i, 19]
-        f0 = m * S0 - h1 * S2
-        f1 = m * S1 + h0 * S2
-        f2 = h0 * S1 - h1 * S0 + io * S2
-        j = i
-        while j >= 0:
-            sm = W[j, 4] * f0 + W[j, 5] * f1 + W[j, 6] * f2
-            M[i, j] = sm
-            M[j, i] = sm
-            j = ji[j, 0]
-        if par >= 0:
-            for a in range(13, 20):
-                W[par, a] += W[i, a]
+        if rnea:
+            nle[i] = S0 * W[i, 13] + S1 * W[i, 14] + S2 * W[i, 15]
+            if par >= 0:
+                for a in range(13, 16):
+                    W[par, a] += W[i, a]
+        if need_m:
+            m, h0, h1, io = W[i, 16], W[i, 17], W[i, 18], W[i, 19]
+            f0 = m * S0 - h1 * S2
+            f1 = m * S1 + h0 * S2
+            f2 = h0 * S1 - h1 * S0 + io * S2
+            j = i
+            while j >= 0:
+                sm = W[j, 4] * f0 + W[j, 5] * f1 + W[j, 6] * f2
+                M[i, j] = sm
+                M[j, i] = sm
+                j = ji[j, 0]
+            if par >= 0:
+                for a in range(16, 20):
+                    W[par, a] += W[i, a]
 
 
 _COMPILED: list = []  # [compiled _planar_terms] or [None] without numba
@@ -147,7 +164,7 @@ def planar_terms():
     :func:`pack_planar`, ``W`` of shape ``(n, PLANAR_WORK)`` and ``rows`` from
     :func:`wanted_rows`.
     """
-    global _planar_terms
+    global _planar_terms, _planar_backward
     if not _COMPILED:
         try:
             import numba
@@ -157,6 +174,8 @@ def planar_terms():
             from .compile_notice import install
 
             install()  # a note while a first run compiles
+            _planar_backward = numba.njit(cache=True, nogil=True, inline="always")(
+                _planar_backward)
             _planar_terms = numba.njit(cache=True, nogil=True)(_planar_terms)
             _COMPILED.append(_planar_terms)
     return _COMPILED[0]

@@ -37,8 +37,8 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
+from . import fast_planar as _planar
 from . import projection as _proj
-from .fast_planar import pack_planar
 from .validation import require_finite
 
 #: pinocchio joint classes handled by the kernel: (kind, axis) with kind 0 revolute, 1 prismatic
@@ -330,33 +330,7 @@ def _terms_planar(q, v, ji, jf, g, fi, ff, M, nle, J, dJ, H, X, need_m,
             W[i, 13] = m * b0 - v2 * iv1
             W[i, 14] = m * b1 + v2 * iv0
             W[i, 15] = h0 * b1 - h1 * b0 + v0 * iv1 - v1 * iv0
-    if need_m:
-        for i in range(n):
-            for j in range(n):
-                M[i, j] = 0.0
-    # backward pass: joint forces and composite inertias
-    for i in range(n - 1, -1, -1):
-        S0, S1, S2 = W[i, 4], W[i, 5], W[i, 6]
-        par = ji[i, 0]
-        if rnea:
-            nle[i] = S0 * W[i, 13] + S1 * W[i, 14] + S2 * W[i, 15]
-            if par >= 0:
-                for a in range(13, 16):
-                    W[par, a] += W[i, a]
-        if need_m:
-            m, h0, h1, io = W[i, 16], W[i, 17], W[i, 18], W[i, 19]
-            f0 = m * S0 - h1 * S2
-            f1 = m * S1 + h0 * S2
-            f2 = h0 * S1 - h1 * S0 + io * S2
-            j = i
-            while j >= 0:
-                sm = W[j, 4] * f0 + W[j, 5] * f1 + W[j, 6] * f2
-                M[i, j] = sm
-                M[j, i] = sm
-                j = ji[j, 0]
-            if par >= 0:
-                for a in range(16, 20):
-                    W[par, a] += W[i, a]
+    _planar_backward(ji, W, M, nle, ji[:0, 0], need_m)  # (every joint)
     _frames(X, fi, ff, H)
     return pot
 
@@ -1227,7 +1201,7 @@ def _compiled():
     global _terms, _closure_residual, _chol, _chol_solve, _accel, _project, _sample, _run
     global _closure_rows, _jacobi_columns, _gauss_solve, _svd, _applied, _fd_closed, _small_solve
     global _workspace, _run_entry, _step_entry, _carray, _cut, _nonzero_rows, _jacobi_rows
-    global _basis, _frames, _terms_planar
+    global _basis, _frames, _terms_planar, _planar_backward
     if not _COMPILED:
         jit = _proj._numba_jit()
         if jit is None:
@@ -1239,6 +1213,8 @@ def _compiled():
 
         inline = numba.njit(cache=True, nogil=True, inline="always")
         _frames = inline(_frames)
+        _planar.planar_terms()  # compiles fast_planar's backward pass (inlined here)
+        _planar_backward = _planar._planar_backward
         _terms = jit(_terms)
         _terms_planar = jit(_terms_planar)
         # the functions that take the tuples of work arrays are inlined into _run: a call
@@ -1312,6 +1288,7 @@ _jacobi_rows = _proj._jacobi_rows
 _gauss_solve = _proj._gauss_solve
 _chol = _proj._chol
 _chol_solve = _proj._chol_solve
+_planar_backward = _planar._planar_backward
 
 
 # -- model packing ----------------------------------------------------------------------------
@@ -1362,9 +1339,10 @@ def pack_tree(pm: pin.Model):
 
 def planar_tree(pm: pin.Model) -> bool:
     """True when the tree moves in the world x-y plane (revolute axes along z, prismatic axes in
-    the plane, joint placements rotating about z: :func:`~multibody_dynamics.fast_planar.
-    pack_planar`); the step's tree terms are then those of :func:`_terms_planar`."""
-    return pack_planar(pm) is not None
+    the plane, joint placements rotating about z:
+    :func:`~multibody_dynamics.fast_planar.pack_planar`); the step's tree terms are then those
+    of :func:`_terms_planar`."""
+    return _planar.pack_planar(pm) is not None
 
 
 def closure_flags(pm: pin.Model, closures) -> np.ndarray:
