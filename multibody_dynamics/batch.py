@@ -211,7 +211,7 @@ def simulate_batch(model: MultibodyModel, duration: float, q0=None, v0=None, tau
     qs, vs, taus = batch_arguments(model, duration, q0, v0, tau, runs=runs, output_dt=output_dt)
     k = len(qs)
     start = time.perf_counter()
-    sim = Simulator(model, cfg, constraints)
+    sim = Simulator(model, cfg, constraints, project_default=False)  # _run_on resets
     results = []
     for i in range(k):
         if prepare is not None:

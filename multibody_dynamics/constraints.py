@@ -165,13 +165,13 @@ class _Closure:
         if r.n_rot:
             self.L_phi = np.zeros((r.n_rot, 9))
             self.L_g = np.zeros((3 * r.n_rot, 9))
-            for k in range(9):
-                E = np.zeros(9)
-                E[k] = 1.0
-                E = E.reshape(3, 3)
-                for row, c, u, w in zip(r.rot_row, r.rot_coef, r.rot_u.T, r.rot_w.T):
-                    self.L_phi[row, k] += c * (w @ E @ u)
-                    self.L_g[3 * row:3 * row + 3, k] += c * np.cross(E @ u, w)
+            # entry k = 3 i + j (vec of R, row-major) of a term c (w . R u): c w_i u_j in
+            # L_phi; c u_j (e_i x w) in the three rows of L_g (d/dt of w . R u is
+            # (R u x w) . w_r)
+            for row, c, u, w in zip(r.rot_row, r.rot_coef, r.rot_u.T, r.rot_w.T):
+                self.L_phi[row] += c * np.outer(w, u).ravel()
+                ew = np.cross(np.eye(3), w)  # row i: e_i x w
+                self.L_g[3 * row:3 * row + 3] += c * np.einsum("ia,j->aij", ew, u).reshape(3, 9)
 
     def _G(self, R):
         return (self.L_g @ R.ravel()).reshape(self.n_rot, 3)
