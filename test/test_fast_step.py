@@ -83,7 +83,8 @@ def _pair(model, seconds, q0, v0, tau=None, **kw):
 
 def test_same_trajectory_closed_loops(four_bar_q0):
     """Compiled and reference paths, RK4 1 ms, 0.5 s: same samples to 1e-9 in q and 1e-7 in v.
-    The operations differ (Jacobi SVD and Gauss's form of eq. 22 against LAPACK and eq. 24) but
+    The operations differ (the closure rows or their Jacobi SVD as basis in Gauss's form of
+    eq. 22, against LAPACK's SVD and eq. 24) but
     are equivalent: away from singular configurations the differences are round-off (about
     1e-12); the slider-crank passes q1 = pi/2 at t = 0.4 s, where the reference's eq. 24 solve
     loses about eps / sigma^2 (measured: 2e-9 in a, 1.8e-8 in v, at sigma 1e-6)."""
