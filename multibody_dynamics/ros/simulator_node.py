@@ -199,6 +199,11 @@ class SimulatorNode(MultibodyNode):
             raise StartupError(f"{name}: the initial configuration cannot be assembled "
                                f"({exc}); set initial_positions near an assembled "
                                "configuration of the loop") from None
+        # the compiled step is loaded now (numba's cache: about 0.4-0.6 s in a new process), not
+        # in the first period of the wall-clock loop: one step on copies, the state unchanged
+        fast = self.sim.fast_stepper() if hasattr(self.sim, "fast_stepper") else None
+        if fast is not None:
+            fast.step(self.sim.q, self.sim.v, np.zeros(model.nv), self.sim.t, config.dt)
         self.u = np.zeros(model.nu)
         self.tau = np.zeros(model.nv)
         self._B = np.asarray(model.B, float)
