@@ -543,10 +543,12 @@ def _small_solve(K, Lk, rhs, x, r):  # pragma: no cover - numba
     return 2 if _gauss_solve(Kc, rhs[0, :r], x[0, :r], 0.0) else 0
 
 
-def _svd(A, bbuf, Qw, sv, order, Vt, qbuf, rows, par):  # pragma: no cover - numba
-    """SVD of ``A`` (m, n) by one-sided Jacobi on ``A^T`` (projection.py's ``_jacobi_columns``,
-    accurate to eps * sigma_max as LAPACK), in the work arrays (``wk`` 8, 10-14, 27, 28; passed
-    one by one: the whole tuple into an inlined function cost about 50 ns a call, measured):
+def _svd(A, mz, bbuf, Qw, sv, order, Vt, qbuf, rows, par):  # pragma: no cover - numba
+    """SVD of ``A`` (m, n), whose rows ``rows[:mz]`` are those not exactly zero
+    (:func:`~multibody_dynamics.projection._nonzero_rows`), by one-sided Jacobi on ``A^T``
+    (projection.py's ``_jacobi_columns``, accurate to eps * sigma_max as LAPACK), in the work
+    arrays (``wk`` 8, 10-14, 27, 28; passed one by one: the whole tuple into an inlined
+    function cost about 50 ns a call, measured):
     ``Vt`` (rows: the right singular vectors of the retained directions, decreasing sigma), ``Q``
     (left vectors, columns), ``sv``, ``order``.  Rank decision of Aghili (2005) eq. 70 as
     :func:`null_space_projector`: ``sigma > max(rank_atol, rank_rtol sigma_max)``.  Returns the
@@ -559,7 +561,6 @@ def _svd(A, bbuf, Qw, sv, order, Vt, qbuf, rows, par):  # pragma: no cover - num
     # sweeps run on the others only
     # projection.py's _jacobi_nonzero_rows with the views cut by _cut (its slices and reshapes
     # cost about as much as the sweeps on the shipped loops), its parts inlined
-    mz = _nonzero_rows(A, rows)
     Qc = _cut(qbuf, 0, (mz, mz))
     Bw = _cut(bbuf, 0, (n, mz))
     _jacobi_rows(A, rows, mz, Bw, Qc, sv)
@@ -649,7 +650,7 @@ def _basis(A, wk, par):  # pragma: no cover - numba
                     Ub[l2, ii] = 0.0
                 Ub[rows[ii], ii] = 1.0
             return mz, True
-    r = _svd(A, wk[10], Qw, sv, order, Vt, wk[27], rows, par)
+    r = _svd(A, mz, wk[10], Qw, sv, order, Vt, wk[27], rows, par)
     for ii in range(r):
         j = order[ii]
         for l2 in range(m):
@@ -1345,10 +1346,10 @@ def planar_tree(pm: pin.Model) -> bool:
     return _planar.pack_planar(pm) is not None
 
 
-def closure_flags(pm: pin.Model, closures) -> np.ndarray:
+def closure_flags(pm: pin.Model, closures, planar: bool | None = None) -> np.ndarray:
     """The flags of :func:`~multibody_dynamics.projection._closure_rows` per closure (its
-    ``cl`` column 6): 1 for a planar tree (:func:`planar_tree`), plus 2 when the closure's
-    rotation rows are identically zero in that motion.
+    ``cl`` column 6): 1 for a planar tree (:func:`planar_tree`; ``planar`` when the caller
+    has it), plus 2 when the closure's rotation rows are identically zero in that motion.
 
     A rotation row of the closure rows is ``s (R_b G)^T J_w``; in planar motion only ``J_w``'s z
     row moves, ``R_b = Rz(theta_b) R_fb`` and ``R = R_b^T R_a = R_fb^T Rz(phi) R_fa`` (``R_f*``
@@ -1356,7 +1357,8 @@ def closure_flags(pm: pin.Model, closures) -> np.ndarray:
     G(R(phi)) J_wz`` with ``c_b`` the third row of ``R_fb``: a combination of 1, cos phi and sin
     phi.  Zero at three distinct angles is zero at every angle; its bias, ``omega_z`` times the
     derivative in phi, vanishes with it."""
-    planar = planar_tree(pm)
+    if planar is None:
+        planar = planar_tree(pm)
     flags = np.zeros(len(closures), np.int64)
     for i, c in enumerate(closures):
         if not planar:
@@ -1391,10 +1393,11 @@ class _Packed:
         spring = np.vstack([K, D, np.asarray(model.q_rest, float)])
         self.closed = projected is not None
         g = np.array(pm.gravity.linear, float)
+        planar = planar_tree(pm)
         if self.closed:
             c = projected.constraints
             plan = _proj._FastPlan(c, pm, pm.createData())
-            cl = np.hstack([plan.cl, closure_flags(pm, c._closures)[:, None]])
+            cl = np.hstack([plan.cl, closure_flags(pm, c._closures, planar)[:, None]])
             cf = plan.cf
             lphi = np.zeros((len(c._closures), 27))
             for i, cc in enumerate(c._closures):
@@ -1417,7 +1420,7 @@ class _Packed:
             H0 = np.zeros((0, 4, 4))
             self.par = np.zeros(5)
             self.m = 0
-        self.par[4] = float(planar_tree(pm))  # the kernels' switch to _terms_planar
+        self.par[4] = float(planar)  # the kernels' switch to _terms_planar
         # work buffers: views are cut in the kernel (_workspace); frames on the universe placed
         # once
         buf = np.zeros(_buffer_size(self.nv, self.m, len(fi)))
