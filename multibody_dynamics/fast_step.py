@@ -865,17 +865,20 @@ def _project(q, v, mdl, wk, par, sp):  # pragma: no cover - numba
     return True, it, err, r if how == 1 else -1  # Lk the Cholesky factor of K, or not
 
 
-def _sample(q, v, pot, mdl, wk, closed):  # pragma: no cover - numba
+def _sample(q, v, pot, mdl, wk, closed, res):  # pragma: no cover - numba
     """Energy T + V [J] at (q, v) and for a closed loop ``max |phi|`` and ``max |A v|``, from
     the terms the evaluation of the accelerations at (q, v) left in ``wk`` (``M``, ``H``,
-    ``A``) and its gravity potential energy ``pot``."""
+    ``A``) and its gravity potential energy ``pot``; ``res`` >= 0 is ``max |phi|`` at q
+    already (the projection that left q computed it last), < 0 computes it."""
     cl, cf, lphi, spring = mdl[5], mdl[6], mdl[7], mdl[8]
     M, H, A, phi = wk[0], wk[4], wk[8], wk[23]
     n = q.shape[0]
-    res = 0.0
     vres = 0.0
-    if closed:
-        res = _closure_residual(H, cl, cf, lphi, phi)
+    if not closed:
+        res = 0.0
+    else:
+        if res < 0.0:
+            res = _closure_residual(H, cl, cf, lphi, phi)
         for i in range(A.shape[0]):
             sm = 0.0
             for k in range(n):
@@ -945,7 +948,8 @@ def _run(q, v, tau, t0, nsteps, every, k0, n_total, mdl, wk, par, sp, closed,
             else:
                 pot = _accel(qs, Vs[st], tau, mdl, wk, par, As[st])
             if st == 0 and sample_now:
-                e, res, vres = _sample(q, v, pot, mdl, wk, closed)
+                # after a step, the residual at q is the projection's last (err)
+                e, res, vres = _sample(q, v, pot, mdl, wk, closed, err if k > 0 else -1.0)
                 out_t[k_out] = t
                 out_e[k_out] = e
                 out_res[k_out] = res
