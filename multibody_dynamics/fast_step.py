@@ -1225,7 +1225,7 @@ def _compiled():
         # accelerations): a call passes its 13 arrays field by field (about 130 words), which
         # cost about a tenth of a four_bar step and a fifth of a slider_crank step (cached
         # kernels, best of 7 in each of 4 processes: 0.91x and 0.82x the step's CPU time,
-        # bit-identical states); the price is about 14 s more of the first compilation
+        # bit-identical states); the price is about 17 s more of the first compilation
         _terms_planar = inline(_terms_planar)
         # the functions that take the tuples of work arrays are inlined into _run: a call
         # passes every array of the tuples (about 1.7 us per call measured on four_bar, more
