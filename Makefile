@@ -41,10 +41,19 @@ demo: venv
 	$(VENV)/bin/multibody invert config/scenarios/invert_passive_arm.yaml --out $(OUT)
 	$(VENV)/bin/multibody simulate slider_crank --duration 2 --v0 12 -24 --out $(OUT)/slider_crank.csv --plot $(OUT)/slider_crank.png --animate $(OUT)/slider_crank.html
 
+# The library tests run in TEST_WORKERS processes (pytest-xdist; a test file stays in one
+# process, so its module fixtures are computed once), then the ROS/DDS tests one at a time:
+# their nodes and loops need the machine's cores.  Exit status: the first half's failure, else
+# the second's; "no test collected" (5) in one half counts only when both collect nothing.
+TEST_WORKERS ?= 2
 test: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not ros" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); a=$$?; \
+	$(PY) -m pytest -q -m ros $(PYTEST_ARGS); b=$$?; \
+	if [ $$a -eq 5 ] && [ $$b -eq 5 ]; then exit 5; fi; \
+	if [ $$a -ne 0 ] && [ $$a -ne 5 ]; then exit $$a; fi; \
+	if [ $$b -ne 0 ] && [ $$b -ne 5 ]; then exit $$b; fi
 
 # The library tests without the ROS/DDS ones and those over about 10 s (markers in setup.cfg).
 test-fast: venv

@@ -56,7 +56,8 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6", "catkin_pkg>=0.5", "xacro",
                  "example-robot-data",  # real robot URDFs (test_real_robots.py)
                  "mujoco>=3.0",  # MuJoCo's own model of the MJCF test files (test_mjcf.py)
-                 "imageio-ffmpeg>=0.4"],  # the video extra: MP4 written and decoded in tests
+                 "imageio-ffmpeg>=0.4",  # the video extra: MP4 written and decoded in tests
+                 "pytest-xdist>=3"],  # `make test` runs the library tests in two processes
         "ros": ROS,
         # MP4 animations without a system ffmpeg: the wheel's static ffmpeg binary
         "video": ["imageio-ffmpeg>=0.4"],
