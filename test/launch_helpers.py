@@ -22,13 +22,12 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
-import re
 import signal
 import sys
 import time
 from pathlib import Path
 
-from ros_helpers import LoggedProcess, ros_environment
+from ros_helpers import TRAJECTORY_START, LoggedProcess, ros_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "multibody_suite"
@@ -567,15 +566,9 @@ def _flexible_move(run, states, pub, names, move, duration, hold):
         q_goal[names.index(name)] += delta
     msg = demo_trajectory(names, q_start, q_goal, duration)
     pub.publish(msg)
-    accepted = re.compile(r"trajectory accepted: .* from t = ([0-9.eE+-]+) s")
-    wall1 = time.monotonic()
-    while not accepted.search(run.log()):
-        if not run.alive or "process has died" in run.log():
-            raise RuntimeError(f"a process ended before the move:\n{run.log()[-4000:]}")
-        if time.monotonic() - wall1 > STARTUP:
-            raise RuntimeError(f"the controller did not accept the move:\n{run.log()[-4000:]}")
-        time.sleep(0.05)
-    t_start = float(accepted.search(run.log()).group(1))
+    _wait_loop(run, lambda: TRAJECTORY_START.search(run.log()), "start of the move in the "
+               "controller's log")
+    t_start = float(TRAJECTORY_START.search(run.log()).group(1))
     t_end = t_start + duration + hold
     wall1 = time.monotonic()
     while stamp(states[-1]) < t_end:

@@ -38,6 +38,8 @@ TIMING = os.environ.get("MULTIBODY_TEST_TIMING", "")
 TIMED_NODES = ("simulator_node", "controller_node")
 STARTUP_TIMEOUT = 30.0   # s; generous: node start imports pinocchio + rclpy on a loaded 2-core box
 STOP_TIMEOUT = 10.0      # s between SIGINT and SIGKILL
+#: controller_node's log line of a started trajectory; group 1: its start on the node clock [s]
+TRAJECTORY_START = re.compile(r"trajectory accepted: .* from t = ([0-9.eE+-]+) s")
 
 ROS_ENV = {
     "ROS_DOMAIN_ID": str(DOMAIN_ID),
@@ -361,10 +363,9 @@ def start_late_controller(launch, probe, inv, states, robot: str, rate: float, t
                        nodes)
     finally:
         ctl.resume()
-    pattern = re.compile(r"trajectory accepted: .* from t = ([0-9.eE+-]+) s")
-    probe.wait_for(lambda: pattern.search(ctl.log()), 60.0, "controller_node to start the "
-                   "latched trajectory", nodes)
-    return float(pattern.search(ctl.log()).group(1)), nodes
+    probe.wait_for(lambda: TRAJECTORY_START.search(ctl.log()), 60.0, "controller_node to start "
+                   "the latched trajectory", nodes)
+    return float(TRAJECTORY_START.search(ctl.log()).group(1)), nodes
 
 
 def all_finite(messages, field) -> bool:
